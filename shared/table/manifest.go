@@ -1,0 +1,425 @@
+package table
+
+import (
+	"encoding/binary"
+	"encoding/hex"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+)
+
+// FormatVersion is the manifest and change-record format this code writes
+// and the only one it reads.
+const FormatVersion = 1
+
+const (
+	manifestMagic = "TKM1"
+	changeMagic   = "TKC1"
+
+	versionsDir  = "_versions/"
+	changesDir   = "_changes/"
+	dataDir      = "data/"
+	deletionsDir = "_deletions/"
+	tagsDir      = "_refs/tags/"
+	floorKey     = "_refs/floor.json"
+)
+
+// OpKind is what a commit did.
+type OpKind byte
+
+const (
+	OpCreate  OpKind = 1
+	OpAppend  OpKind = 2
+	OpDelete  OpKind = 3
+	OpUpsert  OpKind = 4
+	OpRewrite OpKind = 5
+	OpRestore OpKind = 6
+)
+
+func (k OpKind) String() string {
+	switch k {
+	case OpCreate:
+		return "create"
+	case OpAppend:
+		return "append"
+	case OpDelete:
+		return "delete"
+	case OpUpsert:
+		return "upsert"
+	case OpRewrite:
+		return "rewrite"
+	case OpRestore:
+		return "restore"
+	}
+	return "op(" + strconv.Itoa(int(k)) + ")"
+}
+
+// Operation summarises a commit.
+type Operation struct {
+	Kind        OpKind
+	TxnID       uint64 // random; lets a committer recognise its own manifest after an ambiguous write
+	RowsAdded   uint64
+	RowsDeleted uint64
+	// RestoredFrom is the version a Restore copied.
+	RestoredFrom uint64
+}
+
+// FileID names a data file: data/{16 hex digits}.parquet. The random
+// 64-bit id both spreads keys over S3 partitions and makes names unique.
+type FileID uint64
+
+// Deletion is a fragment's deletion vector file.
+type Deletion struct {
+	ID             uint32 // _deletions/{data file id}-{8 hex digits}.del
+	Rows           uint64 // rows it marks deleted
+	CreatedVersion uint64 // first version that referenced it
+}
+
+// Fragment is one immutable data file plus its current deletion vector.
+type Fragment struct {
+	ID             uint64 // unique within a table, assigned at commit, never reused
+	File           FileID
+	Rows           uint64 // physical rows in the data file
+	Bytes          uint64 // data file size
+	CreatedVersion uint64 // first version that referenced the data file
+	Deletion       *Deletion
+	MinKey, MaxKey []byte // bounds of the key column (empty without a key column)
+}
+
+// LiveRows is Rows minus deleted rows.
+func (f Fragment) LiveRows() uint64 {
+	if f.Deletion == nil {
+		return f.Rows
+	}
+	return f.Rows - f.Deletion.Rows
+}
+
+// Manifest is one version of a table.
+type Manifest struct {
+	Version        uint64
+	Parent         uint64 // Version-1, 0 for the first
+	CommitTime     time.Time
+	Schema         *arrow.Schema
+	KeyColumn      string
+	NextFragmentID uint64
+	Op             Operation
+	Fragments      []Fragment
+}
+
+// Rows is the number of live rows.
+func (m *Manifest) Rows() uint64 {
+	var n uint64
+	for _, f := range m.Fragments {
+		n += f.LiveRows()
+	}
+	return n
+}
+
+// manifestKey names version v so that the newest sorts first: one List with
+// MaxKeys 1 finds the latest version.
+func manifestKey(v uint64) string {
+	return fmt.Sprintf("%s%020d.manifest", versionsDir, math.MaxUint64-v)
+}
+
+// parseManifestKey is manifestKey's inverse for a key relative to the root.
+func parseManifestKey(rel string) (uint64, bool) {
+	name, ok := strings.CutPrefix(rel, versionsDir)
+	if !ok {
+		return 0, false
+	}
+	digits, ok := strings.CutSuffix(name, ".manifest")
+	if !ok || len(digits) != 20 {
+		return 0, false
+	}
+	inv, err := strconv.ParseUint(digits, 10, 64)
+	if err != nil || inv == math.MaxUint64 {
+		return 0, false
+	}
+	return math.MaxUint64 - inv, true
+}
+
+func changeKey(v uint64) string { return fmt.Sprintf("%s%020d.chg", changesDir, v) }
+
+func parseChangeKey(rel string) (uint64, bool) {
+	name, ok := strings.CutPrefix(rel, changesDir)
+	if !ok {
+		return 0, false
+	}
+	digits, ok := strings.CutSuffix(name, ".chg")
+	if !ok || len(digits) != 20 {
+		return 0, false
+	}
+	v, err := strconv.ParseUint(digits, 10, 64)
+	return v, err == nil
+}
+
+// DataKey is the data file's key relative to the table root.
+func (id FileID) DataKey() string { return fmt.Sprintf("%s%016x.parquet", dataDir, uint64(id)) }
+
+// DeletionKey is the key of fragment file f's deletion vector d.
+func DeletionKey(f FileID, d uint32) string {
+	return fmt.Sprintf("%s%016x-%08x.del", deletionsDir, uint64(f), d)
+}
+
+// IsDataKey reports whether rel (relative to a table root) is a data or
+// deletion file name this format writes.
+func IsDataKey(rel string) bool {
+	if name, ok := strings.CutPrefix(rel, dataDir); ok {
+		hexPart, ok := strings.CutSuffix(name, ".parquet")
+		_, err := hex.DecodeString(hexPart)
+		return ok && len(hexPart) == 16 && err == nil
+	}
+	if name, ok := strings.CutPrefix(rel, deletionsDir); ok {
+		body, ok := strings.CutSuffix(name, ".del")
+		a, b, ok2 := strings.Cut(body, "-")
+		_, e1 := hex.DecodeString(a)
+		_, e2 := hex.DecodeString(b)
+		return ok && ok2 && len(a) == 16 && len(b) == 8 && e1 == nil && e2 == nil
+	}
+	return false
+}
+
+// encodeManifest writes the binary manifest (see docs/format.md).
+func encodeManifest(m *Manifest) []byte {
+	buf := make([]byte, 0, 64+len(m.Fragments)*40)
+	buf = append(buf, manifestMagic...)
+	buf = binary.AppendUvarint(buf, FormatVersion)
+	buf = binary.AppendUvarint(buf, m.Version)
+	buf = binary.AppendUvarint(buf, m.Parent)
+	buf = binary.AppendVarint(buf, m.CommitTime.UnixNano())
+	buf = appendSchema(buf, m.Schema)
+	buf = appendBytes(buf, []byte(m.KeyColumn))
+	buf = binary.AppendUvarint(buf, m.NextFragmentID)
+	buf = append(buf, byte(m.Op.Kind))
+	buf = binary.LittleEndian.AppendUint64(buf, m.Op.TxnID)
+	buf = binary.AppendUvarint(buf, m.Op.RowsAdded)
+	buf = binary.AppendUvarint(buf, m.Op.RowsDeleted)
+	buf = binary.AppendUvarint(buf, m.Op.RestoredFrom)
+	buf = binary.AppendUvarint(buf, uint64(len(m.Fragments)))
+	for _, f := range m.Fragments {
+		buf = appendFragment(buf, f)
+	}
+	return seal(buf)
+}
+
+func appendFragment(buf []byte, f Fragment) []byte {
+	buf = binary.AppendUvarint(buf, f.ID)
+	buf = binary.LittleEndian.AppendUint64(buf, uint64(f.File))
+	buf = binary.AppendUvarint(buf, f.Rows)
+	buf = binary.AppendUvarint(buf, f.Bytes)
+	buf = binary.AppendUvarint(buf, f.CreatedVersion)
+	if f.Deletion == nil {
+		buf = append(buf, 0)
+	} else {
+		buf = append(buf, 1)
+		buf = binary.LittleEndian.AppendUint32(buf, f.Deletion.ID)
+		buf = binary.AppendUvarint(buf, f.Deletion.Rows)
+		buf = binary.AppendUvarint(buf, f.Deletion.CreatedVersion)
+	}
+	buf = appendBytes(buf, f.MinKey)
+	return appendBytes(buf, f.MaxKey)
+}
+
+// decodeManifest parses a manifest object; key names it in errors.
+func decodeManifest(key string, b []byte) (*Manifest, error) {
+	if len(b) < len(manifestMagic)+1+4 || string(b[:len(manifestMagic)]) != manifestMagic {
+		return nil, objErr(key, ErrCorruptManifest, "bad magic or too short")
+	}
+	// The format version comes before the checksum check so that a newer
+	// writer's manifest is reported as unsupported, not as corrupt.
+	fv, n := binary.Uvarint(b[len(manifestMagic):])
+	if n <= 0 {
+		return nil, objErr(key, ErrCorruptManifest, "bad format version")
+	}
+	if fv != FormatVersion {
+		return nil, objErr(key, ErrUnsupportedFormat, fmt.Sprintf("format version %d; this build reads %d", fv, FormatVersion))
+	}
+	body, ok := unseal(b)
+	if !ok {
+		return nil, objErr(key, ErrCorruptManifest, "checksum mismatch (truncated or damaged)")
+	}
+	r := &reader{b: body[len(manifestMagic)+n:]}
+	m := &Manifest{}
+	m.Version = r.uvarint()
+	m.Parent = r.uvarint()
+	m.CommitTime = time.Unix(0, r.varint()).UTC()
+	m.Schema = readSchema(r)
+	m.KeyColumn = string(r.bytes())
+	m.NextFragmentID = r.uvarint()
+	m.Op.Kind = OpKind(r.byte())
+	if tx := r.fixed(8); tx != nil {
+		m.Op.TxnID = binary.LittleEndian.Uint64(tx)
+	}
+	m.Op.RowsAdded = r.uvarint()
+	m.Op.RowsDeleted = r.uvarint()
+	m.Op.RestoredFrom = r.uvarint()
+	count := r.uvarint()
+	if r.err == nil && count > uint64(len(r.b))/12 {
+		r.fail("fragment count beyond object size")
+	}
+	if r.err == nil {
+		m.Fragments = make([]Fragment, 0, count)
+		for range count {
+			m.Fragments = append(m.Fragments, readFragment(r))
+		}
+	}
+	r.done()
+	if r.err != nil {
+		return nil, objErr(key, ErrCorruptManifest, r.err.Error())
+	}
+	return m, nil
+}
+
+func readFragment(r *reader) Fragment {
+	f := Fragment{}
+	f.ID = r.uvarint()
+	if b := r.fixed(8); b != nil {
+		f.File = FileID(binary.LittleEndian.Uint64(b))
+	}
+	f.Rows = r.uvarint()
+	f.Bytes = r.uvarint()
+	f.CreatedVersion = r.uvarint()
+	switch r.byte() {
+	case 0:
+	case 1:
+		d := &Deletion{}
+		if b := r.fixed(4); b != nil {
+			d.ID = binary.LittleEndian.Uint32(b)
+		}
+		d.Rows = r.uvarint()
+		d.CreatedVersion = r.uvarint()
+		f.Deletion = d
+	default:
+		r.fail("bad deletion flag")
+	}
+	f.MinKey = r.bytes()
+	f.MaxKey = r.bytes()
+	return f
+}
+
+// RemovedFile is an object a commit stopped referencing, with the first
+// version that referenced it: the object was referenced by exactly the
+// versions [Since, removing version - 1].
+type RemovedFile struct {
+	Key   string // relative to the table root
+	Since uint64
+}
+
+// ChangeRecord is the small per-version record of what a commit added and
+// removed, so that cleanup never reads old full manifests.
+type ChangeRecord struct {
+	Version    uint64
+	CommitTime time.Time
+	Op         OpKind
+	Added      []string // keys relative to the table root
+	Removed    []RemovedFile
+}
+
+func encodeChange(c *ChangeRecord) []byte {
+	buf := append([]byte(nil), changeMagic...)
+	buf = binary.AppendUvarint(buf, FormatVersion)
+	buf = binary.AppendUvarint(buf, c.Version)
+	buf = binary.AppendVarint(buf, c.CommitTime.UnixNano())
+	buf = append(buf, byte(c.Op))
+	buf = binary.AppendUvarint(buf, uint64(len(c.Added)))
+	for _, k := range c.Added {
+		buf = appendBytes(buf, []byte(k))
+	}
+	buf = binary.AppendUvarint(buf, uint64(len(c.Removed)))
+	for _, rf := range c.Removed {
+		buf = appendBytes(buf, []byte(rf.Key))
+		buf = binary.AppendUvarint(buf, rf.Since)
+	}
+	return seal(buf)
+}
+
+// DecodeChange parses a change record; key names it in errors.
+func DecodeChange(key string, b []byte) (*ChangeRecord, error) {
+	if len(b) < len(changeMagic)+1+4 || string(b[:len(changeMagic)]) != changeMagic {
+		return nil, objErr(key, ErrCorruptObject, "bad change-record magic or too short")
+	}
+	fv, n := binary.Uvarint(b[len(changeMagic):])
+	if n <= 0 {
+		return nil, objErr(key, ErrCorruptObject, "bad format version")
+	}
+	if fv != FormatVersion {
+		return nil, objErr(key, ErrUnsupportedFormat, fmt.Sprintf("format version %d; this build reads %d", fv, FormatVersion))
+	}
+	body, ok := unseal(b)
+	if !ok {
+		return nil, objErr(key, ErrCorruptObject, "change-record checksum mismatch")
+	}
+	r := &reader{b: body[len(changeMagic)+n:]}
+	c := &ChangeRecord{}
+	c.Version = r.uvarint()
+	c.CommitTime = time.Unix(0, r.varint()).UTC()
+	c.Op = OpKind(r.byte())
+	na := r.uvarint()
+	if r.err == nil && na > uint64(len(r.b)) {
+		r.fail("added count beyond object size")
+	}
+	for i := uint64(0); r.err == nil && i < na; i++ {
+		c.Added = append(c.Added, string(r.bytes()))
+	}
+	nr := r.uvarint()
+	if r.err == nil && nr > uint64(len(r.b)) {
+		r.fail("removed count beyond object size")
+	}
+	for i := uint64(0); r.err == nil && i < nr; i++ {
+		k := string(r.bytes())
+		c.Removed = append(c.Removed, RemovedFile{Key: k, Since: r.uvarint()})
+	}
+	r.done()
+	if r.err != nil {
+		return nil, objErr(key, ErrCorruptObject, r.err.Error())
+	}
+	return c, nil
+}
+
+// diffManifests derives the change record of next relative to prev: every
+// object next references that prev did not is added; every object prev
+// referenced that next does not is removed, with the version it was first
+// referenced. Paths are never reused, so the diff is exact.
+func diffManifests(prev, next *Manifest) *ChangeRecord {
+	c := &ChangeRecord{Version: next.Version, CommitTime: next.CommitTime, Op: next.Op.Kind}
+	old := map[string]uint64{}
+	if prev != nil {
+		for _, f := range prev.Fragments {
+			old[f.File.DataKey()] = f.CreatedVersion
+			if f.Deletion != nil {
+				old[DeletionKey(f.File, f.Deletion.ID)] = f.Deletion.CreatedVersion
+			}
+		}
+	}
+	cur := map[string]bool{}
+	for _, f := range next.Fragments {
+		for _, k := range fragmentKeys(f) {
+			cur[k] = true
+			if _, ok := old[k]; !ok {
+				c.Added = append(c.Added, k)
+			}
+		}
+	}
+	if prev != nil {
+		for _, f := range prev.Fragments {
+			for _, k := range fragmentKeys(f) {
+				if !cur[k] {
+					c.Removed = append(c.Removed, RemovedFile{Key: k, Since: old[k]})
+				}
+			}
+		}
+	}
+	return c
+}
+
+// fragmentKeys lists the objects a fragment references, relative to the root.
+func fragmentKeys(f Fragment) []string {
+	if f.Deletion == nil {
+		return []string{f.File.DataKey()}
+	}
+	return []string{f.File.DataKey(), DeletionKey(f.File, f.Deletion.ID)}
+}

@@ -1,0 +1,252 @@
+package table
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+)
+
+// RewriteInput is one input fragment of a rewrite group as it was read.
+type RewriteInput struct {
+	Fragment Fragment // as in the read version
+	Deleted  []uint32 // the deletion vector applied when it was read
+}
+
+// RewriteGroup replaces adjacent input fragments by one output fragment
+// holding their live rows, in input order.
+type RewriteGroup struct {
+	Inputs []RewriteInput
+	Output Fragment // written by WriteRewriteOutput, not yet committed
+}
+
+// Rewrite is a compaction commit: groups whose inputs are replaced by
+// outputs. Groups whose inputs changed beyond repair are dropped at commit.
+type Rewrite struct {
+	Groups []RewriteGroup
+
+	nextID uint64
+	// Dropped counts groups the last apply dropped because an input was gone.
+	Dropped int
+	// Remapped counts rows deleted concurrently that the last apply re-applied
+	// to outputs.
+	Remapped uint64
+	written  map[rewriteWrittenKey]*Deletion
+}
+
+type rewriteWrittenKey struct {
+	group int
+	sig   string // the inputs' deletion vector ids at the base
+}
+
+// ReadGroup reads the live rows of input fragments (as of snapshot m) into
+// one batch and returns the group's inputs with the vectors applied.
+func (t *Table) ReadGroup(ctx context.Context, m *Manifest, frags []Fragment) (arrow.RecordBatch, []RewriteInput, error) {
+	var recs []arrow.RecordBatch
+	defer func() {
+		for _, r := range recs {
+			r.Release()
+		}
+	}()
+	inputs := make([]RewriteInput, 0, len(frags))
+	for _, f := range frags {
+		rec, deleted, err := t.ReadFragment(ctx, m.Schema, f, nil)
+		if err != nil {
+			return nil, nil, err
+		}
+		recs = append(recs, rec)
+		inputs = append(inputs, RewriteInput{Fragment: f, Deleted: deleted})
+	}
+	tbl := array.NewTableFromRecords(m.Schema, recs)
+	defer tbl.Release()
+	tr := array.NewTableReader(tbl, tbl.NumRows()+1)
+	defer tr.Release()
+	if !tr.Next() {
+		return array.NewRecordBatch(m.Schema, emptyColumns(m.Schema), 0), inputs, nil
+	}
+	out := tr.RecordBatch()
+	// Concatenate chunks into one batch so it is written as one row group.
+	cols := make([]arrow.Array, out.NumCols())
+	for i := range cols {
+		c, err := array.Concatenate([]arrow.Array{out.Column(i)}, memory.DefaultAllocator)
+		if err != nil {
+			return nil, nil, err
+		}
+		cols[i] = c
+	}
+	rec := array.NewRecordBatch(m.Schema, cols, out.NumRows())
+	for _, c := range cols {
+		c.Release()
+	}
+	return rec, inputs, nil
+}
+
+func emptyColumns(s *arrow.Schema) []arrow.Array {
+	cols := make([]arrow.Array, s.NumFields())
+	for i, f := range s.Fields() {
+		b := array.NewBuilder(memory.DefaultAllocator, f.Type)
+		cols[i] = b.NewArray()
+		b.Release()
+	}
+	return cols
+}
+
+// WriteRewriteOutput writes a group's output data file (not yet committed).
+func (t *Table) WriteRewriteOutput(ctx context.Context, m *Manifest, rec arrow.RecordBatch) (Fragment, error) {
+	return t.putData(ctx, m, rec)
+}
+
+// CommitRewrite commits a rewrite on the latest version. Concurrent appends
+// rebase over it; a delete that landed on an input after it was read is
+// re-applied to the output by remapping row positions; a group whose input
+// was removed is dropped (never committed stale). If every group is dropped
+// it returns ErrRewriteInvalidated and commits nothing.
+func (t *Table) CommitRewrite(ctx context.Context, rw *Rewrite, readAt time.Time) (*CommitResult, error) {
+	base, _, err := t.base(ctx)
+	if err != nil {
+		return nil, err
+	}
+	op := t.newOp(OpRewrite)
+	op.readAt = readAt
+	rw.written = map[rewriteWrittenKey]*Deletion{}
+	op.rewrite = rw
+	return t.commit(ctx, op, base)
+}
+
+// apply builds the fragment list of base with the rewrite applied.
+func (rw *Rewrite) apply(ctx context.Context, t *Table, base *Manifest, version uint64) ([]Fragment, error) {
+	byID := make(map[uint64]int, len(base.Fragments))
+	for i, f := range base.Fragments {
+		byID[f.ID] = i
+	}
+	replaced := map[int]bool{}     // base index -> replaced
+	outputAt := map[int]Fragment{} // base index of a group's first input -> output
+	rw.Dropped, rw.Remapped = 0, 0
+	nextID := base.NextFragmentID
+	for gi, g := range rw.Groups {
+		out, ok, err := rw.remap(ctx, t, gi, g, base, byID, version)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			rw.Dropped++
+			continue
+		}
+		out.ID = nextID
+		nextID++
+		first := byID[g.Inputs[0].Fragment.ID]
+		for _, in := range g.Inputs {
+			replaced[byID[in.Fragment.ID]] = true
+		}
+		if out.Rows > 0 && (out.Deletion == nil || out.Deletion.Rows < out.Rows) {
+			outputAt[first] = out
+		}
+	}
+	if rw.Dropped == len(rw.Groups) {
+		return nil, fmt.Errorf("%w: all %d groups", ErrRewriteInvalidated, len(rw.Groups))
+	}
+	rw.nextID = nextID
+	frags := make([]Fragment, 0, len(base.Fragments))
+	for i, f := range base.Fragments {
+		if out, ok := outputAt[i]; ok {
+			frags = append(frags, out)
+		}
+		if !replaced[i] {
+			frags = append(frags, f)
+		}
+	}
+	return frags, nil
+}
+
+// remap checks a group against base and returns its output fragment with
+// any deletions that landed on its inputs since they were read.
+func (rw *Rewrite) remap(ctx context.Context, t *Table, gi int, g RewriteGroup, base *Manifest, byID map[uint64]int, version uint64) (Fragment, bool, error) {
+	out := g.Output
+	out.CreatedVersion = version
+	out.Deletion = nil
+	var sig []byte
+	changed := false
+	for _, in := range g.Inputs {
+		i, ok := byID[in.Fragment.ID]
+		if !ok || base.Fragments[i].File != in.Fragment.File {
+			return out, false, nil // input rewritten or dropped by someone else
+		}
+		cur := base.Fragments[i]
+		if cur.Deletion != nil {
+			sig = fmt.Appendf(sig, "%d:%d,", in.Fragment.ID, cur.Deletion.ID)
+		}
+		if !sameDeletion(cur.Deletion, in.Fragment.Deletion) {
+			changed = true
+		}
+	}
+	if !changed {
+		return out, true, nil
+	}
+	key := rewriteWrittenKey{group: gi, sig: string(sig)}
+	if d, ok := rw.written[key]; ok {
+		if d != nil {
+			out.Deletion = &Deletion{ID: d.ID, Rows: d.Rows, CreatedVersion: version}
+		}
+		rw.Remapped += outDeletedRows(d)
+		return out, true, nil
+	}
+	// Map each input's newly deleted positions to output positions: the
+	// output holds the inputs' live rows (as read) in order.
+	var outDeleted []uint32
+	offset := uint32(0)
+	for _, in := range g.Inputs {
+		cur := base.Fragments[byID[in.Fragment.ID]]
+		var now []uint32
+		if cur.Deletion != nil {
+			var err error
+			if now, err = t.readDeletion(ctx, cur); err != nil {
+				return out, false, err
+			}
+		}
+		live := livePositions(in.Fragment.Rows, in.Deleted)
+		for _, p := range now {
+			if _, was := slices.BinarySearch(in.Deleted, p); was {
+				continue
+			}
+			j, found := slices.BinarySearch(live, p)
+			if !found {
+				return out, false, nil // cannot happen: vectors only grow
+			}
+			outDeleted = append(outDeleted, offset+uint32(j))
+		}
+		if len(now) < len(in.Deleted) {
+			return out, false, nil // a vector shrank: not ours to reason about
+		}
+		offset += uint32(len(live))
+	}
+	var d *Deletion
+	if len(outDeleted) > 0 {
+		id, err := t.putDeletion(ctx, out.File, outDeleted)
+		if err != nil {
+			return out, false, err
+		}
+		d = &Deletion{ID: id, Rows: uint64(len(outDeleted))}
+		out.Deletion = &Deletion{ID: id, Rows: d.Rows, CreatedVersion: version}
+	}
+	rw.written[key] = d
+	rw.Remapped += outDeletedRows(d)
+	return out, true, nil
+}
+
+func outDeletedRows(d *Deletion) uint64 {
+	if d == nil {
+		return 0
+	}
+	return d.Rows
+}
+
+func sameDeletion(a, b *Deletion) bool {
+	if a == nil || b == nil {
+		return a == nil && b == nil
+	}
+	return a.ID == b.ID
+}

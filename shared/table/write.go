@@ -1,0 +1,493 @@
+package table
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+
+	"github.com/tablekeep/tablekeep/shared/objstore"
+)
+
+// CommitResult describes a successful commit.
+type CommitResult struct {
+	Version     uint64
+	RowsAdded   uint64
+	RowsDeleted uint64
+	Attempts    int // 1 if the first manifest write won
+}
+
+// writeOp is one logical write, prepared once (data files written) and
+// applied to whichever version turns out to be the latest at commit time.
+//
+// Rebase rules follow from apply being re-run on the new base: appended
+// fragments are simply added (appends commute); the delete part is
+// evaluated per fragment of the new base, reusing work where the fragment's
+// deletion vector is unchanged (deletes on other fragments commute), merging
+// with the new vector where it changed (deletes on one fragment merge), and
+// searching fragments that are new since the read version (so an upsert
+// that races another write of the same key deletes that row too: the last
+// committer wins and no key is ever duplicated).
+type writeOp struct {
+	kind   OpKind
+	txn    uint64
+	readAt time.Time // when the read version was loaded
+
+	added []Fragment // new fragments; ID and versions are set per apply
+	pred  keyPredicate
+
+	// replaceAll drops every fragment of the base (restore).
+	replaceAll   bool
+	restoredFrom uint64
+
+	// rewrite, if set, replaces input fragments by output fragments (compaction).
+	rewrite *Rewrite
+
+	// caches that make re-applying on a new base cheap
+	matches map[FileID][]uint32      // rows of a data file matching pred
+	vectors map[string][]uint32      // deletion vector contents by key
+	written map[writtenKey]*Deletion // deletion vectors this op wrote
+	applied struct{ deleted uint64 } // rows deleted by the last apply
+}
+
+type writtenKey struct {
+	file    FileID
+	hasBase bool
+	baseID  uint32
+}
+
+func (t *Table) newOp(kind OpKind) *writeOp {
+	return &writeOp{
+		kind: kind, txn: rand.Uint64(),
+		matches: map[FileID][]uint32{}, vectors: map[string][]uint32{}, written: map[writtenKey]*Deletion{},
+	}
+}
+
+// base returns the version a write starts from: the cached latest, reloaded
+// if it was loaded more than half a grace window ago.
+func (t *Table) base(ctx context.Context) (*Manifest, time.Time, error) {
+	m, at := t.cached()
+	if m == nil || t.opts.Clock().Sub(at) > t.opts.Grace/2 {
+		var err error
+		if m, err = t.Refresh(ctx); err != nil {
+			return nil, time.Time{}, err
+		}
+		_, at = t.cached()
+	}
+	return m, at, nil
+}
+
+// commit applies op to the latest version and writes the next manifest by
+// put-if-absent, rebasing and retrying with jittered backoff on conflict.
+func (t *Table) commit(ctx context.Context, op *writeOp, base *Manifest) (*CommitResult, error) {
+	var lastErr error
+	for attempt := 1; ; attempt++ {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		next, err := op.apply(ctx, t, base)
+		if err != nil {
+			return nil, err
+		}
+		now := t.opts.Clock()
+		if now.Sub(op.readAt) > t.opts.Grace {
+			return nil, fmt.Errorf("%w: read at %s, grace %s", ErrStaleRead, op.readAt.Format(time.RFC3339), t.opts.Grace)
+		}
+		next.Version, next.Parent, next.CommitTime = base.Version+1, base.Version, now
+		if t.opts.Fence != nil {
+			if err := t.opts.Fence(ctx); err != nil {
+				return nil, fmt.Errorf("commit version %d refused: %w", next.Version, err)
+			}
+		}
+		k := t.key(manifestKey(next.Version))
+		err = t.store.PutIfAbsent(ctx, k, encodeManifest(next))
+		if err != nil && !errors.Is(err, objstore.ErrExists) {
+			// Ambiguous: the write may have landed. Look before retrying so an
+			// append is never committed twice.
+			exists, mine, lookErr := t.ownManifest(ctx, next.Version, op.txn)
+			switch {
+			case lookErr != nil:
+				return nil, fmt.Errorf("%w: version %d: %v (then %v)", ErrCommitUnknown, next.Version, err, lookErr)
+			case !exists:
+				return nil, fmt.Errorf("commit version %d: %w", next.Version, err)
+			case mine:
+				err = nil
+			default:
+				err = objstore.ErrExists // someone else's: a plain conflict
+			}
+		}
+		if err == nil {
+			t.setLatest(next, now)
+			t.writeChange(ctx, diffManifests(base, next))
+			return &CommitResult{Version: next.Version, RowsAdded: next.Op.RowsAdded, RowsDeleted: next.Op.RowsDeleted, Attempts: attempt}, nil
+		}
+		lastErr = err
+		if attempt > t.opts.MaxRetries {
+			return nil, fmt.Errorf("%w after %d attempts: %v", ErrConflict, attempt, lastErr)
+		}
+		backoff := min(t.opts.BackoffBase<<min(attempt-1, 16), t.opts.BackoffMax)
+		if err := t.opts.Sleep(ctx, time.Duration(rand.Int64N(int64(backoff))+1)); err != nil {
+			return nil, err
+		}
+		if base, err = t.Refresh(ctx); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// ownManifest reports whether version v's manifest exists and carries txn.
+func (t *Table) ownManifest(ctx context.Context, v uint64, txn uint64) (exists, mine bool, err error) {
+	m, err := t.readManifest(ctx, v)
+	if errors.Is(err, objstore.ErrNotExist) {
+		return false, false, nil
+	}
+	if err != nil {
+		return false, false, err
+	}
+	return true, m.Op.TxnID == txn, nil
+}
+
+// apply builds the manifest that results from op on base. It may write
+// deletion vectors (cached across re-applies).
+func (op *writeOp) apply(ctx context.Context, t *Table, base *Manifest) (*Manifest, error) {
+	version := base.Version + 1
+	next := &Manifest{
+		Schema: base.Schema, KeyColumn: base.KeyColumn, NextFragmentID: base.NextFragmentID,
+		Op: Operation{Kind: op.kind, TxnID: op.txn, RestoredFrom: op.restoredFrom},
+	}
+	var frags []Fragment
+	if op.rewrite != nil {
+		var err error
+		if frags, err = op.rewrite.apply(ctx, t, base, version); err != nil {
+			return nil, err
+		}
+	} else if !op.replaceAll {
+		frags = make([]Fragment, 0, len(base.Fragments)+len(op.added))
+		var deleted uint64
+		for _, f := range base.Fragments {
+			if op.pred != nil && op.pred.mayMatch(f.MinKey, f.MaxKey) {
+				nf, n, err := op.deleteFrom(ctx, t, base.Schema, base.KeyColumn, f, version)
+				if err != nil {
+					return nil, err
+				}
+				deleted += n
+				if nf == nil {
+					continue // every row deleted: the fragment is dropped
+				}
+				f = *nf
+			}
+			frags = append(frags, f)
+		}
+		next.Op.RowsDeleted = deleted
+	} else {
+		next.Op.RowsDeleted = base.Rows()
+	}
+	for _, a := range op.added {
+		a.ID = next.NextFragmentID
+		next.NextFragmentID++
+		a.CreatedVersion = version
+		if a.Deletion != nil {
+			d := *a.Deletion
+			d.CreatedVersion = version
+			a.Deletion = &d
+		}
+		next.Op.RowsAdded += a.LiveRows()
+		frags = append(frags, a)
+	}
+	if op.rewrite != nil {
+		next.NextFragmentID = max(next.NextFragmentID, op.rewrite.nextID)
+	}
+	next.Fragments = frags
+	op.applied.deleted = next.Op.RowsDeleted
+	return next, nil
+}
+
+// deleteFrom applies the op's predicate to one fragment of the base.
+// It returns the updated fragment (nil if no rows remain) and the number of
+// rows newly deleted.
+func (op *writeOp) deleteFrom(ctx context.Context, t *Table, schema *arrow.Schema, keyCol string, f Fragment, version uint64) (*Fragment, uint64, error) {
+	match, ok := op.matches[f.File]
+	if !ok {
+		keys, err := t.readKeys(ctx, schema, keyCol, f)
+		if err != nil {
+			return nil, 0, err
+		}
+		for i, k := range keys {
+			if op.pred.match(k) {
+				match = append(match, uint32(i))
+			}
+		}
+		op.matches[f.File] = match
+	}
+	if len(match) == 0 {
+		return &f, 0, nil
+	}
+	var cur []uint32
+	wk := writtenKey{file: f.File}
+	if f.Deletion != nil {
+		wk.hasBase, wk.baseID = true, f.Deletion.ID
+		var err error
+		if cur, err = op.vector(ctx, t, f); err != nil {
+			return nil, 0, err
+		}
+	}
+	merged := unionPositions(cur, match)
+	newly := uint64(len(merged) - len(cur))
+	if newly == 0 {
+		return &f, 0, nil
+	}
+	if uint64(len(merged)) >= f.Rows {
+		return nil, newly, nil
+	}
+	d, ok := op.written[wk]
+	if !ok {
+		id, err := t.putDeletion(ctx, f.File, merged)
+		if err != nil {
+			return nil, 0, err
+		}
+		d = &Deletion{ID: id, Rows: uint64(len(merged))}
+		op.written[wk] = d
+	}
+	nf := f
+	nf.Deletion = &Deletion{ID: d.ID, Rows: d.Rows, CreatedVersion: version}
+	return &nf, newly, nil
+}
+
+func (op *writeOp) vector(ctx context.Context, t *Table, f Fragment) ([]uint32, error) {
+	k := DeletionKey(f.File, f.Deletion.ID)
+	if v, ok := op.vectors[k]; ok {
+		return v, nil
+	}
+	v, err := t.readDeletion(ctx, f)
+	if err != nil {
+		return nil, err
+	}
+	op.vectors[k] = v
+	return v, nil
+}
+
+// putDeletion writes a deletion vector under a fresh random name.
+func (t *Table) putDeletion(ctx context.Context, file FileID, positions []uint32) (uint32, error) {
+	body := encodeDeletion(positions)
+	for range 5 {
+		id := rand.Uint32()
+		err := t.store.PutIfAbsent(ctx, t.key(DeletionKey(file, id)), body)
+		if err == nil {
+			return id, nil
+		}
+		if !errors.Is(err, objstore.ErrExists) {
+			return 0, err
+		}
+	}
+	return 0, fmt.Errorf("deletion vector for %s: no free name after 5 tries", file.DataKey())
+}
+
+// putData writes a record batch as a new data fragment (not yet committed).
+func (t *Table) putData(ctx context.Context, m *Manifest, rec arrow.RecordBatch) (Fragment, error) {
+	f := Fragment{Rows: uint64(rec.NumRows())}
+	if m.KeyColumn != "" {
+		keys, err := keyColumnBytes(rec.Column(rec.Schema().FieldIndices(m.KeyColumn)[0]))
+		if err != nil {
+			return f, err
+		}
+		f.MinKey, f.MaxKey = keyBounds(keys)
+	}
+	body, err := encodeParquet(rec)
+	if err != nil {
+		return f, fmt.Errorf("encode fragment: %w", err)
+	}
+	f.Bytes = uint64(len(body))
+	for range 5 {
+		f.File = FileID(rand.Uint64())
+		err = t.store.PutIfAbsent(ctx, t.key(f.File.DataKey()), body)
+		if !errors.Is(err, objstore.ErrExists) {
+			break
+		}
+	}
+	return f, err
+}
+
+// checkBatch validates a batch against the table schema and, for upserts,
+// that its keys are distinct and not null.
+func checkBatch(m *Manifest, rec arrow.RecordBatch, distinctKeys bool) ([][]byte, error) {
+	if !schemasEqual(m.Schema, rec.Schema()) {
+		return nil, fmt.Errorf("%w: batch has %s; table has %s", ErrSchemaMismatch, rec.Schema(), m.Schema)
+	}
+	for i, f := range m.Schema.Fields() {
+		if !f.Nullable && rec.Column(i).NullN() > 0 {
+			return nil, fmt.Errorf("%w: column %q is not nullable but has %d nulls", ErrSchemaMismatch, f.Name, rec.Column(i).NullN())
+		}
+	}
+	if m.KeyColumn == "" {
+		return nil, nil
+	}
+	keys, err := keyColumnBytes(rec.Column(m.Schema.FieldIndices(m.KeyColumn)[0]))
+	if err != nil {
+		return nil, err
+	}
+	if distinctKeys {
+		seen := make(map[string]struct{}, len(keys))
+		for _, k := range keys {
+			if _, dup := seen[string(k)]; dup {
+				return nil, fmt.Errorf("%w: %q", ErrDuplicateKey, k)
+			}
+			seen[string(k)] = struct{}{}
+		}
+	}
+	return keys, nil
+}
+
+// Append adds the rows of rec in one commit. It does not check keys against
+// existing rows: use Upsert to replace rows by key.
+func (t *Table) Append(ctx context.Context, rec arrow.RecordBatch) (*CommitResult, error) {
+	base, at, err := t.base(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := checkBatch(base, rec, false); err != nil {
+		return nil, err
+	}
+	if rec.NumRows() == 0 {
+		return &CommitResult{Version: base.Version}, nil
+	}
+	op := t.newOp(OpAppend)
+	op.readAt = at
+	f, err := t.putData(ctx, base, rec)
+	if err != nil {
+		return nil, err
+	}
+	op.added = []Fragment{f}
+	return t.commit(ctx, op, base)
+}
+
+// Upsert replaces the rows whose keys appear in rec and adds the rest, in
+// one commit. Keys in rec must be distinct.
+func (t *Table) Upsert(ctx context.Context, rec arrow.RecordBatch) (*CommitResult, error) {
+	base, at, err := t.base(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if base.KeyColumn == "" {
+		return nil, ErrNoKeyColumn
+	}
+	keys, err := checkBatch(base, rec, true)
+	if err != nil {
+		return nil, err
+	}
+	if rec.NumRows() == 0 {
+		return &CommitResult{Version: base.Version}, nil
+	}
+	op := t.newOp(OpUpsert)
+	op.readAt = at
+	op.pred = newKeySet(keys)
+	f, err := t.putData(ctx, base, rec)
+	if err != nil {
+		return nil, err
+	}
+	op.added = []Fragment{f}
+	return t.commit(ctx, op, base)
+}
+
+// Delete removes the rows with the given keys (string or int64 values for
+// the key column). Deleting nothing commits nothing.
+func (t *Table) Delete(ctx context.Context, keys ...any) (*CommitResult, error) {
+	base, _, err := t.base(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if base.KeyColumn == "" {
+		return nil, ErrNoKeyColumn
+	}
+	kt := base.Schema.Field(base.Schema.FieldIndices(base.KeyColumn)[0]).Type
+	enc := make([][]byte, len(keys))
+	for i, k := range keys {
+		if enc[i], err = KeyOf(kt, k); err != nil {
+			return nil, err
+		}
+	}
+	return t.DeleteWhere(ctx, newKeySet(enc))
+}
+
+// DeleteWhere removes the rows whose key matches pred (see KeyRange,
+// KeyPrefix). Deleting nothing commits nothing.
+func (t *Table) DeleteWhere(ctx context.Context, pred Predicate) (*CommitResult, error) {
+	base, at, err := t.base(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if base.KeyColumn == "" {
+		return nil, ErrNoKeyColumn
+	}
+	op := t.newOp(OpDelete)
+	op.readAt = at
+	op.pred = pred.(keyPredicate)
+	// Evaluate on the read version first: nothing to delete, nothing to commit.
+	next, err := op.apply(ctx, t, base)
+	if err != nil {
+		return nil, err
+	}
+	if next.Op.RowsDeleted == 0 {
+		return &CommitResult{Version: base.Version}, nil
+	}
+	return t.commit(ctx, op, base)
+}
+
+// Restore commits a new version with the rows of version v. The files of v
+// are copied under new names, so every object is referenced by one
+// contiguous run of versions: the invariant cleanup relies on.
+func (t *Table) Restore(ctx context.Context, v uint64) (*CommitResult, error) {
+	snap, err := t.Checkout(ctx, v)
+	if err != nil {
+		return nil, err
+	}
+	base, at, err := t.base(ctx)
+	if err != nil {
+		return nil, err
+	}
+	op := t.newOp(OpRestore)
+	op.readAt = at
+	op.replaceAll = true
+	op.restoredFrom = v
+	for _, f := range snap.m.Fragments {
+		nf, err := t.copyFragment(ctx, f)
+		if err != nil {
+			return nil, fmt.Errorf("restore %d: %w", v, err)
+		}
+		op.added = append(op.added, nf)
+	}
+	return t.commit(ctx, op, base)
+}
+
+func (t *Table) copyFragment(ctx context.Context, f Fragment) (Fragment, error) {
+	data, err := t.store.Get(ctx, t.key(f.File.DataKey()))
+	if err != nil {
+		return f, err
+	}
+	nf := f
+	nf.Deletion = nil
+	for range 5 {
+		nf.File = FileID(rand.Uint64())
+		err = t.store.PutIfAbsent(ctx, t.key(nf.File.DataKey()), data)
+		if !errors.Is(err, objstore.ErrExists) {
+			break
+		}
+	}
+	if err != nil {
+		return f, err
+	}
+	if f.Deletion != nil {
+		vec, err := t.readDeletion(ctx, f)
+		if err != nil {
+			return f, err
+		}
+		id, err := t.putDeletion(ctx, nf.File, vec)
+		if err != nil {
+			return f, err
+		}
+		nf.Deletion = &Deletion{ID: id, Rows: f.Deletion.Rows}
+	}
+	return nf, nil
+}
