@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
 )
 
 // Disk is a Store over a local directory. Puts write a temporary file and
@@ -54,7 +55,7 @@ func (d *Disk) Get(ctx context.Context, key string) ([]byte, error) {
 		return nil, err
 	}
 	b, err := os.ReadFile(p)
-	if errors.Is(err, fs.ErrNotExist) {
+	if isNotExist(err) {
 		return nil, fmt.Errorf("get %s: %w", key, ErrNotExist)
 	}
 	if err != nil {
@@ -72,13 +73,19 @@ func (d *Disk) Head(ctx context.Context, key string) (ObjectInfo, error) {
 		return ObjectInfo{}, err
 	}
 	st, err := os.Stat(p)
-	if errors.Is(err, fs.ErrNotExist) || (err == nil && st.IsDir()) {
+	if isNotExist(err) || (err == nil && st.IsDir()) {
 		return ObjectInfo{}, fmt.Errorf("head %s: %w", key, ErrNotExist)
 	}
 	if err != nil {
 		return ObjectInfo{}, fmt.Errorf("head %s: %w", key, err)
 	}
 	return ObjectInfo{Key: key, Size: st.Size(), LastModified: st.ModTime()}, nil
+}
+
+// isNotExist reports whether err means no object has the key: the path is
+// missing, is a directory (a prefix of other keys), or runs through a file.
+func isNotExist(err error) bool {
+	return errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.EISDIR) || errors.Is(err, syscall.ENOTDIR)
 }
 
 // writeTemp writes data to a uniquely named temporary file beside p.
@@ -218,13 +225,15 @@ func (d *Disk) Delete(ctx context.Context, keys []string) error {
 	if len(keys) > MaxDeleteKeys {
 		return fmt.Errorf("delete %d keys: %w", len(keys), ErrTooManyKeys)
 	}
+	// Like S3: any invalid key rejects the whole request before it is made.
+	for _, k := range keys {
+		if err := ValidateKey(k); err != nil {
+			return fmt.Errorf("delete: %w", err)
+		}
+	}
 	var failed []KeyError
 	for _, k := range keys {
-		p, err := d.path(k)
-		if err != nil {
-			failed = append(failed, KeyError{Key: k, Code: "InvalidKey", Message: err.Error()})
-			continue
-		}
+		p := filepath.Join(d.root, filepath.FromSlash(k))
 		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			failed = append(failed, KeyError{Key: k, Code: "RemoveFailed", Message: err.Error()})
 		}
