@@ -61,28 +61,35 @@ func (t *Table) ReadGroup(ctx context.Context, m *Manifest, frags []Fragment) (a
 		recs = append(recs, rec)
 		inputs = append(inputs, RewriteInput{Fragment: f, Deleted: deleted})
 	}
-	tbl := array.NewTableFromRecords(m.Schema, recs)
-	defer tbl.Release()
-	tr := array.NewTableReader(tbl, tbl.NumRows()+1)
-	defer tr.Release()
-	if !tr.Next() {
-		return array.NewRecordBatch(m.Schema, emptyColumns(m.Schema), 0), inputs, nil
+	// Concatenate into one batch so the output is written as one row group.
+	cols := make([]arrow.Array, m.Schema.NumFields())
+	defer func() {
+		for _, c := range cols {
+			if c != nil {
+				c.Release()
+			}
+		}
+	}()
+	var rows int64
+	for _, r := range recs {
+		rows += r.NumRows()
 	}
-	out := tr.RecordBatch()
-	// Concatenate chunks into one batch so it is written as one row group.
-	cols := make([]arrow.Array, out.NumCols())
 	for i := range cols {
-		c, err := array.Concatenate([]arrow.Array{out.Column(i)}, memory.DefaultAllocator)
+		parts := make([]arrow.Array, 0, len(recs))
+		for _, r := range recs {
+			parts = append(parts, r.Column(i))
+		}
+		if len(parts) == 0 {
+			cols = emptyColumns(m.Schema)
+			break
+		}
+		c, err := array.Concatenate(parts, memory.DefaultAllocator)
 		if err != nil {
 			return nil, nil, err
 		}
 		cols[i] = c
 	}
-	rec := array.NewRecordBatch(m.Schema, cols, out.NumRows())
-	for _, c := range cols {
-		c.Release()
-	}
-	return rec, inputs, nil
+	return array.NewRecordBatch(m.Schema, cols, rows), inputs, nil
 }
 
 func emptyColumns(s *arrow.Schema) []arrow.Array {
@@ -106,7 +113,9 @@ func (t *Table) WriteRewriteOutput(ctx context.Context, m *Manifest, rec arrow.R
 // was removed is dropped (never committed stale). If every group is dropped
 // it returns ErrRewriteInvalidated and commits nothing.
 func (t *Table) CommitRewrite(ctx context.Context, rw *Rewrite, readAt time.Time) (*CommitResult, error) {
-	base, _, err := t.base(ctx)
+	// Start from the true latest: a rewrite's inputs are checked against it,
+	// and a stale cached base would drop groups that are still valid.
+	base, err := t.Refresh(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -168,6 +177,13 @@ func (rw *Rewrite) remap(ctx context.Context, t *Table, gi int, g RewriteGroup, 
 	out := g.Output
 	out.CreatedVersion = version
 	out.Deletion = nil
+	var live uint64
+	for _, in := range g.Inputs {
+		live += in.Fragment.Rows - uint64(len(in.Deleted))
+	}
+	if live != out.Rows {
+		return out, false, fmt.Errorf("rewrite group %d: output has %d rows, inputs had %d live rows", gi, out.Rows, live)
+	}
 	var sig []byte
 	changed := false
 	for _, in := range g.Inputs {

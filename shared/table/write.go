@@ -92,16 +92,20 @@ func (t *Table) commit(ctx context.Context, op *writeOp, base *Manifest) (*Commi
 		if err != nil {
 			return nil, err
 		}
+		if op.kind == OpDelete && next.Op.RowsDeleted == 0 {
+			// A concurrent commit already deleted these rows: nothing to commit.
+			return &CommitResult{Version: base.Version, Attempts: attempt}, nil
+		}
+		if t.opts.Fence != nil {
+			if err := t.opts.Fence(ctx); err != nil {
+				return nil, fmt.Errorf("commit version %d refused: %w", base.Version+1, err)
+			}
+		}
 		now := t.opts.Clock()
 		if now.Sub(op.readAt) > t.opts.Grace {
 			return nil, fmt.Errorf("%w: read at %s, grace %s", ErrStaleRead, op.readAt.Format(time.RFC3339), t.opts.Grace)
 		}
 		next.Version, next.Parent, next.CommitTime = base.Version+1, base.Version, now
-		if t.opts.Fence != nil {
-			if err := t.opts.Fence(ctx); err != nil {
-				return nil, fmt.Errorf("commit version %d refused: %w", next.Version, err)
-			}
-		}
 		k := t.key(manifestKey(next.Version))
 		err = t.store.PutIfAbsent(ctx, k, encodeManifest(next))
 		if err != nil && !errors.Is(err, objstore.ErrExists) {
