@@ -1,0 +1,79 @@
+# tablekeep build, lint and test entry points. `make test` is what CI runs
+# (.ci/run): it installs the local tools, starts the local stack, runs every
+# Go test against it and stops the stack again.
+
+SHELL := /bin/bash
+GO    ?= go
+
+GOBIN_DIR := $(shell $(GO) env GOBIN)
+ifeq ($(GOBIN_DIR),)
+GOBIN_DIR := $(shell $(GO) env GOPATH)/bin
+endif
+export PATH := $(GOBIN_DIR):$(PATH)
+
+VERSITYGW_VERSION := v1.8.0
+RIE_VERSION       := v0.0.0-20261030222936-bef5c4ba774d
+
+# Stack used by `make stack-up` / `make stack-down`. `make test` uses its own
+# directory under .stack/ so it never touches a stack you started by hand or a
+# concurrent `make test`.
+STACK_DIR ?= $(CURDIR)/.stack
+
+.PHONY: all tools build lint stack-up stack-down test demo bench
+
+all: build
+
+## tools: install versitygw and aws-lambda-rie (skipped when present); check moto_server, cfn-lint.
+tools:
+	@if command -v versitygw >/dev/null; then echo "tools: versitygw present ($$(command -v versitygw))"; \
+	else echo "tools: installing versitygw $(VERSITYGW_VERSION) into $(GOBIN_DIR) (takes ~2 min)"; \
+	  $(GO) install github.com/versity/versitygw/cmd/versitygw@$(VERSITYGW_VERSION); fi
+	@if command -v aws-lambda-rie >/dev/null; then echo "tools: aws-lambda-rie present ($$(command -v aws-lambda-rie))"; \
+	else echo "tools: installing aws-lambda-rie $(RIE_VERSION) into $(GOBIN_DIR)"; \
+	  $(GO) install github.com/aws/aws-lambda-runtime-interface-emulator/cmd/aws-lambda-rie@$(RIE_VERSION); fi
+	@command -v moto_server >/dev/null || { echo "tools: moto_server not found: pip install 'moto[server]'" >&2; exit 1; }
+	@command -v aws >/dev/null || { echo "tools: aws CLI not found: pip install awscli" >&2; exit 1; }
+	@command -v cfn-lint >/dev/null || echo "tools: warning: cfn-lint not found (pip install cfn-lint); needed to check SAM templates" >&2
+
+## build: compile every package, and bin/tablekeep once ./cmd/tablekeep exists.
+build:
+	$(GO) build ./...
+ifneq ($(wildcard cmd/tablekeep/*.go),)
+	$(GO) build -o bin/tablekeep ./cmd/tablekeep
+endif
+
+## lint: gofmt and go vet.
+lint:
+	@unformatted="$$(gofmt -l .)"; \
+	if [ -n "$$unformatted" ]; then echo "gofmt: these files need formatting (gofmt -w):"; echo "$$unformatted"; exit 1; fi
+	$(GO) vet ./...
+
+## stack-up / stack-down: local versitygw + moto_server; then `source .stack/env`.
+stack-up:
+	@STACK_DIR="$(STACK_DIR)" infra/stack-up.sh
+
+stack-down:
+	@STACK_DIR="$(STACK_DIR)" infra/stack-down.sh
+
+## test: tools, a private stack, all tests; the stack is stopped even on failure
+## or Ctrl-C, and the test exit code is kept. Its directory is removed on success.
+test: tools
+	@dir="$(CURDIR)/.stack/test-$$$$"; \
+	cleanup() { STACK_DIR="$$dir" infra/stack-down.sh; }; \
+	trap cleanup EXIT; trap 'exit 130' INT TERM; \
+	STACK_DIR="$$dir" infra/stack-up.sh || exit 1; \
+	set +e; \
+	( set -a; . "$$dir/env"; set +a; $(GO) test -count=1 -timeout 15m ./... ); rc=$$?; \
+	cleanup; trap - EXIT; \
+	if [ $$rc -eq 0 ]; then rm -rf "$$dir"; else echo "make test: FAILED (exit $$rc); stack logs kept in $$dir" >&2; fi; \
+	exit $$rc
+
+## demo: end-to-end demo.
+# TODO(demo): placeholder; the demo owner fills in ./cmd/tkdemo (and any stack it needs).
+demo:
+	$(GO) run ./cmd/tkdemo
+
+## bench: run each benchmark once.
+# TODO(bench): placeholder; benchmark owners may add the stack env and flags.
+bench:
+	$(GO) test -run '^$$' -bench . -benchtime 1x ./...
