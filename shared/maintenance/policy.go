@@ -1,0 +1,106 @@
+// Package maintenance keeps tablekeep tables healthy: a compactor that folds
+// small and deletion-heavy fragments under a lease lock, a prune planner that
+// raises a table's retention floor and enqueues prunable version ranges, a
+// cleaner that drains those ranges with no lock held, and an orphan sweep.
+//
+// Compaction needs exclusive access and a time bound; cleanup needs neither.
+// Holding a lock through tens of thousands of deletes is what froze the
+// control plane in the seed report, so the cleaner never takes one.
+package maintenance
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Policy is a table's maintenance policy (stored per table in _registry).
+type Policy struct {
+	TargetRows       uint64        // compaction target rows per fragment
+	DeletedThreshold float64       // fragments with more deleted rows than this share are rewritten
+	MaxGroups        int           // compaction groups per run
+	MaxInputBytes    uint64        // input bytes per run
+	Grace            time.Duration // superseded versions and unreferenced files stay this long
+	KeepLast         int           // the newest versions always kept
+	RangeVersions    uint64        // versions per cleanup message
+	MaxKeysPerRun    int           // keys one cleaner invocation deletes
+	DeleteBatch      int           // keys per delete request (<= 1000)
+	ReplanAfter      time.Duration // re-enqueue a range still not cleaned after this long
+}
+
+// DefaultPolicy is the policy of a table registered without one.
+func DefaultPolicy() Policy {
+	return Policy{
+		TargetRows:       1 << 20,
+		DeletedThreshold: 0.10,
+		MaxGroups:        64,
+		MaxInputBytes:    4 << 30,
+		Grace:            time.Hour,
+		KeepLast:         10,
+		RangeVersions:    1000,
+		MaxKeysPerRun:    10000,
+		DeleteBatch:      1000,
+		ReplanAfter:      6 * time.Hour,
+	}
+}
+
+// WithDefaults fills zero fields from DefaultPolicy.
+func (p Policy) WithDefaults() Policy {
+	d := DefaultPolicy()
+	if p.TargetRows == 0 {
+		p.TargetRows = d.TargetRows
+	}
+	if p.DeletedThreshold <= 0 {
+		p.DeletedThreshold = d.DeletedThreshold
+	}
+	if p.MaxGroups <= 0 {
+		p.MaxGroups = d.MaxGroups
+	}
+	if p.MaxInputBytes == 0 {
+		p.MaxInputBytes = d.MaxInputBytes
+	}
+	if p.Grace <= 0 {
+		p.Grace = d.Grace
+	}
+	if p.KeepLast <= 0 {
+		p.KeepLast = d.KeepLast
+	}
+	if p.RangeVersions == 0 {
+		p.RangeVersions = d.RangeVersions
+	}
+	if p.MaxKeysPerRun <= 0 {
+		p.MaxKeysPerRun = d.MaxKeysPerRun
+	}
+	if p.DeleteBatch <= 0 || p.DeleteBatch > 1000 {
+		p.DeleteBatch = d.DeleteBatch
+	}
+	if p.ReplanAfter <= 0 {
+		p.ReplanAfter = d.ReplanAfter
+	}
+	return p
+}
+
+// Validate rejects policies that would be unsafe or useless.
+func (p Policy) Validate() error {
+	switch {
+	case p.KeepLast < 1:
+		return fmt.Errorf("%w: keep-last %d must be at least 1", ErrInvalidPolicy, p.KeepLast)
+	case p.Grace < time.Minute:
+		return fmt.Errorf("%w: grace %s must be at least a minute", ErrInvalidPolicy, p.Grace)
+	case p.DeletedThreshold <= 0 || p.DeletedThreshold > 1:
+		return fmt.Errorf("%w: deleted threshold %v must be in (0, 1]", ErrInvalidPolicy, p.DeletedThreshold)
+	case p.RangeVersions > 100000:
+		return fmt.Errorf("%w: range of %d versions is too large", ErrInvalidPolicy, p.RangeVersions)
+	}
+	return nil
+}
+
+// Sentinel errors.
+var (
+	ErrInvalidPolicy  = errors.New("invalid maintenance policy")
+	ErrUnknownTable   = errors.New("unknown table")
+	ErrInvalidMessage = errors.New("invalid cleanup message")
+	ErrForeignKey     = errors.New("key outside the table")
+	ErrAboveFloor     = errors.New("range not below the retention floor")
+	ErrIntegrity      = errors.New("integrity check failed")
+)
