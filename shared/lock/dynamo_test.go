@@ -1,0 +1,174 @@
+package lock
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/tablekeep/tablekeep/shared/internal/testenv"
+)
+
+// dynamoClient is a client for moto_server (TABLEKEEP_AWS_ENDPOINT).
+func dynamoClient(t *testing.T) *dynamodb.Client {
+	t.Helper()
+	endpoint := testenv.AWSEndpoint(t)
+	cfg, err := config.LoadDefaultConfig(context.Background(), config.WithRegion("us-east-1"))
+	if err != nil {
+		t.Fatalf("aws config: %v", err)
+	}
+	cfg.BaseEndpoint = aws.String(endpoint)
+	return dynamodb.NewFromConfig(cfg)
+}
+
+// lockTable creates a fresh lock table, so reruns against one moto start from
+// empty items.
+func lockTable(t *testing.T, client *dynamodb.Client) string {
+	t.Helper()
+	var rnd [4]byte
+	rand.Read(rnd[:])
+	table := "tablekeep-locks-" + hex.EncodeToString(rnd[:])
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := CreateLockTable(ctx, client, table); err != nil {
+		t.Fatalf("%v (is moto_server at TABLEKEEP_AWS_ENDPOINT?)", err)
+	}
+	return table
+}
+
+func TestDynamoLocker(t *testing.T) {
+	client := dynamoClient(t)
+	table := lockTable(t, client)
+	if err := CreateLockTable(context.Background(), client, table); err != nil {
+		t.Errorf("CreateLockTable on an existing table: %v", err)
+	}
+	ttl, err := client.DescribeTimeToLive(context.Background(), &dynamodb.DescribeTimeToLiveInput{TableName: aws.String(table)})
+	if err != nil || ttl.TimeToLiveDescription.TimeToLiveStatus != types.TimeToLiveStatusEnabled || aws.ToString(ttl.TimeToLiveDescription.AttributeName) != "ttl" {
+		t.Errorf("TTL not enabled on %q: %+v %v", table, ttl, err)
+	}
+	testLocker(t, func(t *testing.T) store {
+		// One table, lock names prefixed per subtest.
+		prefix := t.Name() + "/"
+		return func(clock Clock) Locker {
+			return prefixed{NewDynamoLocker(client, table, clock), prefix}
+		}
+	})
+}
+
+// prefixed maps lock names into one namespace so subtests can share a table.
+type prefixed struct {
+	Locker
+	prefix string
+}
+
+func (p prefixed) Acquire(ctx context.Context, name string, opts AcquireOptions) (*Lease, error) {
+	l, err := p.Locker.Acquire(ctx, p.prefix+name, opts)
+	if l != nil {
+		l.Name = name
+	}
+	return l, err
+}
+
+func (p prefixed) wrap(l *Lease) *Lease {
+	c := *l
+	c.Name = p.prefix + c.Name
+	return &c
+}
+
+func (p prefixed) Renew(ctx context.Context, l *Lease) (*Lease, error) {
+	n, err := p.Locker.Renew(ctx, p.wrap(l))
+	if n != nil {
+		n.Name = l.Name
+	}
+	return n, err
+}
+
+func (p prefixed) Release(ctx context.Context, l *Lease) error {
+	return p.Locker.Release(ctx, p.wrap(l))
+}
+
+func (p prefixed) Check(ctx context.Context, l *Lease) error {
+	return p.Locker.Check(ctx, p.wrap(l))
+}
+
+// The stored item has the documented shape, and a released lock keeps its
+// token but loses its owner.
+func TestDynamoLockerItem(t *testing.T) {
+	ctx := context.Background()
+	client := dynamoClient(t)
+	table := lockTable(t, client)
+	clock := newFakeClock()
+	lk := NewDynamoLocker(client, table, clock)
+	l := mustAcquire(t, lk, "tables/a", AcquireOptions{Owner: "me", Lease: time.Minute})
+	item := getItem(t, client, table, "tables/a")
+	want := map[string]string{
+		"name": "S:tables/a", "owner": "S:me", "token": "N:1",
+		"expires_at": "N:" + itoa(clock.Now().Add(time.Minute).UnixMilli()),
+		"ttl":        "N:" + itoa(clock.Now().Add(time.Minute+DynamoTTLAfterExpiry).Unix()),
+	}
+	if got := describe(item); !equalMaps(got, want) {
+		t.Errorf("item %v, want %v", got, want)
+	}
+	if err := lk.Release(ctx, l); err != nil {
+		t.Fatal(err)
+	}
+	got := describe(getItem(t, client, table, "tables/a"))
+	if _, hasOwner := got["owner"]; hasOwner || got["token"] != "N:1" || got["expires_at"] != "N:0" {
+		t.Errorf("released item %v", got)
+	}
+	// The error from a failed condition names the holder (moto returns the
+	// old item with ReturnValuesOnConditionCheckFailure).
+	mustAcquire(t, lk, "tables/a", AcquireOptions{Owner: "me", Lease: time.Minute})
+	_, err := lk.Acquire(ctx, "tables/a", AcquireOptions{Owner: "you", Lease: time.Minute, MaxWait: -1})
+	var held *heldError
+	if !errors.As(err, &held) || held.owner != "me" || held.token != 2 {
+		t.Errorf("acquire of a held lock: %v", err)
+	}
+}
+
+func getItem(t *testing.T, client *dynamodb.Client, table, name string) map[string]types.AttributeValue {
+	t.Helper()
+	out, err := client.GetItem(context.Background(), &dynamodb.GetItemInput{
+		TableName: aws.String(table), Key: map[string]types.AttributeValue{"name": attrS(name)}, ConsistentRead: aws.Bool(true),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out.Item
+}
+
+func describe(item map[string]types.AttributeValue) map[string]string {
+	m := map[string]string{}
+	for k, v := range item {
+		switch v := v.(type) {
+		case *types.AttributeValueMemberS:
+			m[k] = "S:" + v.Value
+		case *types.AttributeValueMemberN:
+			m[k] = "N:" + v.Value
+		default:
+			m[k] = "?"
+		}
+	}
+	return m
+}
+
+func equalMaps(a, b map[string]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if b[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+func itoa(n int64) string { return attrN(n).(*types.AttributeValueMemberN).Value }
