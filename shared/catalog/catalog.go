@@ -1,0 +1,246 @@
+// Package catalog holds tablekeep's own tables, kept in the same format and
+// maintained by the same pipeline as every other table: _registry lists the
+// managed tables with their maintenance policy; _stats holds one row per
+// table, refreshed after each maintenance run.
+package catalog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/tablekeep/tablekeep/shared/maintenance"
+	"github.com/tablekeep/tablekeep/shared/objstore"
+	"github.com/tablekeep/tablekeep/shared/table"
+)
+
+// Names of the system tables, which are registered like any other.
+const (
+	RegistryName = "_registry"
+	StatsName    = "_stats"
+)
+
+var tsType = &arrow.TimestampType{Unit: arrow.Microsecond, TimeZone: "UTC"}
+
+// RegistrySchema: one row per managed table.
+var RegistrySchema = arrow.NewSchema([]arrow.Field{
+	{Name: "name", Type: arrow.BinaryTypes.String},
+	{Name: "root", Type: arrow.BinaryTypes.String},
+	{Name: "target_rows", Type: arrow.PrimitiveTypes.Int64},
+	{Name: "deleted_threshold", Type: arrow.PrimitiveTypes.Float64},
+	{Name: "grace_seconds", Type: arrow.PrimitiveTypes.Int64},
+	{Name: "keep_last", Type: arrow.PrimitiveTypes.Int64},
+	{Name: "registered_at", Type: tsType},
+}, nil)
+
+// StatsSchema: one row per table.
+var StatsSchema = arrow.NewSchema([]arrow.Field{
+	{Name: "name", Type: arrow.BinaryTypes.String},
+	{Name: "rows", Type: arrow.PrimitiveTypes.Int64},
+	{Name: "fragments", Type: arrow.PrimitiveTypes.Int64},
+	{Name: "small_fragments", Type: arrow.PrimitiveTypes.Int64},
+	{Name: "versions", Type: arrow.PrimitiveTypes.Int64},
+	{Name: "unreclaimed_versions", Type: arrow.PrimitiveTypes.Int64},
+	{Name: "data_bytes", Type: arrow.PrimitiveTypes.Int64},
+	{Name: "manifest_bytes", Type: arrow.PrimitiveTypes.Int64},
+	{Name: "last_compaction", Type: tsType, Nullable: true},
+	{Name: "last_cleanup", Type: tsType, Nullable: true},
+	{Name: "updated_at", Type: tsType},
+}, nil)
+
+var tableName = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9._-]{0,127}$`)
+
+// Catalog is a warehouse: a store prefix holding _registry, _stats and the
+// managed tables.
+type Catalog struct {
+	store    objstore.Store
+	root     string
+	opts     table.Options
+	registry *table.Table
+	stats    *table.Table
+}
+
+var _ maintenance.Catalog = (*Catalog)(nil)
+
+// Open opens the warehouse at root, creating its system tables if needed.
+func Open(ctx context.Context, store objstore.Store, root string, opts table.Options) (*Catalog, error) {
+	c := &Catalog{store: store, root: table.NormalizeRoot(root), opts: opts}
+	var err error
+	if c.registry, err = openOrCreate(ctx, store, c.root+RegistryName, RegistrySchema, opts); err != nil {
+		return nil, err
+	}
+	if c.stats, err = openOrCreate(ctx, store, c.root+StatsName, StatsSchema, opts); err != nil {
+		return nil, err
+	}
+	for _, n := range []string{RegistryName, StatsName} {
+		if _, err := c.Resolve(ctx, n); errors.Is(err, maintenance.ErrUnknownTable) {
+			if err := c.Register(ctx, n, n, maintenance.DefaultPolicy()); err != nil {
+				return nil, err
+			}
+		} else if err != nil {
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+func openOrCreate(ctx context.Context, store objstore.Store, root string, schema *arrow.Schema, opts table.Options) (*table.Table, error) {
+	t, err := table.Open(ctx, store, root, opts)
+	if errors.Is(err, table.ErrNotATable) {
+		t, err = table.Create(ctx, store, root, schema, "name", opts)
+		if errors.Is(err, table.ErrTableExists) { // a concurrent creator won
+			t, err = table.Open(ctx, store, root, opts)
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("catalog %s: %w", root, err)
+	}
+	return t, nil
+}
+
+// Root is the warehouse prefix.
+func (c *Catalog) Root() string { return c.root }
+
+// Store is the warehouse's object store.
+func (c *Catalog) Store() objstore.Store { return c.store }
+
+// TableRoot is where a table called name lives (relative names) or rel.
+func (c *Catalog) TableRoot(rel string) string { return table.NormalizeRoot(c.root + strings.Trim(rel, "/")) }
+
+// Register adds or updates a managed table. rel is the table's location
+// relative to the warehouse root.
+func (c *Catalog) Register(ctx context.Context, name, rel string, p maintenance.Policy) error {
+	if !tableName.MatchString(name) {
+		return fmt.Errorf("%w: table name %q", maintenance.ErrInvalidMessage, name)
+	}
+	if err := objstore.ValidateKey(strings.Trim(rel, "/")); err != nil {
+		return fmt.Errorf("register %s: %w", name, err)
+	}
+	p = p.WithDefaults()
+	if err := p.Validate(); err != nil {
+		return err
+	}
+	b := array.NewRecordBuilder(memory.DefaultAllocator, RegistrySchema)
+	defer b.Release()
+	b.Field(0).(*array.StringBuilder).Append(name)
+	b.Field(1).(*array.StringBuilder).Append(strings.Trim(rel, "/"))
+	b.Field(2).(*array.Int64Builder).Append(int64(p.TargetRows))
+	b.Field(3).(*array.Float64Builder).Append(p.DeletedThreshold)
+	b.Field(4).(*array.Int64Builder).Append(int64(p.Grace / time.Second))
+	b.Field(5).(*array.Int64Builder).Append(int64(p.KeepLast))
+	b.Field(6).(*array.TimestampBuilder).Append(arrow.Timestamp(time.Now().UnixMicro()))
+	rec := b.NewRecordBatch()
+	defer rec.Release()
+	_, err := c.registry.Upsert(ctx, rec)
+	return err
+}
+
+// Tables lists the registered tables.
+func (c *Catalog) Tables(ctx context.Context) ([]maintenance.TableRef, error) {
+	snap, err := c.registry.Latest(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []maintenance.TableRef
+	err = snap.Scan(ctx, table.ScanOptions{}, func(rec arrow.RecordBatch) error {
+		for i := range int(rec.NumRows()) {
+			out = append(out, c.refOf(rec, i))
+		}
+		return nil
+	})
+	return out, err
+}
+
+func (c *Catalog) refOf(rec arrow.RecordBatch, i int) maintenance.TableRef {
+	p := maintenance.Policy{
+		TargetRows:       uint64(rec.Column(2).(*array.Int64).Value(i)),
+		DeletedThreshold: rec.Column(3).(*array.Float64).Value(i),
+		Grace:            time.Duration(rec.Column(4).(*array.Int64).Value(i)) * time.Second,
+		KeepLast:         int(rec.Column(5).(*array.Int64).Value(i)),
+	}
+	return maintenance.TableRef{
+		Name:   rec.Column(0).(*array.String).Value(i),
+		Root:   c.TableRoot(rec.Column(1).(*array.String).Value(i)),
+		Policy: p.WithDefaults(),
+	}
+}
+
+// Resolve finds a registered table by name; unknown names wrap
+// maintenance.ErrUnknownTable.
+func (c *Catalog) Resolve(ctx context.Context, name string) (maintenance.TableRef, error) {
+	if !tableName.MatchString(name) {
+		return maintenance.TableRef{}, fmt.Errorf("%w: %q", maintenance.ErrUnknownTable, name)
+	}
+	snap, err := c.registry.Latest(ctx)
+	if err != nil {
+		return maintenance.TableRef{}, err
+	}
+	rec, err := snap.Get(ctx, name)
+	if errors.Is(err, table.ErrNotFound) {
+		return maintenance.TableRef{}, fmt.Errorf("%w: %q", maintenance.ErrUnknownTable, name)
+	}
+	if err != nil {
+		return maintenance.TableRef{}, err
+	}
+	defer rec.Release()
+	return c.refOf(rec, 0), nil
+}
+
+// Stats returns the _stats rows by table name.
+func (c *Catalog) Stats(ctx context.Context) (map[string]maintenance.TableStats, error) {
+	snap, err := c.stats.Latest(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]maintenance.TableStats{}
+	err = snap.Scan(ctx, table.ScanOptions{}, func(rec arrow.RecordBatch) error {
+		i64 := func(col, i int) int64 { return rec.Column(col).(*array.Int64).Value(i) }
+		ts := func(col, i int) time.Time {
+			a := rec.Column(col).(*array.Timestamp)
+			if a.IsNull(i) {
+				return time.Time{}
+			}
+			return time.UnixMicro(int64(a.Value(i))).UTC()
+		}
+		for i := range int(rec.NumRows()) {
+			s := maintenance.TableStats{
+				Name: rec.Column(0).(*array.String).Value(i), Rows: uint64(i64(1, i)), Fragments: int(i64(2, i)),
+				SmallFrags: int(i64(3, i)), Versions: int(i64(4, i)), Unreclaimed: int(i64(5, i)),
+				DataBytes: uint64(i64(6, i)), ManifestBytes: i64(7, i), LastCompaction: ts(8, i), LastCleanup: ts(9, i),
+			}
+			out[s.Name] = s
+		}
+		return nil
+	})
+	return out, err
+}
+
+// PutStats upserts one table's stats row.
+func (c *Catalog) PutStats(ctx context.Context, s maintenance.TableStats) error {
+	b := array.NewRecordBuilder(memory.DefaultAllocator, StatsSchema)
+	defer b.Release()
+	b.Field(0).(*array.StringBuilder).Append(s.Name)
+	for i, v := range []int64{int64(s.Rows), int64(s.Fragments), int64(s.SmallFrags), int64(s.Versions),
+		int64(s.Unreclaimed), int64(s.DataBytes), s.ManifestBytes} {
+		b.Field(1 + i).(*array.Int64Builder).Append(v)
+	}
+	for i, t := range []time.Time{s.LastCompaction, s.LastCleanup} {
+		if t.IsZero() {
+			b.Field(8 + i).AppendNull()
+		} else {
+			b.Field(8 + i).(*array.TimestampBuilder).Append(arrow.Timestamp(t.UnixMicro()))
+		}
+	}
+	b.Field(10).(*array.TimestampBuilder).Append(arrow.Timestamp(time.Now().UnixMicro()))
+	rec := b.NewRecordBatch()
+	defer rec.Release()
+	_, err := c.stats.Upsert(ctx, rec)
+	return err
+}
