@@ -68,10 +68,9 @@ test: tools
 	if [ $$rc -eq 0 ]; then rm -rf "$$dir"; else echo "make test: FAILED (exit $$rc); stack logs kept in $$dir" >&2; fi; \
 	exit $$rc
 
-## demo: end-to-end demo.
-# TODO(demo): placeholder; the demo owner fills in ./cmd/tkdemo (and any stack it needs).
+## demo: registry churn on a local table (no services); DEMO_ARGS="--ops 5000 --writers 8".
 demo:
-	$(GO) run ./cmd/tkdemo
+	$(GO) run ./cmd/tkdemo $(DEMO_ARGS)
 
 ## bench: run each benchmark once.
 # TODO(bench): placeholder; benchmark owners may add the stack env and flags.

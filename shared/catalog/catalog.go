@@ -112,7 +112,9 @@ func (c *Catalog) Root() string { return c.root }
 func (c *Catalog) Store() objstore.Store { return c.store }
 
 // TableRoot is where a table called name lives (relative names) or rel.
-func (c *Catalog) TableRoot(rel string) string { return table.NormalizeRoot(c.root + strings.Trim(rel, "/")) }
+func (c *Catalog) TableRoot(rel string) string {
+	return table.NormalizeRoot(c.root + strings.Trim(rel, "/"))
+}
 
 // Register adds or updates a managed table. rel is the table's location
 // relative to the warehouse root.
