@@ -1,0 +1,237 @@
+// Package cli is the tablekeep command tree. cmd/tablekeep's main only calls
+// Main; tests run the same tree in-process with Run.
+//
+// Other packages add subcommands (maintain, status) with Register, from an
+// init function in a package that cmd/tablekeep imports, or by adding a
+// constructor to builtinCommands below.
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"regexp"
+	"strings"
+	"sync"
+
+	"github.com/spf13/cobra"
+
+	"github.com/tablekeep/tablekeep/shared/objstore"
+	"github.com/tablekeep/tablekeep/shared/table"
+)
+
+// Exit codes.
+const (
+	ExitOK    = 0
+	ExitError = 1 // the command ran and failed
+	ExitUsage = 2 // bad flags, arguments or flag values
+)
+
+// App is the state shared by every subcommand: global flags and I/O.
+type App struct {
+	Stdin          io.Reader
+	Stdout, Stderr io.Writer
+
+	TableURI string // --table
+	Output   string // --output: "table" or "json"
+	Verbose  bool   // --verbose
+
+	Logger *slog.Logger // discards unless --verbose
+
+	counting *objstore.Counting // set by OpenStore with --verbose
+}
+
+// JSON reports whether --output json was given.
+func (a *App) JSON() bool { return a.Output == "json" }
+
+// UsageError marks an error as a usage error (exit code 2).
+type UsageError struct{ Err error }
+
+func (e *UsageError) Error() string { return e.Err.Error() }
+func (e *UsageError) Unwrap() error { return e.Err }
+
+// Usagef returns a usage error (exit code 2).
+func Usagef(format string, args ...any) error {
+	return &UsageError{Err: fmt.Errorf(format, args...)}
+}
+
+// OpenStore opens the store and root that --table names. With mustExist, a
+// local path that is not an existing directory is an error rather than
+// being created.
+func (a *App) OpenStore(ctx context.Context, mustExist bool) (objstore.Store, string, error) {
+	if a.TableURI == "" {
+		return nil, "", Usagef("--table is required (s3://bucket/prefix or a local path)")
+	}
+	scheme, _, path, err := objstore.ParseURI(a.TableURI)
+	if err != nil {
+		return nil, "", Usagef("--table: %v", err)
+	}
+	if scheme == "file" && mustExist {
+		st, err := os.Stat(path)
+		if err != nil || !st.IsDir() {
+			return nil, "", fmt.Errorf("%s: %w: no such directory", a.TableURI, table.ErrNotATable)
+		}
+	}
+	store, root, err := objstore.Open(ctx, a.TableURI)
+	if err != nil || !a.Verbose {
+		return store, root, err
+	}
+	a.counting = objstore.NewCounting(store)
+	return a.counting, root, nil
+}
+
+// TableOptions are the table options every command uses.
+func (a *App) TableOptions() table.Options {
+	return table.Options{Logger: a.Logger}
+}
+
+// OpenTable opens the existing table that --table names.
+func (a *App) OpenTable(ctx context.Context) (*table.Table, error) {
+	store, root, err := a.OpenStore(ctx, true)
+	if err != nil {
+		return nil, err
+	}
+	t, err := table.Open(ctx, store, root, a.TableOptions())
+	if errors.Is(err, table.ErrNotATable) {
+		return nil, fmt.Errorf("%s: %w (no manifests under %s)", a.TableURI, table.ErrNotATable, table.VersionsPrefix)
+	}
+	return t, err
+}
+
+// Snapshot opens the table at version v, or at its latest version if v is 0
+// (the one OpenTable just loaded: no further requests).
+func (a *App) Snapshot(ctx context.Context, t *table.Table, v uint64) (*table.Snapshot, error) {
+	if v == 0 {
+		return t.Snapshot(), nil
+	}
+	s, err := t.Checkout(ctx, v)
+	if err != nil {
+		return nil, friendlyVersionErr(a, t, v, err)
+	}
+	return s, nil
+}
+
+var (
+	regMu      sync.Mutex
+	registered []func(*App) *cobra.Command
+)
+
+// Register adds a subcommand to every command tree built afterwards. The
+// constructor gets the App, whose fields are set by the time a command's
+// RunE runs: use App.OpenTable or App.OpenStore for --table, App.JSON for
+// --output, App.Stdout/Stderr for I/O, and return Usagef(...) for usage
+// errors.
+func Register(newCmd func(*App) *cobra.Command) {
+	regMu.Lock()
+	defer regMu.Unlock()
+	registered = append(registered, newCmd)
+}
+
+// builtinCommands are the subcommands this package defines. maintain and
+// status go here (or through Register) when they land.
+var builtinCommands = []func(*App) *cobra.Command{
+	newCreateCmd,
+	newAppendCmd,
+	newUpsertCmd,
+	newDeleteCmd,
+	newScanCmd,
+	newGetCmd,
+	newVersionsCmd,
+	newTagCmd,
+	newTagsCmd,
+	newRestoreCmd,
+	newStatsCmd,
+}
+
+// NewRoot builds the command tree for app.
+func NewRoot(app *App) *cobra.Command {
+	root := &cobra.Command{
+		Use:           "tablekeep",
+		Short:         "Keep versioned tables on S3 or local disk healthy",
+		SilenceErrors: true,
+		SilenceUsage:  true,
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			switch app.Output {
+			case "table", "json":
+			default:
+				return Usagef("--output must be table or json, not %q", app.Output)
+			}
+			if app.Verbose {
+				app.Logger = slog.New(slog.NewTextHandler(app.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+			}
+			return nil
+		},
+	}
+	root.CompletionOptions.DisableDefaultCmd = true
+	root.SetIn(app.Stdin)
+	root.SetOut(app.Stdout)
+	root.SetErr(app.Stderr)
+	pf := root.PersistentFlags()
+	pf.StringVar(&app.TableURI, "table", "", "table location: s3://bucket/prefix or a local directory")
+	pf.StringVarP(&app.Output, "output", "o", "table", "output format: table or json")
+	pf.BoolVarP(&app.Verbose, "verbose", "v", false, "log to stderr")
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &UsageError{Err: err} })
+
+	regMu.Lock()
+	ctors := append(append([]func(*App) *cobra.Command{}, builtinCommands...), registered...)
+	regMu.Unlock()
+	for _, newCmd := range ctors {
+		root.AddCommand(newCmd(app))
+	}
+	markRunErrors(root)
+	return root
+}
+
+// runError marks an error returned by a command's RunE, so that Run can tell
+// it from cobra's own argument and flag errors (which are usage errors).
+type runError struct{ err error }
+
+func (e *runError) Error() string { return e.err.Error() }
+func (e *runError) Unwrap() error { return e.err }
+
+func markRunErrors(c *cobra.Command) {
+	if run := c.RunE; run != nil {
+		c.RunE = func(cmd *cobra.Command, args []string) error {
+			if err := run(cmd, args); err != nil {
+				return &runError{err}
+			}
+			return nil
+		}
+	}
+	for _, sub := range c.Commands() {
+		markRunErrors(sub)
+	}
+}
+
+// Run executes the command tree with args and returns the exit code. Errors
+// are printed to stderr as one line: "tablekeep: <message>".
+func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	app := &App{Stdin: stdin, Stdout: stdout, Stderr: stderr, Logger: slog.New(slog.DiscardHandler)}
+	root := NewRoot(app)
+	root.SetArgs(args)
+	err := root.ExecuteContext(ctx)
+	if app.counting != nil {
+		app.Logger.Info("object store requests", "counts", app.counting.Counts().String())
+	}
+	if err == nil {
+		return ExitOK
+	}
+	fmt.Fprintf(stderr, "tablekeep: %s\n", oneLine(err.Error()))
+	var ue *UsageError
+	var re *runError
+	switch {
+	case errors.As(err, &ue):
+		return ExitUsage
+	case errors.As(err, &re):
+		return ExitError
+	default: // cobra's own: unknown command, wrong number of arguments, bad flag
+		return ExitUsage
+	}
+}
+
+var newlines = regexp.MustCompile(`\s*\n\s*`)
+
+func oneLine(s string) string { return newlines.ReplaceAllString(strings.TrimSpace(s), " ") }

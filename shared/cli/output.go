@@ -1,0 +1,170 @@
+package cli
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+)
+
+// timeLayout renders timestamps: RFC 3339 in UTC, with as many fractional
+// digits as needed (at most microseconds).
+const timeLayout = "2006-01-02T15:04:05.999999Z07:00"
+
+// cellJSON is the JSON value of row i of a column: strings, numbers, bools,
+// base64 for binary, RFC 3339 strings for timestamps, null for nulls.
+// Non-finite floats become the strings "NaN", "+Inf", "-Inf".
+func cellJSON(col arrow.Array, i int) any {
+	if col.IsNull(i) {
+		return nil
+	}
+	switch a := col.(type) {
+	case *array.String:
+		return a.Value(i)
+	case *array.Int64:
+		return a.Value(i)
+	case *array.Int32:
+		return a.Value(i)
+	case *array.Float64:
+		f := a.Value(i)
+		if math.IsNaN(f) || math.IsInf(f, 0) {
+			return strconv.FormatFloat(f, 'g', -1, 64)
+		}
+		return f
+	case *array.Boolean:
+		return a.Value(i)
+	case *array.Binary:
+		return base64.StdEncoding.EncodeToString(a.Value(i))
+	case *array.Timestamp:
+		return time.UnixMicro(int64(a.Value(i))).UTC().Format(timeLayout)
+	}
+	return col.ValueStr(i)
+}
+
+// cellText is row i of a column as a table cell.
+func cellText(col arrow.Array, i int) string {
+	v := cellJSON(col, i)
+	switch v := v.(type) {
+	case nil:
+		return "NULL"
+	case string:
+		// Keep one row on one line.
+		return strings.NewReplacer("\n", `\n`, "\t", `\t`, "\r", `\r`).Replace(v)
+	case float64:
+		return strconv.FormatFloat(v, 'g', -1, 64)
+	}
+	return fmt.Sprint(v)
+}
+
+// rowPrinter prints record batches as an aligned table or JSON lines.
+type rowPrinter struct {
+	json  bool
+	out   io.Writer
+	tw    *tabwriter.Writer
+	names []string
+	rows  int
+	limit int // 0: no limit
+}
+
+func newRowPrinter(out io.Writer, asJSON bool, names []string, limit int) *rowPrinter {
+	p := &rowPrinter{json: asJSON, out: out, names: names, limit: limit}
+	if !asJSON {
+		p.tw = tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+		upper := make([]string, len(names))
+		for i, n := range names {
+			upper[i] = strings.ToUpper(n)
+		}
+		fmt.Fprintln(p.tw, strings.Join(upper, "\t"))
+	}
+	return p
+}
+
+// full reports whether the row limit has been reached.
+func (p *rowPrinter) full() bool { return p.limit > 0 && p.rows >= p.limit }
+
+func (p *rowPrinter) print(rec arrow.RecordBatch) error {
+	var line bytes.Buffer
+	cells := make([]string, rec.NumCols())
+	for i := range int(rec.NumRows()) {
+		if p.full() {
+			return nil
+		}
+		p.rows++
+		if p.json {
+			line.Reset()
+			line.WriteByte('{')
+			for c := range int(rec.NumCols()) {
+				if c > 0 {
+					line.WriteByte(',')
+				}
+				k, _ := json.Marshal(p.names[c])
+				v, err := json.Marshal(cellJSON(rec.Column(c), i))
+				if err != nil {
+					return err
+				}
+				line.Write(k)
+				line.WriteByte(':')
+				line.Write(v)
+			}
+			line.WriteString("}\n")
+			if _, err := p.out.Write(line.Bytes()); err != nil {
+				return err
+			}
+			continue
+		}
+		for c := range cells {
+			cells[c] = cellText(rec.Column(c), i)
+		}
+		fmt.Fprintln(p.tw, strings.Join(cells, "\t"))
+	}
+	return nil
+}
+
+func (p *rowPrinter) flush() error {
+	if p.tw != nil {
+		return p.tw.Flush()
+	}
+	return nil
+}
+
+// printJSON writes v as one line of JSON.
+func printJSON(out io.Writer, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(out, "%s\n", b)
+	return err
+}
+
+// printKV prints label/value pairs aligned.
+func printKV(out io.Writer, pairs [][2]string) error {
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	for _, p := range pairs {
+		fmt.Fprintf(tw, "%s:\t%s\n", p[0], p[1])
+	}
+	return tw.Flush()
+}
+
+// HumanBytes renders a byte count like "1.5 MiB (1572864 bytes)".
+func HumanBytes(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB (%d bytes)", float64(n)/float64(div), "KMGTPE"[exp], n)
+}
