@@ -41,5 +41,5 @@ stop() {
 }
 
 stop versitygw versitygw
-stop moto moto_server
+stop moto moto
 rm -f "$STACK_DIR/env"

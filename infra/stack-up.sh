@@ -91,7 +91,13 @@ $(tail -n 20 "$STACK_DIR/versitygw.log" 2>/dev/null)"
 fi
 S3_PORT=$PORT
 
-if ! start moto env -u AWS_ENDPOINT_URL "$MOTO" -H 127.0.0.1 -p PORT; then
+# moto's own launcher lets two conditional DynamoDB writes race; ours
+# serialises requests (see infra/moto_atomic.py) and falls back to moto_server.
+MOTO_CMD=("$MOTO")
+if python3 -c 'import moto.moto_server.werkzeug_app, werkzeug' 2>/dev/null; then
+  MOTO_CMD=(python3 "$ROOT/infra/moto_atomic.py")
+fi
+if ! start moto env -u AWS_ENDPOINT_URL "${MOTO_CMD[@]}" -H 127.0.0.1 -p PORT; then
   STACK_DIR="$STACK_DIR" "$ROOT/infra/stack-down.sh" >/dev/null
   die "moto_server failed to start; tail of $STACK_DIR/moto.log:
 $(tail -n 20 "$STACK_DIR/moto.log" 2>/dev/null)"
