@@ -1,9 +1,5 @@
 // Package cli is the tablekeep command tree. cmd/tablekeep's main only calls
 // Main; tests run the same tree in-process with Run.
-//
-// Other packages add subcommands (maintain, status) with Register, from an
-// init function in a package that cmd/tablekeep imports, or by adding a
-// constructor to builtinCommands below.
 package cli
 
 import (
@@ -15,7 +11,6 @@ import (
 	"os"
 	"regexp"
 	"strings"
-	"sync"
 
 	"github.com/spf13/cobra"
 
@@ -114,25 +109,8 @@ func (a *App) Snapshot(ctx context.Context, t *table.Table, v uint64) (*table.Sn
 	return s, nil
 }
 
-var (
-	regMu      sync.Mutex
-	registered []func(*App) *cobra.Command
-)
-
-// Register adds a subcommand to every command tree built afterwards. The
-// constructor gets the App, whose fields are set by the time a command's
-// RunE runs: use App.OpenTable or App.OpenStore for --table, App.JSON for
-// --output, App.Stdout/Stderr for I/O, and return Usagef(...) for usage
-// errors.
-func Register(newCmd func(*App) *cobra.Command) {
-	regMu.Lock()
-	defer regMu.Unlock()
-	registered = append(registered, newCmd)
-}
-
-// builtinCommands are the subcommands this package defines. maintain and
-// status go here (or through Register) when they land.
-var builtinCommands = []func(*App) *cobra.Command{
+// commands are the subcommands of the tree.
+var commands = []func(*App) *cobra.Command{
 	newCreateCmd,
 	newAppendCmd,
 	newUpsertCmd,
@@ -144,6 +122,8 @@ var builtinCommands = []func(*App) *cobra.Command{
 	newTagsCmd,
 	newRestoreCmd,
 	newStatsCmd,
+	newRegisterCmd,
+	newMaintainCmd,
 }
 
 // NewRoot builds the command tree for app.
@@ -175,10 +155,7 @@ func NewRoot(app *App) *cobra.Command {
 	pf.BoolVarP(&app.Verbose, "verbose", "v", false, "log to stderr")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &UsageError{Err: err} })
 
-	regMu.Lock()
-	ctors := append(append([]func(*App) *cobra.Command{}, builtinCommands...), registered...)
-	regMu.Unlock()
-	for _, newCmd := range ctors {
+	for _, newCmd := range commands {
 		root.AddCommand(newCmd(app))
 	}
 	markRunErrors(root)

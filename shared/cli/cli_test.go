@@ -4,12 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/spf13/cobra"
 )
 
 type result struct {
@@ -405,23 +404,53 @@ func TestParseSchemaSpec(t *testing.T) {
 	}
 }
 
-func TestRegister(t *testing.T) {
-	Register(func(app *App) *cobra.Command {
-		return &cobra.Command{
-			Use:  "test-ext",
-			Args: cobra.NoArgs,
-			RunE: func(cmd *cobra.Command, _ []string) error {
-				tbl, err := app.OpenTable(cmd.Context())
-				if err != nil {
-					return err
-				}
-				return printJSON(app.Stdout, map[string]any{"version": tbl.Cached().Version})
-			},
-		}
-	})
-	tbl, _ := newRegistry(t)
-	if out := ok(t, "", "test-ext", tbl); out != "{\"version\":1}\n" {
-		t.Fatalf("registered command: %q", out)
+func TestRegisterAndMaintain(t *testing.T) {
+	dir := t.TempDir()
+	tbl := filepath.Join(dir, "reg")
+	ok(t, "", "create", "--table", tbl, "--schema", "name:utf8,uri:utf8", "--key", "name")
+	for i := range 25 {
+		ok(t, fmt.Sprintf("{\"name\":\"k%d\",\"uri\":\"u%d\"}\n", i%6, i), "upsert", "--table", tbl, "--format", "jsonl")
 	}
-	fails(t, 2, "--table is required", "", "test-ext")
+	ok(t, "", "register", "reg", "reg", "--warehouse", dir)
+	fails(t, 2, "--warehouse is required", "", "maintain")
+	fails(t, 1, "no such directory", "", "maintain", "--warehouse", filepath.Join(dir, "nope"))
+
+	// Dry run: a plan, nothing changed.
+	out := ok(t, "", "maintain", "--warehouse", dir, "--dry-run", "--clock-ahead", "2h", "-o", "json")
+	var plan struct {
+		DryRun bool `json:"dry_run"`
+		Tables []struct {
+			Table  string   `json:"table"`
+			Groups int      `json:"compaction_groups"`
+			Floor  uint64   `json:"floor"`
+			Ranges []string `json:"ranges"`
+		} `json:"tables"`
+	}
+	if err := json.Unmarshal([]byte(out), &plan); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	found := false
+	for _, tp := range plan.Tables {
+		if tp.Table == "reg" {
+			found = true
+			if !plan.DryRun || tp.Groups != 1 || tp.Floor != 17 || len(tp.Ranges) != 1 || tp.Ranges[0] != "1-16" {
+				t.Fatalf("plan %+v", tp)
+			}
+		}
+	}
+	if !found {
+		t.Fatalf("no plan for reg: %s", out)
+	}
+	if s := ok(t, "", "stats", "--table", tbl, "-o", "json"); !strings.Contains(s, `"versions":26`) {
+		t.Fatalf("dry run changed the table: %s", s)
+	}
+
+	// For real: versions pruned to keep-last, fragments folded, rows kept.
+	ok(t, "", "maintain", "--warehouse", dir, "--clock-ahead", "2h")
+	s := ok(t, "", "stats", "--table", tbl, "-o", "json")
+	for _, want := range []string{`"versions":10`, `"fragments":1`, `"rows":6`} {
+		if !strings.Contains(s, want) {
+			t.Fatalf("after maintain, want %s: %s", want, s)
+		}
+	}
 }

@@ -647,5 +647,5 @@ func StatsLines(s table.Stats) [][2]string {
 	}
 }
 
-// PrintKV prints label/value pairs aligned (for commands added by Register).
+// PrintKV prints label/value pairs aligned (shared with the demo).
 func PrintKV(out io.Writer, pairs [][2]string) error { return printKV(out, pairs) }

@@ -168,3 +168,13 @@ func HumanBytes(n int64) string {
 	}
 	return fmt.Sprintf("%.1f %ciB (%d bytes)", float64(n)/float64(div), "KMGTPE"[exp], n)
 }
+
+// printAligned prints a header and rows as aligned columns.
+func printAligned(out io.Writer, head []string, rows [][]string) error {
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, strings.Join(head, "\t"))
+	for _, r := range rows {
+		fmt.Fprintln(tw, strings.Join(r, "\t"))
+	}
+	return tw.Flush()
+}

@@ -12,7 +12,7 @@ import (
 // Main runs the tkdemo command line and returns the exit code (2 for usage
 // errors, 1 for failures). tty turns the progress bar on.
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer, tty bool) int {
-	cfg := Config{Out: stdout, Maintain: DefaultMaintain}
+	cfg := Config{Out: stdout, Maintain: Maintain}
 	var noMaintain bool
 	usage := false
 	cmd := &cobra.Command{

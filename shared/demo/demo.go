@@ -5,7 +5,7 @@
 //
 // Run is: setup, churn, report, then (if Config.Maintain is set) the
 // maintenance step and a second report. The maintenance engineer plugs
-// compaction and cleanup in through Config.Maintain / DefaultMaintain.
+// compaction and cleanup in through Config.Maintain (Maintain, in maintain.go).
 package demo
 
 import (
@@ -43,9 +43,6 @@ var Schema = arrow.NewSchema([]arrow.Field{
 // MaintainFunc is the step between churn and the final report.
 type MaintainFunc func(ctx context.Context, d *Demo) error
 
-// DefaultMaintain is the maintenance step cmd/tkdemo runs (nil: none).
-var DefaultMaintain MaintainFunc
-
 // Config configures a demo run.
 type Config struct {
 	Dir      string // table directory; wiped at start
@@ -66,7 +63,7 @@ type Config struct {
 type Demo struct {
 	Cfg   Config
 	Store *objstore.Counting // every handle goes through it
-	Root  string             // table root in Store ("")
+	Root  string             // table root in Store: the table directory's name
 
 	mu      sync.Mutex
 	writers []*writer
@@ -162,11 +159,17 @@ func Setup(ctx context.Context, cfg Config) (*Demo, error) {
 	if err := wipe(cfg.Dir); err != nil {
 		return nil, err
 	}
-	disk, err := objstore.NewDisk(cfg.Dir)
+	// The store is rooted at the table's parent, the warehouse, so that the
+	// maintenance step can keep its catalog (_registry, _stats) beside the table.
+	abs, err := filepath.Abs(cfg.Dir)
 	if err != nil {
 		return nil, err
 	}
-	d := &Demo{Cfg: cfg, Store: objstore.NewCounting(disk), started: time.Now()}
+	disk, err := objstore.NewDisk(filepath.Dir(abs))
+	if err != nil {
+		return nil, err
+	}
+	d := &Demo{Cfg: cfg, Store: objstore.NewCounting(disk), Root: filepath.Base(abs), started: time.Now()}
 	if _, err := table.Create(ctx, d.Store, d.Root, Schema, "name", cfg.Options); err != nil {
 		return nil, err
 	}

@@ -92,3 +92,20 @@ func TestMainExitCodes(t *testing.T) {
 		t.Fatalf("--nope: exit %d, %q", code, errb.String())
 	}
 }
+
+// TestDemoMaintain: the demo's maintenance step prunes versions to the
+// policy, folds fragments, and every row survives (Report checks the model).
+func TestDemoMaintain(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "registry")
+	res, err := Run(context.Background(), Config{Dir: dir, Ops: 120, Writers: 3, Maintain: Maintain})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, after := res.Reports[0], res.Reports[1]
+	if before.Stats.Versions != 121 || after.Stats.Versions != 10 || after.Stats.Fragments != 1 {
+		t.Fatalf("versions %d -> %d, fragments %d -> %d", before.Stats.Versions, after.Stats.Versions, before.Stats.Fragments, after.Stats.Fragments)
+	}
+	if after.ScannedRows != before.ScannedRows || after.Requests.DeleteKeys == 0 {
+		t.Fatalf("rows %d -> %d, deleted keys %d", before.ScannedRows, after.ScannedRows, after.Requests.DeleteKeys)
+	}
+}
