@@ -95,6 +95,9 @@ func validateSchema(s *arrow.Schema, keyColumn string) error {
 		return fmt.Errorf("%w: key column %q is not in the schema", ErrInvalidSchema, keyColumn)
 	}
 	kf := s.Field(idx[0])
+	if kf.Nullable {
+		return fmt.Errorf("%w: key column %q must not be nullable", ErrInvalidSchema, keyColumn)
+	}
 	if kf.Type.ID() != arrow.STRING && kf.Type.ID() != arrow.INT64 {
 		return fmt.Errorf("%w: key column %q must be utf8 or int64, not %s", ErrInvalidSchema, keyColumn, kf.Type)
 	}

@@ -109,6 +109,14 @@ func (t *Table) Options() Options { return t.opts }
 
 func (t *Table) key(rel string) string { return t.root + rel }
 
+// name is the table's root for messages ("the store root" when empty).
+func (t *Table) name() string {
+	if t.root == "" {
+		return "the store root"
+	}
+	return strings.TrimSuffix(t.root, "/")
+}
+
 // Create writes version 1 of a new, empty table.
 func Create(ctx context.Context, store objstore.Store, root string, schema *arrow.Schema, keyColumn string, opts Options) (*Table, error) {
 	t := &Table{store: store, root: NormalizeRoot(root), opts: opts.withDefaults()}
@@ -126,7 +134,7 @@ func Create(ctx context.Context, store objstore.Store, root string, schema *arro
 		return nil, fmt.Errorf("create %s: %w", t.root, err)
 	}
 	if len(page.Objects) > 0 {
-		return nil, objErr(strings.TrimSuffix(t.root, "/"), ErrTableExists, "")
+		return nil, objErr(t.name(), ErrTableExists, "")
 	}
 	if err := store.PutIfAbsent(ctx, t.key(manifestKey(1)), encodeManifest(m)); err != nil {
 		if errors.Is(err, objstore.ErrExists) {
@@ -156,11 +164,7 @@ func (t *Table) Refresh(ctx context.Context) (*Manifest, error) {
 		return nil, fmt.Errorf("open %s: %w", t.root, err)
 	}
 	if len(page.Objects) == 0 {
-		name := strings.TrimSuffix(t.root, "/")
-		if name == "" {
-			name = "."
-		}
-		return nil, objErr(name, ErrNotATable, "no manifests under "+versionsDir)
+		return nil, objErr(t.name(), ErrNotATable, "no manifests under "+versionsDir)
 	}
 	k := page.Objects[0].Key
 	v, ok := parseManifestKey(strings.TrimPrefix(k, t.root))

@@ -14,6 +14,7 @@ import (
 
 // CommitResult describes a successful commit.
 type CommitResult struct {
+	Committed   bool // false when there was nothing to commit (Version is then the version read)
 	Version     uint64
 	RowsAdded   uint64
 	RowsDeleted uint64
@@ -126,7 +127,7 @@ func (t *Table) commit(ctx context.Context, op *writeOp, base *Manifest) (*Commi
 		if err == nil {
 			t.setLatest(next, now)
 			t.writeChange(ctx, diffManifests(base, next))
-			return &CommitResult{Version: next.Version, RowsAdded: next.Op.RowsAdded, RowsDeleted: next.Op.RowsDeleted, Attempts: attempt}, nil
+			return &CommitResult{Committed: true, Version: next.Version, RowsAdded: next.Op.RowsAdded, RowsDeleted: next.Op.RowsDeleted, Attempts: attempt}, nil
 		}
 		lastErr = err
 		if attempt > t.opts.MaxRetries {
