@@ -425,3 +425,66 @@ func copyDir(t testing.TB, src, dst string) {
 		t.Fatal(err)
 	}
 }
+
+// timeStore reports, for objects written through it, the fake clock's time
+// as LastModified, so that the planner and sweep see the same timeline as
+// the writers (disk mtimes are real time).
+type timeStore struct {
+	objstore.Store
+	clock *fakeClock
+	mu    sync.Mutex
+	at    map[string]time.Time
+}
+
+func newTimeStore(inner objstore.Store, clock *fakeClock) *timeStore {
+	return &timeStore{Store: inner, clock: clock, at: map[string]time.Time{}}
+}
+
+func (s *timeStore) stamp(key string, now time.Time) {
+	s.mu.Lock()
+	s.at[key] = now
+	s.mu.Unlock()
+}
+
+func (s *timeStore) fix(o objstore.ObjectInfo) objstore.ObjectInfo {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if t, ok := s.at[o.Key]; ok {
+		o.LastModified = t
+	}
+	return o
+}
+
+func (s *timeStore) Put(ctx context.Context, key string, data []byte) error {
+	now := s.clock.Now()
+	err := s.Store.Put(ctx, key, data)
+	if err == nil {
+		s.stamp(key, now)
+	}
+	return err
+}
+
+func (s *timeStore) PutIfAbsent(ctx context.Context, key string, data []byte) error {
+	now := s.clock.Now()
+	err := s.Store.PutIfAbsent(ctx, key, data)
+	if err == nil {
+		s.stamp(key, now)
+	}
+	return err
+}
+
+func (s *timeStore) Head(ctx context.Context, key string) (objstore.ObjectInfo, error) {
+	o, err := s.Store.Head(ctx, key)
+	if err != nil {
+		return o, err
+	}
+	return s.fix(o), nil
+}
+
+func (s *timeStore) List(ctx context.Context, opts objstore.ListOptions) (objstore.ListPage, error) {
+	p, err := s.Store.List(ctx, opts)
+	for i := range p.Objects {
+		p.Objects[i] = s.fix(p.Objects[i])
+	}
+	return p, err
+}
