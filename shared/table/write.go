@@ -124,6 +124,17 @@ func (t *Table) commit(ctx context.Context, op *writeOp, base *Manifest) (*Commi
 				err = objstore.ErrExists // someone else's: a plain conflict
 			}
 		}
+		if err == nil && t.opts.Clock().Sub(op.readAt) > t.opts.Grace/2 {
+			// A slow commit (stalled between its stale-read check and its
+			// put) may have written a version number that maintenance had
+			// already pruned: such a manifest is below the floor and never
+			// becomes the latest, so the write must not be reported.
+			if floor, ferr := t.Floor(ctx); ferr == nil && next.Version < floor {
+				_ = t.store.Delete(ctx, []string{k})
+				return nil, fmt.Errorf("%w: version %d committed below the retention floor %d (read at %s, grace %s)",
+					ErrStaleRead, next.Version, floor, op.readAt.Format(time.RFC3339), t.opts.Grace)
+			}
+		}
 		if err == nil {
 			t.setLatest(next, now)
 			t.writeChange(ctx, diffManifests(base, next))
