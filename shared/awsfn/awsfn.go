@@ -1,0 +1,168 @@
+package awsfn
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-lambda-go/lambda"
+	"github.com/aws/aws-lambda-go/lambdacontext"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/tablekeep/tablekeep/shared/catalog"
+	"github.com/tablekeep/tablekeep/shared/lock"
+	"github.com/tablekeep/tablekeep/shared/objstore"
+	"github.com/tablekeep/tablekeep/shared/queue"
+	"github.com/tablekeep/tablekeep/shared/table"
+)
+
+// Deps is what the handlers run on, built once per cold start.
+type Deps struct {
+	Config Config
+	Logger *slog.Logger
+	Clock  lock.Clock
+	Store  objstore.Store
+	Root   string      // warehouse prefix in the bucket
+	Locker lock.Locker // compactor only
+	Queue  queue.Queue // compactor and cleaner
+	// Metrics receives EMF lines (stdout in Lambda).
+	Metrics io.Writer
+
+	mu  sync.Mutex
+	cat *catalog.Catalog
+}
+
+// NewLogger returns the JSON logger the functions use.
+func NewLogger(w io.Writer, level string, role Role) *slog.Logger {
+	var l slog.Level
+	_ = l.UnmarshalText([]byte(level))
+	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: l})).With("function", string(role))
+}
+
+// New builds the clients of cfg. It does no I/O against the services: the
+// warehouse catalog is opened on first use (and retried on a later
+// invocation if that fails).
+func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Deps, error) {
+	d := &Deps{Config: cfg, Logger: logger, Clock: lock.SystemClock(), Metrics: os.Stdout}
+	if cfg.ClockOffset != 0 {
+		d.Clock = offsetClock{cfg.ClockOffset}
+		logger.Warn("TEST ONLY: clock offset in effect", "offset", cfg.ClockOffset.String())
+	}
+	st, root, err := objstore.Open(ctx, cfg.Warehouse)
+	if err != nil {
+		return nil, fmt.Errorf("warehouse %s: %w", cfg.Warehouse, err)
+	}
+	d.Store, d.Root = st, root
+	if cfg.Role == RoleSweeper {
+		return d, nil
+	}
+	awsCfg, err := config.LoadDefaultConfig(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("aws config: %w", err)
+	}
+	if awsCfg.Region == "" {
+		return nil, fmt.Errorf("%w: no AWS region (set AWS_REGION)", ErrConfig)
+	}
+	d.Queue = queue.NewSQS(sqs.NewFromConfig(awsCfg), cfg.QueueURL, queue.SQSOptions{})
+	if cfg.Role == RoleCompactor {
+		d.Locker = lock.NewDynamoLocker(dynamodb.NewFromConfig(awsCfg), cfg.LockTable, d.Clock)
+	}
+	return d, nil
+}
+
+// Catalog opens the warehouse catalog once (creating _registry and _stats
+// on a new warehouse).
+func (d *Deps) Catalog(ctx context.Context) (*catalog.Catalog, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.cat != nil {
+		return d.cat, nil
+	}
+	cat, err := catalog.Open(ctx, d.Store, d.Root, d.tableOptions())
+	if err != nil {
+		return nil, fmt.Errorf("open warehouse %s: %w", d.Config.Warehouse, err)
+	}
+	d.cat = cat
+	return cat, nil
+}
+
+func (d *Deps) tableOptions() table.Options {
+	return table.Options{Clock: d.Clock.Now, Logger: d.Logger}
+}
+
+// logger adds the invocation's request id.
+func (d *Deps) logger(ctx context.Context) *slog.Logger {
+	if lc, ok := lambdacontext.FromContext(ctx); ok {
+		return d.Logger.With("request_id", lc.AwsRequestID)
+	}
+	return d.Logger
+}
+
+func requestID(ctx context.Context) string {
+	if lc, ok := lambdacontext.FromContext(ctx); ok && lc.AwsRequestID != "" {
+		return lc.AwsRequestID
+	}
+	return fmt.Sprintf("local-%d", time.Now().UnixNano())
+}
+
+// workContext returns a context ending margin before ctx's deadline, with
+// that deadline expressed on d.Clock: with the test-only clock offset the
+// deadline is shifted by the offset too, so "time left" computed as
+// deadline - Clock.Now() stays right. Cancellation of ctx always propagates.
+func (d *Deps) workContext(ctx context.Context, margin time.Duration) (context.Context, context.CancelFunc) {
+	dl, ok := ctx.Deadline()
+	if !ok {
+		return context.WithCancel(ctx)
+	}
+	dl = dl.Add(-margin)
+	if d.Config.ClockOffset == 0 {
+		return context.WithDeadline(ctx, dl)
+	}
+	c, cancel := context.WithDeadline(context.WithoutCancel(ctx), dl.Add(d.Config.ClockOffset))
+	stop := context.AfterFunc(ctx, cancel)
+	timer := time.AfterFunc(time.Until(dl), cancel)
+	return c, func() { stop(); timer.Stop(); cancel() }
+}
+
+// offsetClock is the TEST-ONLY shifted clock (TABLEKEEP_CLOCK_OFFSET).
+type offsetClock struct{ off time.Duration }
+
+func (c offsetClock) Now() time.Time { return time.Now().Add(c.off) }
+func (c offsetClock) Sleep(ctx context.Context, d time.Duration) error {
+	return lock.SystemClock().Sleep(ctx, d)
+}
+
+// Main is the whole main function of functions/<role>: it loads and
+// validates the configuration, then serves invocations. A configuration
+// error is logged at cold start and returned by every invocation, so it
+// shows both in the logs and in the invoke response.
+func Main(role Role) {
+	cfg, err := LoadConfig(role, os.Getenv)
+	logger := NewLogger(os.Stdout, cfg.LogLevel, role)
+	var d *Deps
+	if err == nil {
+		d, err = New(context.Background(), cfg, logger)
+	}
+	if err != nil {
+		logger.Error("cold start failed; every invocation will fail until the configuration is fixed", "err", err)
+		lambda.Start(func(context.Context, json.RawMessage) (json.RawMessage, error) { return nil, err })
+		return
+	}
+	logger.Info("cold start", "warehouse", cfg.Warehouse, "lock_table", cfg.LockTable, "queue_url", cfg.QueueURL,
+		"margin", cfg.Margin.String(), "lease", cfg.Lease.String())
+	switch role {
+	case RoleCompactor:
+		lambda.Start(d.Compact)
+	case RoleCleaner:
+		lambda.Start(d.Clean)
+	case RoleSweeper:
+		lambda.Start(d.Sweep)
+	}
+}

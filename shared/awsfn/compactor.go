@@ -1,0 +1,120 @@
+package awsfn
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/tablekeep/tablekeep/shared/maintenance"
+)
+
+// TableSummary is what the compactor did to one table.
+type TableSummary struct {
+	Table          string   `json:"table"`
+	Skipped        string   `json:"skipped,omitempty"`
+	FencingToken   uint64   `json:"fencing_token,omitempty"`
+	GroupsPlanned  int      `json:"groups_planned"`
+	GroupsDone     int      `json:"groups_committed"`
+	FragmentsIn    int      `json:"fragments_in"`
+	FragmentsOut   int      `json:"fragments_out"`
+	Latest         uint64   `json:"latest_version"`
+	Floor          uint64   `json:"floor"`
+	RangesEnqueued int      `json:"ranges_enqueued"`
+	Prunable       int      `json:"prunable_versions"`
+	Unreclaimed    int      `json:"unreclaimed_versions"`
+	Rows           uint64   `json:"rows"`
+	StatsNote      string   `json:"stats_note,omitempty"`
+	DurationMS     int64    `json:"duration_ms"`
+	Versions       []uint64 `json:"compaction_versions,omitempty"`
+}
+
+// CompactSummary is the compactor's response.
+type CompactSummary struct {
+	Function   string         `json:"function"`
+	Trigger    string         `json:"trigger"`
+	Tables     []TableSummary `json:"tables"`
+	Registered int            `json:"registered"`
+	NotReached int            `json:"not_reached"`
+	Errors     int            `json:"errors"`
+	Busy       int            `json:"busy"`
+	Stopped    string         `json:"stopped,omitempty"`
+	ElapsedMS  int64          `json:"elapsed_ms"`
+}
+
+// Compact is the compactor's handler: on a scheduled event it maintains
+// every registered table, most in need first, until the invocation's
+// deadline minus the safety margin: lock (DynamoDB), compact, plan prune,
+// enqueue ranges (SQS), refresh stats, release. Overlapping invocations are
+// safe: a table locked by another run is skipped. A table's failure is
+// reported in the summary and the TableErrors metric, not as a function
+// error (which would make Lambda retry the whole run).
+func (d *Deps) Compact(ctx context.Context, raw json.RawMessage) (CompactSummary, error) {
+	start := time.Now()
+	sum := CompactSummary{Function: string(RoleCompactor)}
+	log := d.logger(ctx)
+	ev, err := ParseScheduled(RoleCompactor, raw)
+	if err != nil {
+		log.ErrorContext(ctx, "rejected event", "err", err)
+		return sum, err
+	}
+	sum.Trigger = ev.Source
+	cat, err := d.Catalog(ctx)
+	if err != nil {
+		return sum, err
+	}
+	wctx, cancel := d.workContext(ctx, 0) // Runner and Compactor keep the margin
+	defer cancel()
+	comp := maintenance.NewCompactor(log, d.Clock.Now)
+	comp.Margin = d.Config.Margin
+	r := &maintenance.Runner{
+		Store: d.Store, Catalog: cat, Locker: d.Locker, Queue: maintenance.QueueEnqueuer{Q: d.Queue},
+		Compactor: comp, Clock: d.Clock, Logger: log, Owner: "compactor/" + requestID(ctx),
+		Lease: d.Config.Lease, LockWait: d.Config.LockWait, Margin: d.Config.Margin,
+	}
+	rep, err := r.Run(wctx)
+	if err != nil {
+		log.ErrorContext(ctx, "compactor run failed", "err", err)
+		return sum, fmt.Errorf("compactor: %w", err)
+	}
+	sum.Stopped = rep.Stopped
+	var unreclaimed, ranges int
+	for _, tr := range rep.Tables {
+		ts := TableSummary{
+			Table: tr.Table, Skipped: tr.Skipped, FencingToken: tr.Token,
+			GroupsPlanned: tr.Compacted.Planned, GroupsDone: tr.Compacted.Committed,
+			FragmentsIn: tr.Compacted.InputFrags, FragmentsOut: tr.Compacted.OutputFrags,
+			Latest: tr.Prune.Latest, Floor: tr.Prune.Floor, RangesEnqueued: len(tr.Prune.Ranges),
+			Prunable: tr.Prune.Prunable, Unreclaimed: tr.Stats.Unreclaimed, Rows: tr.Stats.Rows,
+			StatsNote: tr.StatsNote, DurationMS: tr.Duration.Milliseconds(), Versions: tr.Compacted.Versions,
+		}
+		switch {
+		case strings.HasPrefix(tr.Skipped, "error:"):
+			sum.Errors++
+		case tr.Skipped != "":
+			sum.Busy++
+		}
+		unreclaimed += tr.Stats.Unreclaimed
+		ranges += len(tr.Prune.Ranges)
+		sum.Tables = append(sum.Tables, ts)
+	}
+	if refs, err := cat.Tables(ctx); err == nil {
+		sum.Registered = len(refs)
+		sum.NotReached = max(len(refs)-len(rep.Tables), 0)
+	}
+	sum.ElapsedMS = time.Since(start).Milliseconds()
+	if err := emitMetrics(d.Metrics, RoleCompactor, time.Now(), map[string]float64{
+		"TablesMaintained":    float64(len(rep.Tables) - sum.Errors - sum.Busy),
+		"TablesBusy":          float64(sum.Busy),
+		"TableErrors":         float64(sum.Errors),
+		"TablesNotReached":    float64(sum.NotReached),
+		"UnreclaimedVersions": float64(unreclaimed),
+		"RangesEnqueued":      float64(ranges),
+	}); err != nil {
+		log.WarnContext(ctx, "metrics not written", "err", err)
+	}
+	log.InfoContext(ctx, "compactor run", "tables", len(sum.Tables), "errors", sum.Errors, "busy", sum.Busy,
+		"not_reached", sum.NotReached, "ranges_enqueued", ranges, "stopped", sum.Stopped, "elapsed_ms", sum.ElapsedMS)
+	return sum, nil
+}

@@ -1,0 +1,156 @@
+// Package awsfn is the AWS Lambda shell around tablekeep's maintenance: the
+// compactor (scheduled: lock, compact, plan prune, enqueue, refresh stats),
+// the cleaner (SQS: drain prune ranges with no lock) and the sweeper
+// (scheduled: orphan sweep). functions/* are thin mains over this package.
+//
+// Configuration comes from environment variables, validated at cold start
+// (see LoadConfig). AWS endpoints follow the SDK's standard variables
+// (AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL_DYNAMODB, AWS_ENDPOINT_URL_SQS, or
+// AWS_ENDPOINT_URL), so the same binaries run against local servers.
+package awsfn
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/tablekeep/tablekeep/shared/objstore"
+)
+
+// Environment variables read by LoadConfig.
+const (
+	EnvWarehouse    = "TABLEKEEP_WAREHOUSE"          // s3://bucket/prefix (all functions)
+	EnvLockTable    = "TABLEKEEP_LOCK_TABLE"         // DynamoDB lock table (compactor)
+	EnvQueueURL     = "TABLEKEEP_QUEUE_URL"          // cleanup queue URL (compactor, cleaner)
+	EnvMargin       = "TABLEKEEP_SAFETY_MARGIN"      // time kept before the Lambda deadline (default 30s)
+	EnvLease        = "TABLEKEEP_LEASE"              // table lock lease (default 5m)
+	EnvLockWait     = "TABLEKEEP_LOCK_WAIT"          // wait for a busy table lock (default 5s)
+	EnvSweepDeletes = "TABLEKEEP_SWEEP_MAX_DELETES"  // deletes per table per sweep invocation (default 10000)
+	EnvLogLevel     = "TABLEKEEP_LOG_LEVEL"          // debug, info (default), warn, error
+	EnvClockOffset  = "TABLEKEEP_CLOCK_OFFSET"       // TEST ONLY: shifts the clock, e.g. "2h"
+	EnvAllowOffset  = "TABLEKEEP_ALLOW_CLOCK_OFFSET" // must be "test" for EnvClockOffset to be accepted
+)
+
+// Role is which function a configuration is for; it decides what is required.
+type Role string
+
+// The three functions.
+const (
+	RoleCompactor Role = "compactor"
+	RoleCleaner   Role = "cleaner"
+	RoleSweeper   Role = "sweeper"
+)
+
+// Config is one function's configuration.
+type Config struct {
+	Role      Role
+	Warehouse string // s3://bucket/prefix
+	Bucket    string
+	Prefix    string
+	LockTable string
+	QueueURL  string
+	Margin    time.Duration
+	Lease     time.Duration
+	LockWait  time.Duration
+	// SweepMaxDeletes bounds the sweeper's deletes per table per invocation.
+	SweepMaxDeletes int
+	LogLevel        string
+	// ClockOffset is FOR TESTS ONLY: every time decision (grace windows,
+	// leases, retention) is made as if the clock read now+ClockOffset, so an
+	// end-to-end test can act as if the grace window had passed without
+	// sleeping. It is refused unless TABLEKEEP_ALLOW_CLOCK_OFFSET=test, and
+	// must never be set in a deployment.
+	ClockOffset time.Duration
+}
+
+// ErrConfig marks configuration errors.
+var ErrConfig = errors.New("tablekeep lambda configuration")
+
+// LoadConfig reads and validates the configuration of role from getenv
+// (os.Getenv in the functions). Every problem is reported at once, each
+// naming its variable and what it wants.
+func LoadConfig(role Role, getenv func(string) string) (Config, error) {
+	c := Config{Role: role, LogLevel: "info"}
+	var errs []string
+	bad := func(format string, a ...any) { errs = append(errs, fmt.Sprintf(format, a...)) }
+	switch role {
+	case RoleCompactor, RoleCleaner, RoleSweeper:
+	default:
+		return c, fmt.Errorf("%w: unknown role %q", ErrConfig, role)
+	}
+	c.Warehouse = strings.TrimSpace(getenv(EnvWarehouse))
+	if c.Warehouse == "" {
+		bad("%s is not set (want s3://bucket/prefix)", EnvWarehouse)
+	} else if scheme, bucket, prefix, err := objstore.ParseURI(c.Warehouse); err != nil {
+		bad("%s: %v", EnvWarehouse, err)
+	} else if scheme != "s3" {
+		bad("%s=%q: want an s3://bucket/prefix URI", EnvWarehouse, c.Warehouse)
+	} else {
+		c.Bucket, c.Prefix = bucket, prefix
+	}
+	c.LockTable = strings.TrimSpace(getenv(EnvLockTable))
+	if role == RoleCompactor && c.LockTable == "" {
+		bad("%s is not set (the DynamoDB lock table name)", EnvLockTable)
+	}
+	c.QueueURL = strings.TrimSpace(getenv(EnvQueueURL))
+	if role != RoleSweeper {
+		if c.QueueURL == "" {
+			bad("%s is not set (the cleanup queue URL)", EnvQueueURL)
+		} else if u, err := url.Parse(c.QueueURL); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+			bad("%s=%q is not a queue URL (want https://sqs.REGION.amazonaws.com/ACCOUNT/NAME)", EnvQueueURL, c.QueueURL)
+		}
+	}
+	dur := func(name string, def, lo, hi time.Duration) time.Duration {
+		v := strings.TrimSpace(getenv(name))
+		if v == "" {
+			return def
+		}
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			bad("%s=%q is not a duration (e.g. 30s, 5m)", name, v)
+			return def
+		}
+		if d < lo || d > hi {
+			bad("%s=%s must be between %s and %s", name, d, lo, hi)
+		}
+		return d
+	}
+	c.Margin = dur(EnvMargin, 30*time.Second, time.Second, 5*time.Minute)
+	c.Lease = dur(EnvLease, 5*time.Minute, 10*time.Second, 15*time.Minute)
+	c.LockWait = dur(EnvLockWait, 5*time.Second, 0, time.Minute)
+	c.SweepMaxDeletes = 10000
+	if v := strings.TrimSpace(getenv(EnvSweepDeletes)); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 1_000_000 {
+			bad("%s=%q must be an integer between 1 and 1000000", EnvSweepDeletes, v)
+		} else {
+			c.SweepMaxDeletes = n
+		}
+	}
+	if v := strings.ToLower(strings.TrimSpace(getenv(EnvLogLevel))); v != "" {
+		switch v {
+		case "debug", "info", "warn", "error":
+			c.LogLevel = v
+		default:
+			bad("%s=%q: want debug, info, warn or error", EnvLogLevel, v)
+		}
+	}
+	if v := strings.TrimSpace(getenv(EnvClockOffset)); v != "" {
+		d, err := time.ParseDuration(v)
+		switch {
+		case getenv(EnvAllowOffset) != "test":
+			bad("%s is for tests only and needs %s=test; unset it in deployments", EnvClockOffset, EnvAllowOffset)
+		case err != nil:
+			bad("%s=%q is not a duration", EnvClockOffset, v)
+		default:
+			c.ClockOffset = d
+		}
+	}
+	if len(errs) > 0 {
+		return c, fmt.Errorf("%w (%s): %s", ErrConfig, role, strings.Join(errs, "; "))
+	}
+	return c, nil
+}

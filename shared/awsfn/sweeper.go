@@ -1,0 +1,111 @@
+package awsfn
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/tablekeep/tablekeep/shared/maintenance"
+	"github.com/tablekeep/tablekeep/shared/table"
+)
+
+// SweepTable is one table's sweep.
+type SweepTable struct {
+	Table      string `json:"table"`
+	Listed     int    `json:"listed"`
+	Referenced int    `json:"referenced"`
+	Young      int    `json:"young"`
+	Foreign    int    `json:"foreign"`
+	Deleted    int    `json:"deleted"`
+	// More: the delete bound was reached; the next run continues.
+	More  bool   `json:"more,omitempty"`
+	Error string `json:"error,omitempty"`
+}
+
+// SweepSummary is the sweeper's response.
+type SweepSummary struct {
+	Function   string       `json:"function"`
+	Trigger    string       `json:"trigger"`
+	Tables     []SweepTable `json:"tables"`
+	Registered int          `json:"registered"`
+	NotReached int          `json:"not_reached"`
+	Errors     int          `json:"errors"`
+	Deleted    int          `json:"deleted"`
+	ElapsedMS  int64        `json:"elapsed_ms"`
+}
+
+// Sweep is the sweeper's handler: on a scheduled event it deletes, for each
+// registered table, data and deletion files that no retained version
+// references and that are older than the table's grace window, at most
+// SweepMaxDeletes per table per invocation, until the deadline minus the
+// margin. Tables are visited from a starting point that rotates with each
+// run, so a warehouse too big for one invocation is still covered.
+func (d *Deps) Sweep(ctx context.Context, raw json.RawMessage) (SweepSummary, error) {
+	start := time.Now()
+	sum := SweepSummary{Function: string(RoleSweeper)}
+	log := d.logger(ctx)
+	ev, err := ParseScheduled(RoleSweeper, raw)
+	if err != nil {
+		log.ErrorContext(ctx, "rejected event", "err", err)
+		return sum, err
+	}
+	sum.Trigger = ev.Source
+	cat, err := d.Catalog(ctx)
+	if err != nil {
+		return sum, err
+	}
+	refs, err := cat.Tables(ctx)
+	if err != nil {
+		return sum, fmt.Errorf("sweeper: list tables: %w", err)
+	}
+	sum.Registered = len(refs)
+	sort.Slice(refs, func(i, j int) bool { return refs[i].Name < refs[j].Name })
+	off := 0
+	if len(refs) > 0 {
+		off = int(start.Unix()/60) % len(refs)
+	}
+	wctx, cancel := d.workContext(ctx, 0)
+	defer cancel()
+	for i := range refs {
+		ref := refs[(off+i)%len(refs)]
+		if dl, ok := wctx.Deadline(); (ok && dl.Sub(d.Clock.Now()) < d.Config.Margin) || wctx.Err() != nil {
+			sum.NotReached = len(refs) - i
+			log.WarnContext(ctx, "sweeper out of time", "not_reached", sum.NotReached)
+			break
+		}
+		st := SweepTable{Table: ref.Name}
+		res, err := d.sweepTable(wctx, ref)
+		st.Listed, st.Referenced, st.Young, st.Foreign, st.Deleted = res.Listed, res.Referenced, res.Young, res.Foreign, res.Deleted
+		st.More = res.Deleted >= d.Config.SweepMaxDeletes
+		if err != nil {
+			st.Error = err.Error()
+			sum.Errors++
+			log.ErrorContext(ctx, "sweep failed", "table", ref.Name, "err", err)
+		}
+		sum.Deleted += res.Deleted
+		sum.Tables = append(sum.Tables, st)
+		log.InfoContext(ctx, "swept", "table", ref.Name, "listed", res.Listed, "referenced", res.Referenced,
+			"young", res.Young, "deleted", res.Deleted, "more", st.More)
+	}
+	sum.ElapsedMS = time.Since(start).Milliseconds()
+	if err := emitMetrics(d.Metrics, RoleSweeper, time.Now(), map[string]float64{
+		"OrphansDeleted":   float64(sum.Deleted),
+		"TableErrors":      float64(sum.Errors),
+		"TablesNotReached": float64(sum.NotReached),
+	}); err != nil {
+		log.WarnContext(ctx, "metrics not written", "err", err)
+	}
+	return sum, nil
+}
+
+func (d *Deps) sweepTable(ctx context.Context, ref maintenance.TableRef) (maintenance.SweepResult, error) {
+	opts := d.tableOptions()
+	opts.Grace = ref.Policy.Grace
+	t, err := table.Open(ctx, d.Store, ref.Root, opts)
+	if err != nil {
+		return maintenance.SweepResult{}, err
+	}
+	return maintenance.Sweep(ctx, t, ref.Policy, d.Clock.Now(), d.Config.SweepMaxDeletes, false)
+}
