@@ -168,7 +168,14 @@ func (c *Cleaner) Clean(ctx context.Context, body []byte) (CleanResult, error) {
 		meta = append(meta, ref.Root+table.ManifestKey(v))
 		res.VersionsDeleted++
 	}
-	for v := msg.From; v <= msg.To; v++ {
+	// The change records deleted are the ones this range read, [From+1,
+	// To+1] (and version 1's, which has nothing to remove): deleting
+	// [From, To] removed record From, which the range below still needs,
+	// so a reordered delivery left that range's files behind.
+	if msg.From == 1 {
+		meta = append(meta, ref.Root+table.ChangeKey(1))
+	}
+	for v := msg.From + 1; v <= msg.To+1; v++ {
 		meta = append(meta, ref.Root+table.ChangeKey(v))
 	}
 	n, reqs, err = c.deleteKeys(ctx, meta, p.DeleteBatch)

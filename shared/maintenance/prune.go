@@ -200,7 +200,8 @@ func ApplyPrune(ctx context.Context, t *table.Table, plan *PrunePlan, q Enqueuer
 	if len(plan.Ranges) == 0 {
 		return nil
 	}
-	n, err := ensureChangeRecords(ctx, t, plan.Ranges[0].From, plan.Floor)
+	// A range [From, To] reads the change records [From+1, To+1].
+	n, err := ensureChangeRecords(ctx, t, plan.Ranges[0].From+1, plan.Floor)
 	plan.Repaired = n
 	if err != nil {
 		return err
