@@ -10,8 +10,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -28,11 +30,14 @@ const DefaultGrace = time.Hour
 
 // Options configure a table handle. Zero values take the defaults.
 type Options struct {
-	Clock       func() time.Time // default time.Now
-	Grace       time.Duration    // default DefaultGrace
-	MaxRetries  int              // commit attempts after the first; default 50
-	BackoffBase time.Duration    // default 1ms
-	BackoffMax  time.Duration    // default 100ms
+	Clock      func() time.Time // default time.Now
+	Grace      time.Duration    // default DefaultGrace
+	MaxRetries int              // commit attempts after the first; default 1000
+	// CommitTimeout bounds the time one write spends retrying conflicts;
+	// default 60 s. Either bound ends it with ErrConflict.
+	CommitTimeout time.Duration
+	BackoffBase   time.Duration // default 1ms
+	BackoffMax    time.Duration // default 100ms
 	// Sleep waits between commit attempts; tests may replace it.
 	Sleep  func(ctx context.Context, d time.Duration) error
 	Logger *slog.Logger
@@ -49,7 +54,10 @@ func (o Options) withDefaults() Options {
 		o.Grace = DefaultGrace
 	}
 	if o.MaxRetries <= 0 {
-		o.MaxRetries = 50
+		o.MaxRetries = 1000
+	}
+	if o.CommitTimeout <= 0 {
+		o.CommitTimeout = time.Minute
 	}
 	if o.BackoffBase <= 0 {
 		o.BackoffBase = time.Millisecond
@@ -251,16 +259,37 @@ func (t *Table) SetFloor(ctx context.Context, floor uint64) error {
 
 // Checkout returns a read-only snapshot of version v.
 func (t *Table) Checkout(ctx context.Context, v uint64) (*Snapshot, error) {
+	pruned := func(floor uint64) error {
+		return objErr(t.key(manifestKey(v)), ErrVersionPruned, fmt.Sprintf("version %d is below the retention floor %d", v, floor))
+	}
 	m, err := t.readManifest(ctx, v)
 	if errors.Is(err, objstore.ErrNotExist) {
 		floor, ferr := t.Floor(ctx)
 		if ferr == nil && v < floor {
-			return nil, objErr(t.key(manifestKey(v)), ErrVersionPruned, fmt.Sprintf("version %d is below the retention floor %d", v, floor))
+			return nil, pruned(floor)
 		}
 		return nil, objErr(t.key(manifestKey(v)), ErrVersionNotFound, fmt.Sprintf("version %d", v))
 	}
 	if err != nil {
 		return nil, err
+	}
+	// An older version may be below the floor while cleaners are still
+	// deleting its files: refuse it up front (unless tagged) rather than
+	// fail half-way through a scan. The latest version needs no check.
+	if latest := t.Cached(); latest == nil || v < latest.Version {
+		floor, err := t.Floor(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if v < floor {
+			tags, err := t.Tags(ctx)
+			if err != nil {
+				return nil, err
+			}
+			if !slices.Contains(slices.Collect(maps.Values(tags)), v) {
+				return nil, pruned(floor)
+			}
+		}
 	}
 	return &Snapshot{t: t, m: m}, nil
 }

@@ -427,9 +427,20 @@ func TestTagsAndRestore(t *testing.T) {
 	if err := tbl.Untag(ctx, "before-wipe"); !errors.Is(err, ErrTagNotFound) {
 		t.Fatalf("untag twice: %v", err)
 	}
-	// Below the retention floor: a typed "pruned" error.
+	// Below the retention floor: a typed "pruned" error, even while the
+	// manifest still exists (cleaners may be deleting its files); a tagged
+	// version stays readable.
+	if err := tbl.Tag(ctx, "keep", 2); err != nil {
+		t.Fatal(err)
+	}
 	if err := tbl.SetFloor(ctx, 3); err != nil {
 		t.Fatal(err)
+	}
+	if _, err := tbl.Checkout(ctx, 1); !errors.Is(err, ErrVersionPruned) {
+		t.Fatalf("checkout below floor, manifest present: %v", err)
+	}
+	if _, err := tbl.Checkout(ctx, 2); err != nil {
+		t.Fatalf("tagged version below floor: %v", err)
 	}
 	st.Delete(ctx, []string{manifestKey(1)})
 	if _, err := tbl.Checkout(ctx, 1); !errors.Is(err, ErrVersionPruned) {

@@ -85,6 +85,7 @@ func (t *Table) base(ctx context.Context) (*Manifest, time.Time, error) {
 // put-if-absent, rebasing and retrying with jittered backoff on conflict.
 func (t *Table) commit(ctx context.Context, op *writeOp, base *Manifest) (*CommitResult, error) {
 	var lastErr error
+	started := t.opts.Clock()
 	for attempt := 1; ; attempt++ {
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -141,7 +142,7 @@ func (t *Table) commit(ctx context.Context, op *writeOp, base *Manifest) (*Commi
 			return &CommitResult{Committed: true, Version: next.Version, RowsAdded: next.Op.RowsAdded, RowsDeleted: next.Op.RowsDeleted, Attempts: attempt}, nil
 		}
 		lastErr = err
-		if attempt > t.opts.MaxRetries {
+		if attempt > t.opts.MaxRetries || t.opts.Clock().Sub(started) > t.opts.CommitTimeout {
 			return nil, fmt.Errorf("%w after %d attempts: %v", ErrConflict, attempt, lastErr)
 		}
 		backoff := min(t.opts.BackoffBase<<min(attempt-1, 16), t.opts.BackoffMax)
