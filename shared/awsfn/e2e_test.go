@@ -1,0 +1,316 @@
+package awsfn_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/tablekeep/tablekeep/shared/awsfn"
+	"github.com/tablekeep/tablekeep/shared/catalog"
+	"github.com/tablekeep/tablekeep/shared/internal/testenv"
+	"github.com/tablekeep/tablekeep/shared/lock"
+	"github.com/tablekeep/tablekeep/shared/maintenance"
+	"github.com/tablekeep/tablekeep/shared/objstore"
+	"github.com/tablekeep/tablekeep/shared/queue"
+	"github.com/tablekeep/tablekeep/shared/table"
+)
+
+// The event files in events/ name this warehouse prefix and table.
+const (
+	e2ePrefix   = "warehouse"
+	e2eTable    = "registry"
+	e2eRel      = "tables/registry"
+	e2eKeepLast = 5
+)
+
+// TestLambdaEndToEnd builds the three bootstraps, runs each under
+// aws-lambda-rie against versitygw (S3) and moto (DynamoDB, SQS), and drives
+// them the way AWS would: registry churn, the compactor on a schedule, the
+// cleaner on SQS batches until the queue is empty, then the sweeper. The
+// functions run with the TEST-ONLY clock offset of 2h, so every version and
+// file is past its 1h grace window without sleeping.
+func TestLambdaEndToEnd(t *testing.T) {
+	ctx := context.Background()
+	st := testenv.S3Store(t)
+	s3Endpoint, awsEndpoint := testenv.S3Endpoint(t), testenv.AWSEndpoint(t)
+	bins := buildBootstraps(t, "compactor", "cleaner", "sweeper")
+
+	// AWS resources, as infra/aws-resources.sh creates them.
+	locks := randomName("tablekeep-locks-")
+	if err := lock.CreateLockTable(ctx, dynamoClient(t), locks); err != nil {
+		t.Fatal(err)
+	}
+	sqsc := sqsClient(t)
+	queueURL, dlqURL, err := queue.CreateQueueWithDLQ(ctx, sqsc, randomName("tablekeep-cleanup-"), 5, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// Churn on a registry-shaped table registered in the catalog.
+	cat, err := catalog.Open(ctx, st, e2ePrefix, table.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tb, err := table.Create(ctx, st, e2ePrefix+"/"+e2eRel, registrySchema, "name", table.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cat.Register(ctx, e2eTable, e2eRel, maintenance.Policy{KeepLast: e2eKeepLast, Grace: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	model := map[string]string{}
+	for i := 0; i < 120; i++ {
+		name := fmt.Sprint("store-", i%30)
+		if i%5 == 4 {
+			if _, err := tb.Delete(ctx, name); err != nil {
+				t.Fatal(err)
+			}
+			delete(model, name)
+			continue
+		}
+		uri := fmt.Sprintf("s3://data/%s/v%d", name, i)
+		if _, err := tb.Upsert(ctx, row(name, uri)); err != nil {
+			t.Fatal(err)
+		}
+		model[name] = uri
+	}
+	// A leftover of a crashed writer: a data file no version references.
+	orphan := tb.Root() + table.DataPrefix + "00000000deadbeef.parquet"
+	if err := st.Put(ctx, orphan, []byte("orphan")); err != nil {
+		t.Fatal(err)
+	}
+	before, _ := tb.Stats(ctx)
+	t.Logf("after churn: %+v", before)
+
+	env := []string{
+		"AWS_REGION=us-east-1",
+		"AWS_ENDPOINT_URL=",
+		"AWS_ENDPOINT_URL_S3=" + s3Endpoint,
+		"AWS_ENDPOINT_URL_DYNAMODB=" + awsEndpoint,
+		"AWS_ENDPOINT_URL_SQS=" + awsEndpoint,
+		"AWS_LAMBDA_FUNCTION_TIMEOUT=120",
+		awsfn.EnvWarehouse + "=s3://" + st.Bucket() + "/" + e2ePrefix,
+		awsfn.EnvLockTable + "=" + locks,
+		awsfn.EnvQueueURL + "=" + queueURL,
+		awsfn.EnvMargin + "=10s",
+		awsfn.EnvClockOffset + "=2h",
+		awsfn.EnvAllowOffset + "=test",
+	}
+	compactor := startRIE(t, "compactor", bins["compactor"], env)
+	cleaner := startRIE(t, "cleaner", bins["cleaner"], env)
+	sweeper := startRIE(t, "sweeper", bins["sweeper"], env)
+
+	// Wrong event kinds are rejected with a clear error.
+	for _, c := range []struct {
+		fn    *rie
+		event []byte
+		want  string
+	}{
+		{compactor, readEvent(t, "sqs-cleanup.json"), "compactor: unsupported event: got a batch of Records"},
+		{cleaner, readEvent(t, "scheduled.json"), `cleaner: unsupported event: got an event from "aws.events"`},
+		{sweeper, []byte(`{"hello":"world"}`), "sweeper: unsupported event: no source (keys [hello])"},
+	} {
+		if msg := invokeError(c.fn.invokeRaw(t, c.event)); !strings.Contains(msg, c.want) {
+			t.Errorf("%s: error %q, want it to contain %q", c.fn.name, msg, c.want)
+		}
+	}
+
+	// The compactor, on an EventBridge rule's event.
+	var comp awsfn.CompactSummary
+	compactor.invoke(t, readEvent(t, "scheduled.json"), &comp)
+	t.Logf("compactor: %+v", comp)
+	var reg *awsfn.TableSummary
+	for i := range comp.Tables {
+		if comp.Tables[i].Table == e2eTable {
+			reg = &comp.Tables[i]
+		}
+	}
+	if comp.Trigger != "aws.events" || comp.Errors != 0 || comp.NotReached != 0 || reg == nil {
+		t.Fatalf("compactor summary %+v", comp)
+	}
+	wantFloor := reg.Latest - e2eKeepLast + 1
+	if reg.GroupsDone < 1 || reg.FragmentsOut >= reg.FragmentsIn || reg.FencingToken == 0 ||
+		reg.Floor != wantFloor || reg.RangesEnqueued != 1 || reg.Prunable != int(wantFloor-1) {
+		t.Fatalf("registry: %+v, want compaction under a fencing token, floor %d, one range of %d versions", *reg, wantFloor, wantFloor-1)
+	}
+
+	// events/sqs-cleanup.json: two valid ranges of this table, both cleaned.
+	var resp events.SQSEventResponse
+	cleaner.invoke(t, readEvent(t, "sqs-cleanup.json"), &resp)
+	if len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("sqs-cleanup.json: failures %+v", resp.BatchItemFailures)
+	}
+	if vs, _ := tb.Versions(ctx); len(vs) == 0 || vs[0].Version != 7 {
+		t.Fatalf("after cleaning [1,3] and [4,6] the oldest version is %+v, want 7", vs[:1])
+	}
+	// events/sqs-malformed.json: garbage, an unknown table, a foreign root.
+	// All are dropped (logged), none reported for retry, nothing deleted.
+	resp = events.SQSEventResponse{}
+	cleaner.invoke(t, readEvent(t, "sqs-malformed.json"), &resp)
+	if len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("sqs-malformed.json: %+v reported for retry, want all dropped", resp.BatchItemFailures)
+	}
+
+	// A malformed message on the real queue is received once, not retried.
+	malformed := `{"v":1,"table":"` + e2eTable + `","root":"elsewhere/","from":1,"to":2}`
+	if _, err := sqsc.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(queueURL), MessageBody: aws.String(malformed)}); err != nil {
+		t.Fatal(err)
+	}
+	// The cleaner on SQS batches, as Lambda's event source mapping does:
+	// delete what succeeded, make reported failures visible again.
+	receives := map[string]int{}
+	var invocations, retried int
+	for empty := 0; empty < 2; {
+		if invocations > 50 {
+			t.Fatalf("queue not drained after %d invocations (receives %v)", invocations, receives)
+		}
+		out, err := sqsc.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
+			QueueUrl: aws.String(queueURL), MaxNumberOfMessages: 10, WaitTimeSeconds: 1, VisibilityTimeout: 60,
+			MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameAll},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(out.Messages) == 0 {
+			empty++
+			continue
+		}
+		empty = 0
+		ev := events.SQSEvent{}
+		for _, m := range out.Messages {
+			receives[aws.ToString(m.Body)]++
+			ev.Records = append(ev.Records, events.SQSMessage{
+				MessageId: aws.ToString(m.MessageId), ReceiptHandle: aws.ToString(m.ReceiptHandle), Body: aws.ToString(m.Body),
+				Attributes: m.Attributes, EventSource: "aws:sqs", EventSourceARN: "arn:aws:sqs:us-east-1:123456789012:cleanup", AWSRegion: "us-east-1",
+			})
+		}
+		raw, _ := json.Marshal(ev)
+		var r events.SQSEventResponse
+		cleaner.invoke(t, raw, &r)
+		invocations++
+		failed := map[string]bool{}
+		for _, f := range r.BatchItemFailures {
+			failed[f.ItemIdentifier] = true
+		}
+		for _, m := range out.Messages {
+			if failed[aws.ToString(m.MessageId)] {
+				retried++
+				_, err = sqsc.ChangeMessageVisibility(ctx, &sqs.ChangeMessageVisibilityInput{QueueUrl: aws.String(queueURL), ReceiptHandle: m.ReceiptHandle})
+			} else {
+				_, err = sqsc.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: aws.String(queueURL), ReceiptHandle: m.ReceiptHandle})
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	t.Logf("cleaner: %d invocations, %d retried, receives %v", invocations, retried, receives)
+	if receives[malformed] != 1 || retried != 0 {
+		t.Errorf("malformed message received %d times, %d items retried; want once, none", receives[malformed], retried)
+	}
+	for _, u := range []string{queueURL, dlqURL} {
+		attrs, err := sqsc.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: aws.String(u),
+			AttributeNames: []types.QueueAttributeName{types.QueueAttributeNameApproximateNumberOfMessages, types.QueueAttributeNameApproximateNumberOfMessagesNotVisible}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a := attrs.Attributes; a["ApproximateNumberOfMessages"] != "0" || a["ApproximateNumberOfMessagesNotVisible"] != "0" {
+			t.Errorf("queue %s not empty: %v", u, a)
+		}
+	}
+
+	// The sweeper, on an EventBridge Scheduler event.
+	var sw awsfn.SweepSummary
+	sweeper.invoke(t, readEvent(t, "scheduler.json"), &sw)
+	t.Logf("sweeper: %+v", sw)
+	if sw.Trigger != "aws.scheduler" || sw.Errors != 0 || sw.NotReached != 0 || sw.Registered != 3 || sw.Deleted < 1 {
+		t.Errorf("sweeper summary %+v, want the orphan deleted from 3 tables", sw)
+	}
+
+	// Rows exactly as the model says.
+	if got := rows(t, tb); !sameRows(got, model) {
+		t.Errorf("rows after maintenance:\n got  %v\n want %v", got, model)
+	}
+	// Versions pruned to policy: exactly the newest KeepLast remain, each readable.
+	vs, err := tb.Versions(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(vs) != e2eKeepLast || vs[0].Version != wantFloor || vs[len(vs)-1].Version != reg.Latest {
+		t.Errorf("versions after cleanup %+v, want %d..%d", vs, wantFloor, reg.Latest)
+	}
+	for _, v := range vs {
+		snap, err := tb.Checkout(ctx, v.Version)
+		if err != nil {
+			t.Fatalf("retained version %d: %v", v.Version, err)
+		}
+		if err := snap.Scan(ctx, table.ScanOptions{}, func(arrow.RecordBatch) error { return nil }); err != nil {
+			t.Errorf("scan retained version %d: %v", v.Version, err)
+		}
+	}
+	// No data or deletion file left that no stored version references, in
+	// any registered table; the orphan is gone.
+	refs, err := cat.Tables(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ref := range refs {
+		assertNoUnreferenced(t, st, ref)
+	}
+	if _, err := st.Head(ctx, orphan); err == nil {
+		t.Errorf("orphan %s survived the sweep", orphan)
+	}
+}
+
+// assertNoUnreferenced lists a table's data and deletion files and checks
+// each is referenced by a stored version's manifest.
+func assertNoUnreferenced(t *testing.T, st objstore.Store, ref maintenance.TableRef) {
+	t.Helper()
+	ctx := context.Background()
+	tb, err := table.Open(ctx, st, ref.Root, table.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	vs, err := tb.Versions(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	referenced := map[string]bool{}
+	for _, v := range vs {
+		snap, err := tb.Checkout(ctx, v.Version)
+		if err != nil {
+			t.Fatalf("%s version %d: %v", ref.Name, v.Version, err)
+		}
+		for _, f := range snap.Manifest().Fragments {
+			referenced[f.File.DataKey()] = true
+			if f.Deletion != nil {
+				referenced[table.DeletionKey(f.File, f.Deletion.ID)] = true
+			}
+		}
+	}
+	var files, unref int
+	for _, prefix := range []string{table.DataPrefix, table.DeletionsPrefix} {
+		err := objstore.ListAll(ctx, st, ref.Root+prefix, "", func(o objstore.ObjectInfo) error {
+			files++
+			if rel := strings.TrimPrefix(o.Key, ref.Root); !referenced[rel] {
+				unref++
+				t.Errorf("%s: %s is referenced by no stored version", ref.Name, rel)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Logf("%s: %d versions, %d files, all referenced: %s", ref.Name, len(vs), files, strconv.FormatBool(unref == 0))
+}
