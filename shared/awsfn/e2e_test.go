@@ -314,3 +314,28 @@ func assertNoUnreferenced(t *testing.T, st objstore.Store, ref maintenance.Table
 	}
 	t.Logf("%s: %d versions, %d files, all referenced: %s", ref.Name, len(vs), files, strconv.FormatBool(unref == 0))
 }
+
+// A function with a broken configuration reports every problem, naming the
+// variables, at cold start and in each invocation's error (no services needed).
+func TestLambdaColdStartConfigError(t *testing.T) {
+	bins := buildBootstraps(t, "cleaner")
+	fn := startRIE(t, "cleaner", bins["cleaner"], []string{
+		"AWS_REGION=us-east-1",
+		awsfn.EnvWarehouse + "=s3://tk-bucket/warehouse",
+		awsfn.EnvQueueURL + "=",
+		awsfn.EnvMargin + "=soon",
+		awsfn.EnvClockOffset + "=2h",
+		awsfn.EnvAllowOffset + "=",
+	})
+	for i := 0; i < 2; i++ {
+		msg := invokeError(fn.invokeRaw(t, readEvent(t, "sqs-cleanup.json")))
+		for _, want := range []string{"TABLEKEEP_QUEUE_URL is not set", `TABLEKEEP_SAFETY_MARGIN="soon" is not a duration`, "TABLEKEEP_CLOCK_OFFSET is for tests only"} {
+			if !strings.Contains(msg, want) {
+				t.Errorf("invocation %d: error %q does not mention %q", i, msg, want)
+			}
+		}
+	}
+	if !strings.Contains(fn.log.String(), `"msg":"cold start failed`) {
+		t.Errorf("no cold-start error in the log:\n%s", fn.log.String())
+	}
+}

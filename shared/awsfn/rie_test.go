@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -94,7 +95,25 @@ type rie struct {
 	name string
 	url  string
 	cmd  *exec.Cmd
-	log  *bytes.Buffer
+	log  *syncBuffer
+}
+
+// syncBuffer collects the emulator's output while tests read it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
 
 // startRIE runs bootstrap under aws-lambda-rie on two free loopback ports
@@ -105,7 +124,7 @@ func startRIE(t *testing.T, name, bootstrap string, env []string) *rie {
 	bin := rieBinary(t)
 	for attempt := 1; ; attempt++ {
 		api, rapid := freePort(t), freePort(t)
-		r := &rie{name: name, url: fmt.Sprintf("http://127.0.0.1:%d/2015-03-31/functions/function/invocations", api), log: &bytes.Buffer{}}
+		r := &rie{name: name, url: fmt.Sprintf("http://127.0.0.1:%d/2015-03-31/functions/function/invocations", api), log: &syncBuffer{}}
 		r.cmd = exec.Command(bin, "--runtime-interface-emulator-address", fmt.Sprintf("127.0.0.1:%d", api),
 			"--runtime-api-address", fmt.Sprintf("127.0.0.1:%d", rapid), "./bootstrap")
 		r.cmd.Dir = filepath.Dir(bootstrap)
