@@ -1,0 +1,332 @@
+// Package faultproxy is a fault-injecting HTTP reverse proxy for tests: it
+// listens on a free loopback port, forwards every request to a real S3
+// endpoint (versitygw in the local stack) and, by rule, answers some
+// requests itself with the failures S3 produces in production: 500
+// InternalError, 503 SlowDown, timeouts (the connection is held, then
+// dropped), connection resets, and 412 PreconditionFailed or 409
+// ConditionalRequestConflict on conditional PUTs.
+//
+// A fault either replaces the request (the server never sees it) or, with
+// Rule.After, follows it: the request is applied by the server and its
+// response is lost. The latter is what makes a commit's outcome unknown.
+//
+// Rules fire by probability (Prob, drawn from a generator seeded by Seed)
+// or on every Nth matching request (Every), so a run is reproducible up to
+// the interleaving of concurrent requests. SigV4 signatures stay valid: the
+// Host header is passed through unchanged.
+package faultproxy
+
+import (
+	"fmt"
+	"html"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/url"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Fault is one kind of injected failure.
+type Fault int
+
+const (
+	InternalError      Fault = iota + 1 // 500 InternalError
+	SlowDown                            // 503 SlowDown
+	Timeout                             // hold the connection for Hold, then close it without a response
+	Reset                               // close the connection with a TCP RST
+	PreconditionFailed                  // 412 PreconditionFailed
+	ConditionConflict                   // 409 ConditionalRequestConflict
+)
+
+func (f Fault) String() string {
+	switch f {
+	case InternalError:
+		return "500"
+	case SlowDown:
+		return "503-slowdown"
+	case Timeout:
+		return "timeout"
+	case Reset:
+		return "reset"
+	case PreconditionFailed:
+		return "412"
+	case ConditionConflict:
+		return "409"
+	}
+	return fmt.Sprintf("fault(%d)", int(f))
+}
+
+// Rule injects Fault into requests Match accepts (nil: all requests).
+type Rule struct {
+	Fault Fault
+	Match func(*http.Request) bool
+	// Prob is the chance that a matching request gets the fault.
+	Prob float64
+	// Every, if positive, faults every Every-th matching request (counted
+	// per rule) instead of by probability.
+	Every int
+	// After forwards the request first and injects the fault instead of
+	// the server's response (the server has applied the request).
+	After bool
+	// Hold is how long Timeout holds the connection (default 300 ms).
+	Hold time.Duration
+}
+
+// Options configure a Proxy.
+type Options struct {
+	Seed  uint64
+	Rules []Rule
+}
+
+// Proxy is a running fault-injecting proxy.
+type Proxy struct {
+	target *url.URL
+	ln     net.Listener
+	srv    *http.Server
+	tr     *http.Transport
+
+	mu       sync.Mutex
+	rng      *rand.Rand
+	rules    []Rule
+	matched  []int
+	enabled  bool
+	requests int
+	injected map[string]int
+}
+
+// Start listens on a free loopback port and forwards to target (for
+// example http://127.0.0.1:7070). Close stops it.
+func Start(target string, opts Options) (*Proxy, error) {
+	u, err := url.Parse(target)
+	if err != nil || u.Host == "" {
+		return nil, fmt.Errorf("faultproxy: bad target %q: %v", target, err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("faultproxy: listen: %w", err)
+	}
+	p := &Proxy{
+		target:   u,
+		ln:       ln,
+		tr:       &http.Transport{MaxIdleConnsPerHost: 64, IdleConnTimeout: 30 * time.Second},
+		rng:      rand.New(rand.NewPCG(opts.Seed, 0x5eed)),
+		enabled:  true,
+		injected: map[string]int{},
+	}
+	p.SetRules(opts.Rules)
+	p.srv = &http.Server{Handler: p, ReadHeaderTimeout: 10 * time.Second}
+	go p.srv.Serve(ln)
+	return p, nil
+}
+
+// URL is the proxy's endpoint, to use as the S3 endpoint.
+func (p *Proxy) URL() string { return "http://" + p.ln.Addr().String() }
+
+// Close stops the proxy.
+func (p *Proxy) Close() error {
+	err := p.srv.Close()
+	p.tr.CloseIdleConnections()
+	return err
+}
+
+// SetRules replaces the rules (counters of Every restart).
+func (p *Proxy) SetRules(rules []Rule) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.rules = append([]Rule(nil), rules...)
+	p.matched = make([]int, len(rules))
+}
+
+// Enable turns injection on or off (requests are always forwarded).
+func (p *Proxy) Enable(on bool) {
+	p.mu.Lock()
+	p.enabled = on
+	p.mu.Unlock()
+}
+
+// Stats is what the proxy has seen and injected.
+type Stats struct {
+	Requests int
+	Injected map[string]int // by "fault" or "fault-after"
+}
+
+// Total is the number of injected faults.
+func (s Stats) Total() int {
+	n := 0
+	for _, v := range s.Injected {
+		n += v
+	}
+	return n
+}
+
+func (s Stats) String() string {
+	keys := make([]string, 0, len(s.Injected))
+	for k := range s.Injected {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s=%d", k, s.Injected[k])
+	}
+	return fmt.Sprintf("%d requests, %d faults (%s)", s.Requests, s.Total(), strings.Join(parts, " "))
+}
+
+// Stats returns a copy of the counters.
+func (p *Proxy) Stats() Stats {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	s := Stats{Requests: p.requests, Injected: map[string]int{}}
+	for k, v := range p.injected {
+		s.Injected[k] = v
+	}
+	return s
+}
+
+// IsConditionalPut matches PUTs with If-None-Match or If-Match (commits).
+func IsConditionalPut(r *http.Request) bool {
+	return r.Method == http.MethodPut && (r.Header.Get("If-None-Match") != "" || r.Header.Get("If-Match") != "")
+}
+
+// IsDelete matches DeleteObjects (POST ?delete) and DeleteObject.
+func IsDelete(r *http.Request) bool {
+	return r.Method == http.MethodDelete || (r.Method == http.MethodPost && r.URL.Query().Has("delete"))
+}
+
+// IsList matches ListObjectsV2 (GET on the bucket with list-type=2).
+func IsList(r *http.Request) bool {
+	return r.Method == http.MethodGet && r.URL.Query().Get("list-type") == "2"
+}
+
+// pick decides the fault for one request (nil: none).
+func (p *Proxy) pick(r *http.Request) *Rule {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.requests++
+	if !p.enabled {
+		return nil
+	}
+	for i := range p.rules {
+		rule := &p.rules[i]
+		if rule.Match != nil && !rule.Match(r) {
+			continue
+		}
+		p.matched[i]++
+		hit := false
+		if rule.Every > 0 {
+			hit = p.matched[i]%rule.Every == 0
+		} else {
+			hit = p.rng.Float64() < rule.Prob
+		}
+		if hit {
+			name := rule.Fault.String()
+			if rule.After {
+				name += "-after"
+			}
+			p.injected[name]++
+			rc := *rule
+			return &rc
+		}
+	}
+	return nil
+}
+
+func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	rule := p.pick(r)
+	if rule != nil && !rule.After {
+		// The body is read so that the client is not stuck sending it.
+		io.Copy(io.Discard, r.Body)
+		p.inject(w, r, rule)
+		return
+	}
+	resp, err := p.forward(r)
+	if err != nil {
+		http.Error(w, "faultproxy: "+err.Error(), http.StatusBadGateway)
+		return
+	}
+	defer resp.Body.Close()
+	if rule != nil {
+		io.Copy(io.Discard, resp.Body)
+		p.inject(w, r, rule)
+		return
+	}
+	for k, vs := range resp.Header {
+		for _, v := range vs {
+			w.Header().Add(k, v)
+		}
+	}
+	w.WriteHeader(resp.StatusCode)
+	io.Copy(w, resp.Body)
+}
+
+func (p *Proxy) forward(r *http.Request) (*http.Response, error) {
+	out := r.Clone(r.Context())
+	out.URL.Scheme = p.target.Scheme
+	out.URL.Host = p.target.Host
+	out.RequestURI = ""
+	out.Host = r.Host // signed by the client
+	out.Header.Del("Connection")
+	if r.ContentLength == 0 {
+		out.Body = nil
+	}
+	return p.tr.RoundTrip(out)
+}
+
+func (p *Proxy) inject(w http.ResponseWriter, r *http.Request, rule *Rule) {
+	switch rule.Fault {
+	case InternalError:
+		s3Error(w, r, http.StatusInternalServerError, "InternalError", "We encountered an internal error. Please try again.")
+	case SlowDown:
+		s3Error(w, r, http.StatusServiceUnavailable, "SlowDown", "Please reduce your request rate.")
+	case PreconditionFailed:
+		s3Error(w, r, http.StatusPreconditionFailed, "PreconditionFailed", "At least one of the pre-conditions you specified did not hold")
+	case ConditionConflict:
+		s3Error(w, r, http.StatusConflict, "ConditionalRequestConflict",
+			"A conflicting conditional operation is currently in progress against this resource. Please try again.")
+	case Timeout:
+		hold := rule.Hold
+		if hold <= 0 {
+			hold = 300 * time.Millisecond
+		}
+		select {
+		case <-time.After(hold):
+		case <-r.Context().Done():
+		}
+		drop(w, false)
+	case Reset:
+		drop(w, true)
+	}
+}
+
+// drop closes the client connection without a response; with rst, by a
+// TCP reset (linger 0).
+func drop(w http.ResponseWriter, rst bool) {
+	hj, ok := w.(http.Hijacker)
+	if !ok {
+		panic(http.ErrAbortHandler)
+	}
+	conn, _, err := hj.Hijack()
+	if err != nil {
+		panic(http.ErrAbortHandler)
+	}
+	if tc, ok := conn.(*net.TCPConn); ok && rst {
+		tc.SetLinger(0)
+	}
+	conn.Close()
+}
+
+func s3Error(w http.ResponseWriter, r *http.Request, status int, code, msg string) {
+	w.Header().Set("Content-Type", "application/xml")
+	w.Header().Set("x-amz-request-id", "faultproxy")
+	w.WriteHeader(status)
+	if r.Method == http.MethodHead {
+		return
+	}
+	fmt.Fprintf(w, `<?xml version="1.0" encoding="UTF-8"?>`+"\n"+
+		`<Error><Code>%s</Code><Message>%s</Message><Resource>%s</Resource><RequestId>faultproxy</RequestId></Error>`,
+		code, msg, html.EscapeString(r.URL.Path))
+}
