@@ -43,6 +43,7 @@ func decodeDeletion(key string, b []byte) ([]uint32, error) {
 	n := r.uvarint()
 	if r.err == nil && n > uint64(len(r.b)) {
 		r.fail("count beyond object size")
+		n = 0 // no allocation for a forged count (found by FuzzDeletionDecode: out of memory)
 	}
 	out := make([]uint32, 0, n)
 	prev := uint64(0)
@@ -51,10 +52,12 @@ func decodeDeletion(key string, b []byte) ([]uint32, error) {
 		if i > 0 && d == 0 {
 			r.fail("positions not strictly increasing")
 		}
-		prev += d
-		if prev > 1<<32-1 {
+		// Checked before adding: a huge delta would wrap prev around to a
+		// smaller position (found by FuzzDeletionDecode).
+		if d > 1<<32-1-prev {
 			r.fail("position overflow")
 		}
+		prev += d
 		out = append(out, uint32(prev))
 	}
 	r.done()
