@@ -268,6 +268,11 @@ func decodeManifest(key string, b []byte) (*Manifest, error) {
 		}
 	}
 	r.done()
+	if r.err == nil && m.Schema != nil {
+		if err := validateSchema(m.Schema, m.KeyColumn); err != nil {
+			r.fail(err.Error())
+		}
+	}
 	if r.err != nil {
 		return nil, objErr(key, ErrCorruptManifest, r.err.Error())
 	}
@@ -386,30 +391,45 @@ func DecodeChange(key string, b []byte) (*ChangeRecord, error) {
 // referenced. Paths are never reused, so the diff is exact.
 func diffManifests(prev, next *Manifest) *ChangeRecord {
 	c := &ChangeRecord{Version: next.Version, CommitTime: next.CommitTime, Op: next.Op.Kind}
-	old := map[string]uint64{}
-	if prev != nil {
-		for _, f := range prev.Fragments {
-			old[f.File.DataKey()] = f.CreatedVersion
+	// Compare by file and deletion-vector ids; only differences are formatted.
+	type refs struct {
+		frag Fragment
+		del  uint32
+		has  bool
+	}
+	index := func(m *Manifest) map[FileID]refs {
+		out := make(map[FileID]refs, len(m.Fragments))
+		for _, f := range m.Fragments {
+			r := refs{frag: f}
 			if f.Deletion != nil {
-				old[DeletionKey(f.File, f.Deletion.ID)] = f.Deletion.CreatedVersion
+				r.del, r.has = f.Deletion.ID, true
 			}
+			out[f.File] = r
 		}
+		return out
 	}
-	cur := map[string]bool{}
+	old := map[FileID]refs{}
+	if prev != nil {
+		old = index(prev)
+	}
+	cur := index(next)
 	for _, f := range next.Fragments {
-		for _, k := range fragmentKeys(f) {
-			cur[k] = true
-			if _, ok := old[k]; !ok {
-				c.Added = append(c.Added, k)
-			}
+		o, existed := old[f.File]
+		if !existed {
+			c.Added = append(c.Added, f.File.DataKey())
+		}
+		if f.Deletion != nil && (!existed || !o.has || o.del != f.Deletion.ID) {
+			c.Added = append(c.Added, DeletionKey(f.File, f.Deletion.ID))
 		}
 	}
 	if prev != nil {
 		for _, f := range prev.Fragments {
-			for _, k := range fragmentKeys(f) {
-				if !cur[k] {
-					c.Removed = append(c.Removed, RemovedFile{Key: k, Since: old[k]})
-				}
+			n, kept := cur[f.File]
+			if !kept {
+				c.Removed = append(c.Removed, RemovedFile{Key: f.File.DataKey(), Since: f.CreatedVersion})
+			}
+			if f.Deletion != nil && (!kept || !n.has || n.del != f.Deletion.ID) {
+				c.Removed = append(c.Removed, RemovedFile{Key: DeletionKey(f.File, f.Deletion.ID), Since: f.Deletion.CreatedVersion})
 			}
 		}
 	}

@@ -167,17 +167,28 @@ func Open(ctx context.Context, store objstore.Store, root string, opts Options) 
 // Refresh loads the latest version (one List with MaxKeys 1, one Get).
 func (t *Table) Refresh(ctx context.Context) (*Manifest, error) {
 	now := t.opts.Clock()
-	page, err := t.store.List(ctx, objstore.ListOptions{Prefix: t.key(versionsDir), MaxKeys: 1})
-	if err != nil {
-		return nil, fmt.Errorf("open %s: %w", t.root, err)
-	}
-	if len(page.Objects) == 0 {
-		return nil, objErr(t.name(), ErrNotATable, "no manifests under "+versionsDir)
-	}
-	k := page.Objects[0].Key
-	v, ok := parseManifestKey(strings.TrimPrefix(k, t.root))
-	if !ok {
-		return nil, objErr(k, ErrCorruptManifest, "not a manifest name")
+	// Manifest names are digits; a stray key sorting before them (a console
+	// "folder" marker, a README) is stepped over, a few at most.
+	var v uint64
+	startAfter := ""
+	for stray := 0; ; stray++ {
+		page, err := t.store.List(ctx, objstore.ListOptions{Prefix: t.key(versionsDir), StartAfter: startAfter, MaxKeys: 1})
+		if err != nil {
+			return nil, fmt.Errorf("open %s: %w", t.root, err)
+		}
+		if len(page.Objects) == 0 {
+			return nil, objErr(t.name(), ErrNotATable, "no manifests under "+versionsDir)
+		}
+		k := page.Objects[0].Key
+		var ok bool
+		if v, ok = parseManifestKey(strings.TrimPrefix(k, t.root)); ok {
+			break
+		}
+		if stray >= 8 {
+			return nil, objErr(k, ErrCorruptManifest, "too many objects that are not manifests under "+versionsDir)
+		}
+		t.opts.Logger.WarnContext(ctx, "stray object among manifests", "key", k)
+		startAfter = k
 	}
 	m, err := t.readManifest(ctx, v)
 	if err != nil {

@@ -598,3 +598,30 @@ func TestRewriteRemapsConcurrentDeletes(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestStrayKeysAmongManifests: a console folder marker or README under
+// _versions/ does not break opening the table.
+func TestStrayKeysAmongManifests(t *testing.T) {
+	ctx := context.Background()
+	st, _ := objstore.NewDisk(t.TempDir())
+	tbl, _ := Create(ctx, st, "t", regSchema, "name", Options{})
+	tbl.Append(ctx, regBatch(row{"a", "1", 1}))
+	for _, k := range []string{"t/_versions/!README", "t/_versions/.keep"} {
+		if err := st.Put(ctx, k, []byte("x")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	o, err := Open(ctx, st, "t", Options{})
+	if err != nil || o.Cached().Version != 2 {
+		t.Fatalf("open with stray keys: %v", err)
+	}
+}
+
+// TestManifestKeyColumnChecked: a manifest naming a key column that is not
+// in its schema is corrupt, not a panic later.
+func TestManifestKeyColumnChecked(t *testing.T) {
+	m := &Manifest{Version: 2, Parent: 1, Schema: regSchema, KeyColumn: "nope", NextFragmentID: 1}
+	if _, err := decodeManifest("k", encodeManifest(m)); !errors.Is(err, ErrCorruptManifest) {
+		t.Fatalf("bad key column: %v", err)
+	}
+}

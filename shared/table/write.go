@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/compute"
 
 	"github.com/tablekeep/tablekeep/shared/objstore"
 )
@@ -118,7 +120,9 @@ func (t *Table) commit(ctx context.Context, op *writeOp, base *Manifest) (*Commi
 			case lookErr != nil:
 				return nil, fmt.Errorf("%w: version %d: %v (then %v)", ErrCommitUnknown, next.Version, err, lookErr)
 			case !exists:
-				return nil, fmt.Errorf("commit version %d: %w", next.Version, err)
+				// Not there now; a delayed write could still land, so the
+				// outcome is reported as unknown, not as a failure.
+				return nil, fmt.Errorf("%w: version %d: %w", ErrCommitUnknown, next.Version, err)
 			case mine:
 				err = nil
 			default:
@@ -312,6 +316,13 @@ func (t *Table) putData(ctx context.Context, m *Manifest, rec arrow.RecordBatch)
 		}
 		f.MinKey, f.MaxKey = keyBounds(keys)
 	}
+	// Written with the table's schema, so every fragment of a table has the
+	// same Parquet schema (a batch may differ in metadata or time zone label).
+	rec, err := conformTo(ctx, m.Schema, rec)
+	if err != nil {
+		return f, err
+	}
+	defer rec.Release()
 	body, err := encodeParquet(rec)
 	if err != nil {
 		return f, fmt.Errorf("encode fragment: %w", err)
@@ -507,4 +518,31 @@ func (t *Table) copyFragment(ctx context.Context, f Fragment) (Fragment, error) 
 		nf.Deletion = &Deletion{ID: id, Rows: f.Deletion.Rows}
 	}
 	return nf, nil
+}
+
+// conformTo returns rec with schema s, casting columns whose types differ
+// only in labels (e.g. a timestamp's time zone). Columns must already match
+// by name, kind and order (checkBatch).
+func conformTo(ctx context.Context, s *arrow.Schema, rec arrow.RecordBatch) (arrow.RecordBatch, error) {
+	cols := make([]arrow.Array, rec.NumCols())
+	for i := range cols {
+		c := rec.Column(i)
+		if arrow.TypeEqual(c.DataType(), s.Field(i).Type) {
+			c.Retain()
+		} else {
+			var err error
+			if c, err = compute.CastArray(ctx, c, compute.SafeCastOptions(s.Field(i).Type)); err != nil {
+				for _, done := range cols[:i] {
+					done.Release()
+				}
+				return nil, fmt.Errorf("%w: column %q: %v", ErrSchemaMismatch, s.Field(i).Name, err)
+			}
+		}
+		cols[i] = c
+	}
+	out := array.NewRecordBatch(s, cols, rec.NumRows())
+	for _, c := range cols {
+		c.Release()
+	}
+	return out, nil
 }
