@@ -19,7 +19,7 @@ RIE_VERSION       := v0.0.0-20261030222936-bef5c4ba774d
 # concurrent `make test`.
 STACK_DIR ?= $(CURDIR)/.stack
 
-.PHONY: all tools build lint stack-up stack-down test demo bench
+.PHONY: all tools build lint stack-up stack-down test demo bench fuzz
 .PHONY: lambda-local cfn-lint aws-resources build-CompactorFunction build-CleanerFunction build-SweeperFunction
 
 all: build
@@ -58,7 +58,7 @@ stack-down:
 
 ## test: tools, a private stack, all tests; the stack is stopped even on failure
 ## or Ctrl-C, and the test exit code is kept. Its directory is removed on success.
-test: tools cfn-lint
+test: tools cfn-lint fuzz
 	@dir="$(CURDIR)/.stack/test-$$$$"; \
 	cleanup() { STACK_DIR="$$dir" infra/stack-down.sh; }; \
 	trap cleanup EXIT; trap 'exit 130' INT TERM; \
@@ -68,6 +68,18 @@ test: tools cfn-lint
 	cleanup; trap - EXIT; \
 	if [ $$rc -eq 0 ]; then rm -rf "$$dir"; else echo "make test: FAILED (exit $$rc); stack logs kept in $$dir" >&2; fi; \
 	exit $$rc
+
+## fuzz: run each fuzz target for FUZZTIME (part of `make test`; seeds in
+## testdata/fuzz/<Target>/; a failure leaves the crashing input there).
+FUZZTIME ?= 8s
+FUZZ_TARGETS := FuzzManifestDecode:./shared/table FuzzChangeDecode:./shared/table \
+	FuzzDeletionDecode:./shared/table FuzzDecodeRangeMessage:./shared/maintenance
+fuzz:
+	@set -e; for t in $(FUZZ_TARGETS); do \
+	  name=$${t%%:*}; pkg=$${t#*:}; echo "fuzz: $$name ($$pkg, $(FUZZTIME))"; \
+	  $(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) $$pkg > /tmp/tablekeep-fuzz-$$$$.log 2>&1 || \
+	    { tail -30 /tmp/tablekeep-fuzz-$$$$.log; rm -f /tmp/tablekeep-fuzz-$$$$.log; exit 1; }; \
+	  tail -1 /tmp/tablekeep-fuzz-$$$$.log; done; rm -f /tmp/tablekeep-fuzz-$$$$.log
 
 ## demo: registry churn on a local table (no services); DEMO_ARGS="--ops 5000 --writers 8".
 demo:

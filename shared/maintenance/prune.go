@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"time"
 
@@ -52,6 +53,13 @@ func DecodeRangeMessage(body []byte) (RangeMessage, error) {
 		return m, fmt.Errorf("%w: range [%d, %d] too large", ErrInvalidMessage, m.From, m.To)
 	case m.Cursor != 0 && (m.Cursor < m.From || m.Cursor > m.To+1):
 		return m, fmt.Errorf("%w: cursor %d outside [%d, %d]", ErrInvalidMessage, m.Cursor, m.From, m.To+1)
+	}
+	// JSON escaping can grow a body up to 6x on re-encoding (a continuation
+	// is one): refuse what could not be re-sent (found by FuzzDecodeRangeMessage).
+	cont := m
+	cont.Cursor = math.MaxUint64
+	if n := len(cont.Encode()); n > MaxMessageBytes {
+		return m, fmt.Errorf("%w: re-encoded message would be %d bytes", ErrInvalidMessage, n)
 	}
 	return m, nil
 }
