@@ -59,7 +59,9 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Deps, error) {
 	if err != nil {
 		return nil, fmt.Errorf("warehouse %s: %w", cfg.Warehouse, err)
 	}
-	d.Store, d.Root = st, root
+	// One request counter for the catalog and the tables: maintenance steps
+	// log the requests they made as differences of it.
+	d.Store, d.Root = objstore.NewCounting(st), root
 	if cfg.Role == RoleSweeper {
 		return d, nil
 	}

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"sync/atomic"
-	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 
@@ -32,9 +31,10 @@ func (d *Deps) Clean(ctx context.Context, raw json.RawMessage) (events.SQSEventR
 	if err != nil {
 		return events.SQSEventResponse{}, err
 	}
+	m := d.metrics(RoleCleaner)
 	cl := &maintenance.Cleaner{
 		Store: d.Store, Tables: cat, Requeue: maintenance.QueueEnqueuer{Q: d.Queue}, Logger: log,
-		OpenOpts: d.tableOptions(),
+		OpenOpts: d.tableOptions(), Metrics: m,
 	}
 	var ok, dropped, keys, continued atomic.Int64
 	h := func(ctx context.Context, body []byte) error {
@@ -54,13 +54,11 @@ func (d *Deps) Clean(ctx context.Context, raw json.RawMessage) (events.SQSEventR
 	wctx, cancel := d.workContext(ctx, d.Config.Margin)
 	defer cancel()
 	resp, err := queue.HandleSQSEvent(wctx, ev, h, log)
-	if merr := emitMetrics(d.Metrics, RoleCleaner, time.Now(), map[string]float64{
-		"MessagesCleaned":   float64(ok.Load()),
-		"MessagesDropped":   float64(dropped.Load()),
-		"MessagesRetried":   float64(len(resp.BatchItemFailures)),
-		"MessagesContinued": float64(continued.Load()),
-		"KeysDeleted":       float64(keys.Load()),
-	}); merr != nil {
+	m.Count("MessagesCleaned", int(ok.Load()))
+	m.Count("MessagesDropped", int(dropped.Load()))
+	m.Count("MessagesRetried", len(resp.BatchItemFailures))
+	m.Count("MessagesContinued", int(continued.Load()))
+	if merr := m.Flush(); merr != nil {
 		log.WarnContext(ctx, "metrics not written", "err", merr)
 	}
 	log.InfoContext(ctx, "cleaner batch", "records", len(ev.Records), "cleaned", ok.Load(), "dropped", dropped.Load(),

@@ -66,12 +66,13 @@ func (d *Deps) Compact(ctx context.Context, raw json.RawMessage) (CompactSummary
 	}
 	wctx, cancel := d.workContext(ctx, 0) // Runner and Compactor keep the margin
 	defer cancel()
+	m := d.metrics(RoleCompactor)
 	comp := maintenance.NewCompactor(log, d.Clock.Now)
 	comp.Margin = d.Config.Margin
 	r := &maintenance.Runner{
 		Store: d.Store, Catalog: cat, Locker: d.Locker, Queue: maintenance.QueueEnqueuer{Q: d.Queue},
 		Compactor: comp, Clock: d.Clock, Logger: log, Owner: "compactor/" + requestID(ctx),
-		Lease: d.Config.Lease, LockWait: d.Config.LockWait, Margin: d.Config.Margin,
+		Lease: d.Config.Lease, LockWait: d.Config.LockWait, Margin: d.Config.Margin, Metrics: m,
 	}
 	rep, err := r.Run(wctx)
 	if err != nil {
@@ -79,7 +80,7 @@ func (d *Deps) Compact(ctx context.Context, raw json.RawMessage) (CompactSummary
 		return sum, fmt.Errorf("compactor: %w", err)
 	}
 	sum.Stopped = rep.Stopped
-	var unreclaimed, ranges int
+	var ranges int
 	for _, tr := range rep.Tables {
 		ts := TableSummary{
 			Table: tr.Table, Skipped: tr.Skipped, FencingToken: tr.Token,
@@ -95,7 +96,6 @@ func (d *Deps) Compact(ctx context.Context, raw json.RawMessage) (CompactSummary
 		case tr.Skipped != "":
 			sum.Busy++
 		}
-		unreclaimed += tr.Stats.Unreclaimed
 		ranges += len(tr.Prune.Ranges)
 		sum.Tables = append(sum.Tables, ts)
 	}
@@ -104,14 +104,12 @@ func (d *Deps) Compact(ctx context.Context, raw json.RawMessage) (CompactSummary
 		sum.NotReached = max(len(refs)-len(rep.Tables), 0)
 	}
 	sum.ElapsedMS = time.Since(start).Milliseconds()
-	if err := emitMetrics(d.Metrics, RoleCompactor, time.Now(), map[string]float64{
-		"TablesMaintained":    float64(len(rep.Tables) - sum.Errors - sum.Busy),
-		"TablesBusy":          float64(sum.Busy),
-		"TableErrors":         float64(sum.Errors),
-		"TablesNotReached":    float64(sum.NotReached),
-		"UnreclaimedVersions": float64(unreclaimed),
-		"RangesEnqueued":      float64(ranges),
-	}); err != nil {
+	m.Count("TablesMaintained", len(rep.Tables)-sum.Errors-sum.Busy)
+	m.Count("TablesBusy", sum.Busy)
+	m.Count("TableErrors", sum.Errors)
+	m.Count("TablesNotReached", sum.NotReached)
+	m.Count("RangesEnqueued", ranges)
+	if err := m.Flush(); err != nil {
 		log.WarnContext(ctx, "metrics not written", "err", err)
 	}
 	log.InfoContext(ctx, "compactor run", "tables", len(sum.Tables), "errors", sum.Errors, "busy", sum.Busy,

@@ -2,6 +2,7 @@ package awsfn
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"os"
@@ -110,7 +111,11 @@ func TestParseEvents(t *testing.T) {
 
 func TestEmitMetricsIsEMF(t *testing.T) {
 	var buf bytes.Buffer
-	if err := emitMetrics(&buf, RoleCompactor, time.UnixMilli(1700000000000), map[string]float64{"UnreclaimedVersions": 7, "TableErrors": 0}); err != nil {
+	d := &Deps{Metrics: &buf, Clock: fixedClock{time.UnixMilli(1700000000000)}}
+	m := d.metrics(RoleCompactor)
+	m.Count("UnreclaimedVersions", 7)
+	m.Count("TableErrors", 0)
+	if err := m.Flush(); err != nil {
 		t.Fatal(err)
 	}
 	var doc struct {
@@ -128,9 +133,15 @@ func TestEmitMetricsIsEMF(t *testing.T) {
 	if err := json.Unmarshal(buf.Bytes(), &doc); err != nil || strings.Count(buf.String(), "\n") != 1 {
 		t.Fatalf("not one JSON line: %q %v", buf.String(), err)
 	}
-	m := doc.AWS.CloudWatchMetrics
-	if doc.AWS.Timestamp != 1700000000000 || len(m) != 1 || m[0].Namespace != MetricNamespace || len(m[0].Metrics) != 2 ||
-		m[0].Dimensions[0][0] != "Function" || doc.Function != "compactor" || doc.UnreclaimedVersions != 7 {
+	mm := doc.AWS.CloudWatchMetrics
+	// The compactor's declared metrics (7) and TableErrors.
+	if doc.AWS.Timestamp != 1700000000000 || len(mm) != 1 || mm[0].Namespace != MetricNamespace || len(mm[0].Metrics) != 8 ||
+		mm[0].Dimensions[0][0] != "Function" || doc.Function != "compactor" || doc.UnreclaimedVersions != 7 {
 		t.Errorf("EMF document %s", buf.String())
 	}
 }
+
+type fixedClock struct{ t time.Time }
+
+func (c fixedClock) Now() time.Time                                   { return c.t }
+func (c fixedClock) Sleep(ctx context.Context, _ time.Duration) error { return ctx.Err() }

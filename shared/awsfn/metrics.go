@@ -1,48 +1,31 @@
 package awsfn
 
 import (
-	"encoding/json"
-	"io"
-	"sort"
-	"time"
+	"github.com/tablekeep/tablekeep/shared/telemetry"
 )
 
 // MetricNamespace is the CloudWatch namespace of the functions' metrics
 // (the template's alarms use it).
-const MetricNamespace = "tablekeep"
+const MetricNamespace = telemetry.Namespace
 
-// emitMetrics writes one CloudWatch Embedded Metric Format line: CloudWatch
-// Logs turns it into metrics in MetricNamespace with dimension Function.
-func emitMetrics(w io.Writer, fn Role, now time.Time, values map[string]float64) error {
-	names := make([]string, 0, len(values))
-	for k := range values {
-		names = append(names, k)
+// metrics returns the recorder of one invocation: it writes one EMF line
+// (namespace tablekeep, dimension Function) to d.Metrics when flushed.
+// The metrics every run reports are declared, so they read 0 rather than
+// missing (the alarms treat missing data as not breaching anyway).
+func (d *Deps) metrics(role Role) *telemetry.Metrics {
+	m := telemetry.New(d.Metrics, d.Clock.Now, "Function", string(role))
+	switch role {
+	case RoleCompactor:
+		m.Declare(telemetry.Count, telemetry.CompactionGroups, telemetry.CompactionRows, telemetry.LockLost,
+			telemetry.UnreclaimedVersions, telemetry.SmallFragments)
+		m.Declare(telemetry.Bytes, telemetry.CompactionBytes)
+		m.Declare(telemetry.Milliseconds, telemetry.LockWait)
+	case RoleCleaner:
+		m.Declare(telemetry.Count, telemetry.VersionsPruned, telemetry.ObjectsDeleted, telemetry.MessagesFailed)
+		m.Declare(telemetry.Bytes, telemetry.BytesDeleted)
+	case RoleSweeper:
+		m.Declare(telemetry.Count, telemetry.ObjectsDeleted)
+		m.Declare(telemetry.Bytes, telemetry.BytesDeleted)
 	}
-	sort.Strings(names)
-	type metric struct {
-		Name string `json:"Name"`
-		Unit string `json:"Unit"`
-	}
-	ms := make([]metric, len(names))
-	for i, n := range names {
-		ms[i] = metric{n, "Count"}
-	}
-	doc := map[string]any{
-		"_aws": map[string]any{
-			"Timestamp": now.UnixMilli(),
-			"CloudWatchMetrics": []any{map[string]any{
-				"Namespace": MetricNamespace, "Dimensions": [][]string{{"Function"}}, "Metrics": ms,
-			}},
-		},
-		"Function": string(fn),
-	}
-	for k, v := range values {
-		doc[k] = v
-	}
-	b, err := json.Marshal(doc)
-	if err != nil {
-		return err
-	}
-	_, err = w.Write(append(b, '\n'))
-	return err
+	return m
 }

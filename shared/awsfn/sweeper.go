@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/tablekeep/tablekeep/shared/maintenance"
-	"github.com/tablekeep/tablekeep/shared/table"
 )
 
 // SweepTable is one table's sweep.
@@ -68,6 +67,7 @@ func (d *Deps) Sweep(ctx context.Context, raw json.RawMessage) (SweepSummary, er
 	}
 	wctx, cancel := d.workContext(ctx, 0)
 	defer cancel()
+	m := d.metrics(RoleSweeper)
 	for i := range refs {
 		ref := refs[(off+i)%len(refs)]
 		if dl, ok := wctx.Deadline(); (ok && dl.Sub(d.Clock.Now()) < d.Config.Margin) || wctx.Err() != nil {
@@ -76,7 +76,10 @@ func (d *Deps) Sweep(ctx context.Context, raw json.RawMessage) (SweepSummary, er
 			break
 		}
 		st := SweepTable{Table: ref.Name}
-		res, err := d.sweepTable(wctx, ref)
+		res, err := maintenance.SweepTable(wctx, d.Store, ref, maintenance.SweepOptions{
+			Now: d.Clock.Now(), MaxDeletes: d.Config.SweepMaxDeletes, Logger: log, Clock: d.Clock.Now,
+			Metrics: m, Table: d.tableOptions(),
+		})
 		st.Listed, st.Referenced, st.Young, st.Foreign, st.Deleted = res.Listed, res.Referenced, res.Young, res.Foreign, res.Deleted
 		st.More = res.Deleted >= d.Config.SweepMaxDeletes
 		if err != nil {
@@ -86,26 +89,13 @@ func (d *Deps) Sweep(ctx context.Context, raw json.RawMessage) (SweepSummary, er
 		}
 		sum.Deleted += res.Deleted
 		sum.Tables = append(sum.Tables, st)
-		log.InfoContext(ctx, "swept", "table", ref.Name, "listed", res.Listed, "referenced", res.Referenced,
-			"young", res.Young, "deleted", res.Deleted, "more", st.More)
 	}
 	sum.ElapsedMS = time.Since(start).Milliseconds()
-	if err := emitMetrics(d.Metrics, RoleSweeper, time.Now(), map[string]float64{
-		"OrphansDeleted":   float64(sum.Deleted),
-		"TableErrors":      float64(sum.Errors),
-		"TablesNotReached": float64(sum.NotReached),
-	}); err != nil {
+	m.Count("OrphansDeleted", sum.Deleted)
+	m.Count("TableErrors", sum.Errors)
+	m.Count("TablesNotReached", sum.NotReached)
+	if err := m.Flush(); err != nil {
 		log.WarnContext(ctx, "metrics not written", "err", err)
 	}
 	return sum, nil
-}
-
-func (d *Deps) sweepTable(ctx context.Context, ref maintenance.TableRef) (maintenance.SweepResult, error) {
-	opts := d.tableOptions()
-	opts.Grace = ref.Policy.Grace
-	t, err := table.Open(ctx, d.Store, ref.Root, opts)
-	if err != nil {
-		return maintenance.SweepResult{}, err
-	}
-	return maintenance.Sweep(ctx, t, ref.Policy, d.Clock.Now(), d.Config.SweepMaxDeletes, false)
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/tablekeep/tablekeep/shared/objstore"
 	"github.com/tablekeep/tablekeep/shared/queue"
 	"github.com/tablekeep/tablekeep/shared/table"
+	"github.com/tablekeep/tablekeep/shared/telemetry"
 )
 
 // Warehouse is a local warehouse directory with its catalog.
@@ -47,6 +48,13 @@ func Open(ctx context.Context, dir string, clock lock.Clock, logger *slog.Logger
 	if wrap != nil {
 		st = wrap(st)
 	}
+	// One counter for the catalog and the tables: the runner diffs it per
+	// maintenance step (sequential), so step logs include catalog requests.
+	counting, ok := st.(*objstore.Counting)
+	if !ok {
+		counting = objstore.NewCounting(st)
+	}
+	st = counting
 	cat, err := catalog.Open(ctx, st, "", table.Options{Clock: clock.Now, Logger: logger})
 	if err != nil {
 		return nil, err
@@ -68,6 +76,9 @@ type Report struct {
 	Run     maintenance.RunReport
 	Drain   queue.DrainStats
 	Sweeps  map[string]maintenance.SweepResult
+	// Cleanup is, with DryRun, what the cleaner would delete for each
+	// planned range, by table (read from the change records).
+	Cleanup map[string][]maintenance.RangePlan
 	Elapsed time.Duration
 }
 
@@ -76,47 +87,118 @@ type Options struct {
 	DryRun bool
 	// SweepMax bounds deletes per table per sweep (0: no bound).
 	SweepMax int
+	// Metrics, if set, receives the run's metrics; Maintain flushes one EMF
+	// line at the end of the run.
+	Metrics *telemetry.Metrics
+	// Progress, if set, shows progress over tables and cleanup messages
+	// (see shared/progress: a terminal's stderr, or nothing).
+	Progress func(desc string, total int) Progress
+}
+
+// Progress is a progress display: Add after each item, Finish at the end.
+type Progress interface {
+	Add(int) error
+	Finish() error
+}
+
+type noProgress struct{}
+
+func (noProgress) Add(int) error { return nil }
+func (noProgress) Finish() error { return nil }
+
+func (o Options) progress(desc string, total int) Progress {
+	if o.Progress == nil {
+		return noProgress{}
+	}
+	return o.Progress(desc, total)
 }
 
 // Maintain runs compaction and prune planning on every registered table,
-// drains the queue with the cleaner, and sweeps orphans.
+// drains the queue with the cleaner, and sweeps orphans. With DryRun it
+// changes nothing and reports the plan: compaction groups, prune ranges,
+// what the cleaner would delete for each range, and what the sweep would.
 func (w *Warehouse) Maintain(ctx context.Context, o Options) (Report, error) {
-	start := time.Now()
+	start := w.Clock.Now()
 	var rep Report
 	host, _ := os.Hostname()
-	r := &maintenance.Runner{
-		Store: w.Store, Catalog: w.Catalog, Locker: w.Locker, Queue: maintenance.QueueEnqueuer{Q: w.Queue},
-		Clock: w.Clock, Logger: w.Logger, Owner: fmt.Sprintf("%s/%d", host, os.Getpid()), DryRun: o.DryRun,
-	}
-	var err error
-	if rep.Run, err = r.Run(ctx); err != nil {
-		return rep, err
-	}
-	if o.DryRun {
-		return rep, nil
-	}
-	cl := w.Cleaner()
-	if rep.Drain, err = maintenance.DrainLocal(ctx, w.Queue, cl, w.Logger); err != nil {
-		return rep, err
-	}
-	rep.Sweeps = map[string]maintenance.SweepResult{}
 	refs, err := w.Catalog.Tables(ctx)
 	if err != nil {
 		return rep, err
 	}
-	for _, ref := range refs {
-		t, err := table.Open(ctx, w.Store, ref.Root, table.Options{Clock: w.Clock.Now, Grace: ref.Policy.Grace})
+	bar := o.progress("maintain", len(refs))
+	r := &maintenance.Runner{
+		Store: w.Store, Catalog: w.Catalog, Locker: w.Locker, Queue: maintenance.QueueEnqueuer{Q: w.Queue},
+		Clock: w.Clock, Logger: w.Logger, Owner: fmt.Sprintf("%s/%d", host, os.Getpid()), DryRun: o.DryRun,
+		Metrics:  o.Metrics,
+		Progress: func(int, int) { _ = bar.Add(1) },
+	}
+	rep.Run, err = r.Run(ctx)
+	_ = bar.Finish()
+	if err != nil {
+		return rep, err
+	}
+	if o.DryRun {
+		if err := w.planCleanup(ctx, &rep); err != nil {
+			return rep, err
+		}
+	} else {
+		ranges := 0
+		for _, tr := range rep.Run.Tables {
+			ranges += len(tr.Prune.Ranges)
+		}
+		cl := w.Cleaner()
+		cl.Metrics = o.Metrics
+		bar = o.progress("cleanup", ranges)
+		rep.Drain, err = maintenance.DrainLocal(ctx, w.Queue, cl, w.Logger, func() { _ = bar.Add(1) })
+		_ = bar.Finish()
 		if err != nil {
 			return rep, err
 		}
-		sr, err := maintenance.Sweep(ctx, t, ref.Policy, w.Clock.Now(), o.SweepMax, false)
+	}
+	rep.Sweeps = map[string]maintenance.SweepResult{}
+	for _, ref := range refs {
+		sr, err := maintenance.SweepTable(ctx, w.Store, ref, maintenance.SweepOptions{
+			Now: w.Clock.Now(), MaxDeletes: o.SweepMax, DryRun: o.DryRun, Logger: w.Logger, Clock: w.Clock.Now,
+			Metrics: o.Metrics, Table: table.Options{Clock: w.Clock.Now},
+		})
 		if err != nil {
 			return rep, fmt.Errorf("sweep %s: %w", ref.Name, err)
 		}
 		rep.Sweeps[ref.Name] = sr
 	}
-	rep.Elapsed = time.Since(start)
+	rep.Elapsed = w.Clock.Now().Sub(start)
+	if err := o.Metrics.Flush(); err != nil {
+		w.Logger.WarnContext(ctx, "metrics not written", "err", err)
+	}
 	return rep, nil
+}
+
+// planCleanup fills rep.Cleanup: for each planned range, what the cleaner
+// would delete, read from the change records, with sizes from listings.
+func (w *Warehouse) planCleanup(ctx context.Context, rep *Report) error {
+	rep.Cleanup = map[string][]maintenance.RangePlan{}
+	for _, tr := range rep.Run.Tables {
+		if len(tr.Prune.Ranges) == 0 {
+			continue
+		}
+		ref, err := w.Catalog.Resolve(ctx, tr.Table)
+		if err != nil {
+			return err
+		}
+		t, err := table.Open(ctx, w.Store, ref.Root, table.Options{Clock: w.Clock.Now, Grace: ref.Policy.Grace})
+		if err != nil {
+			return err
+		}
+		for _, rg := range tr.Prune.Ranges {
+			rp, err := maintenance.PlanRange(ctx, t, ref, rg, 0)
+			if err != nil {
+				return fmt.Errorf("plan cleanup %s [%d, %d]: %w", tr.Table, rg.From, rg.To, err)
+			}
+			rp.Sizes(ctx, w.Store, ref.Root, 0)
+			rep.Cleanup[tr.Table] = append(rep.Cleanup[tr.Table], rp)
+		}
+	}
+	return nil
 }
 
 // Cleaner returns a cleaner over this warehouse.

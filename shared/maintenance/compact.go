@@ -161,7 +161,7 @@ func (c *Compactor) Run(ctx context.Context, t *table.Table, p Policy) (Compacti
 		res.Versions = append(res.Versions, cr.Version)
 		// Later groups were planned on m; their inputs are checked at commit.
 	}
-	c.Logger.InfoContext(ctx, "compaction", "table", t.Root(), "planned", res.Planned, "committed", res.Committed,
+	c.Logger.DebugContext(ctx, "compaction run", "table", t.Root(), "planned", res.Planned, "committed", res.Committed,
 		"dropped", res.Dropped, "remapped_rows", res.Remapped, "input_fragments", res.InputFrags,
 		"rows_written", res.RowsWritten, "bytes_read", res.BytesRead, "bytes_written", res.BytesWritten)
 	return res, nil

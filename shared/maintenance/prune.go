@@ -72,17 +72,19 @@ func (m RangeMessage) Encode() []byte {
 
 // PrunePlan is what the prune planner decided.
 type PrunePlan struct {
-	Latest     uint64
-	Floor      uint64 // new retention floor: versions below it are prunable
-	OldFloor   uint64
-	Tagged     []uint64
-	Ranges     []RangeMessage
-	Versions   int // versions stored before pruning
-	Prunable   int // versions below the floor, untagged, still stored
-	Repaired   int // change records rebuilt
-	Replanned  int // ranges re-enqueued because an earlier message was lost
-	Unreclaim  int // versions stored that are below the floor (backlog)
-	StateAfter pruneState
+	Latest    uint64
+	Floor     uint64 // new retention floor: versions below it are prunable
+	OldFloor  uint64
+	Tagged    []uint64
+	Ranges    []RangeMessage
+	Versions  int // versions stored before pruning
+	Prunable  int // versions below the floor, untagged, still stored
+	Repaired  int // change records rebuilt
+	Replanned int // ranges re-enqueued because an earlier message was lost
+	Unreclaim int // versions stored that are below the floor (backlog)
+	// PrunableBytes is the size of the prunable versions' manifests.
+	PrunableBytes int64
+	StateAfter    pruneState
 }
 
 // pruneState remembers which ranges were enqueued, so a range is never
@@ -157,6 +159,7 @@ func PlanPrune(ctx context.Context, t *table.Table, name string, p Policy, now t
 			plan.Unreclaim++
 			if !tagged[v.Version] {
 				prunable = append(prunable, v.Version)
+				plan.PrunableBytes += v.ManifestBytes
 			}
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/tablekeep/tablekeep/shared/objstore"
 	"github.com/tablekeep/tablekeep/shared/queue"
 	"github.com/tablekeep/tablekeep/shared/table"
+	"github.com/tablekeep/tablekeep/shared/telemetry"
 )
 
 // TableStats is one table's row in _stats.
@@ -64,6 +65,11 @@ type Runner struct {
 	// Margin is kept in reserve before the context deadline.
 	Margin time.Duration
 	DryRun bool
+	// Metrics, if set, records compaction rows/bytes/groups, lock wait and
+	// lock lost, and the backlog (unreclaimed versions, small fragments).
+	Metrics *telemetry.Metrics
+	// Progress, if set, is called after each table.
+	Progress func(done, total int)
 }
 
 func (r *Runner) defaults() {
@@ -144,6 +150,9 @@ func (r *Runner) Run(ctx context.Context) (RunReport, error) {
 			r.Logger.ErrorContext(ctx, "maintenance failed", "table", ref.Name, "err", err)
 			rep.Tables[len(rep.Tables)-1].Skipped = "error: " + err.Error()
 		}
+		if r.Progress != nil {
+			r.Progress(i+1, len(refs))
+		}
 	}
 	return rep, nil
 }
@@ -152,15 +161,23 @@ func (r *Runner) Run(ctx context.Context) (RunReport, error) {
 func lockName(table string) string { return "table/" + table }
 
 // MaintainTable compacts one table and plans its pruning under its lock,
-// then refreshes its stats.
+// then refreshes its stats. Each step (compaction, prune plan, stats
+// refresh) is one log line "maintenance step" with the table, versions,
+// fencing token, requests by kind (of this step; a store that is already an
+// *objstore.Counting shared with the catalog also counts catalog requests),
+// bytes and duration.
 func (r *Runner) MaintainTable(ctx context.Context, ref TableRef) (TableReport, error) {
 	r.defaults()
 	start := r.Clock.Now()
 	rep := TableReport{Table: ref.Name}
 	p := ref.Policy.WithDefaults()
+	cnt, ok := r.Store.(*objstore.Counting)
+	if !ok {
+		cnt = objstore.NewCounting(r.Store)
+	}
 	opts := table.Options{Grace: p.Grace, Clock: r.Clock.Now, Logger: r.Logger}
 	if r.DryRun {
-		t, err := table.Open(ctx, r.Store, ref.Root, opts)
+		t, err := table.Open(ctx, cnt, ref.Root, opts)
 		if err != nil {
 			return rep, err
 		}
@@ -170,7 +187,10 @@ func (r *Runner) MaintainTable(ctx context.Context, ref TableRef) (TableReport, 
 		rep.Prune, err = PlanPrune(ctx, t, ref.Name, p, r.Clock.Now())
 		return rep, err
 	}
+	acquireStart := r.Clock.Now()
 	lease, err := r.Locker.Acquire(ctx, lockName(ref.Name), lock.AcquireOptions{Owner: r.Owner, Lease: r.Lease, MaxWait: r.LockWait})
+	lockWait := r.Clock.Now().Sub(acquireStart)
+	r.Metrics.Duration(telemetry.LockWait, lockWait)
 	if errors.Is(err, lock.ErrLockHeld) {
 		rep.Skipped = "locked by another compactor"
 		r.Logger.InfoContext(ctx, "table busy", "table", ref.Name)
@@ -186,30 +206,115 @@ func (r *Runner) MaintainTable(ctx context.Context, ref TableRef) (TableReport, 
 			r.Logger.WarnContext(ctx, "release lock", "table", ref.Name, "err", err)
 		}
 	}()
+	lost := func(err error) error {
+		if errors.Is(err, lock.ErrLeaseLost) || errors.Is(err, lock.ErrLeaseExpired) {
+			r.Metrics.Count(telemetry.LockLost, 1)
+		}
+		return err
+	}
 	opts.Fence = fence.CheckFence
-	t, err := table.Open(ctx, r.Store, ref.Root, opts)
+	st := r.beginStep(cnt)
+	t, err := table.Open(ctx, cnt, ref.Root, opts)
 	if err != nil {
 		return rep, err
 	}
-	if rep.Compacted, err = r.Compactor.Run(ctx, t, p); err != nil {
-		return rep, fmt.Errorf("compact %s: %w", ref.Name, err)
+	floor, err := t.Floor(ctx)
+	if err != nil {
+		return rep, err
 	}
-	if rep.Prune, err = PlanPrune(ctx, t, ref.Name, p, r.Clock.Now()); err != nil {
-		return rep, fmt.Errorf("plan prune %s: %w", ref.Name, err)
+	before := t.Cached().Version
+	rep.Compacted, err = r.Compactor.Run(ctx, t, p)
+	c := rep.Compacted
+	r.endStep(ctx, st, err, "compaction", ref.Name, lease.Token,
+		slog.Group("versions", slog.Uint64("latest", t.Cached().Version), slog.Uint64("floor", floor),
+			slog.Uint64("from", before), slog.Uint64("to", t.Cached().Version)),
+		slog.Int64("lock_wait_ms", lockWait.Milliseconds()),
+		slog.Int("groups_planned", c.Planned), slog.Int("groups_committed", c.Committed), slog.Int("groups_dropped", c.Dropped),
+		slog.Int("fragments_in", c.InputFrags), slog.Int("fragments_out", c.OutputFrags),
+		slog.Uint64("rows", c.RowsWritten), slog.Uint64("bytes_read", c.BytesRead), slog.Uint64("bytes", c.BytesWritten),
+		slog.String("stopped", c.Stopped))
+	if err != nil {
+		return rep, lost(fmt.Errorf("compact %s: %w", ref.Name, err))
 	}
-	// The floor and prune state are written under the lock: check it first.
-	if err := fence.CheckFence(ctx); err != nil {
-		return rep, fmt.Errorf("prune %s: %w", ref.Name, err)
+	r.Metrics.Count(telemetry.CompactionGroups, c.Committed)
+	r.Metrics.Add(telemetry.CompactionRows, telemetry.Count, float64(c.RowsWritten))
+	r.Metrics.Add(telemetry.CompactionBytes, telemetry.Bytes, float64(c.BytesWritten))
+
+	st = r.beginStep(cnt)
+	err = r.prune(ctx, t, ref, p, fence, &rep)
+	pl := rep.Prune
+	from, to := uint64(0), uint64(0)
+	if len(pl.Ranges) > 0 {
+		from, to = pl.Ranges[0].From, pl.Ranges[len(pl.Ranges)-1].To
 	}
-	if err := ApplyPrune(ctx, t, &rep.Prune, r.Queue); err != nil {
-		return rep, fmt.Errorf("prune %s: %w", ref.Name, err)
+	r.endStep(ctx, st, err, "prune plan", ref.Name, lease.Token,
+		slog.Group("versions", slog.Uint64("latest", pl.Latest), slog.Uint64("floor", pl.Floor),
+			slog.Uint64("old_floor", pl.OldFloor), slog.Uint64("from", from), slog.Uint64("to", to)),
+		slog.Int("stored", pl.Versions), slog.Int("ranges", len(pl.Ranges)), slog.Int("prunable", pl.Prunable),
+		slog.Int("unreclaimed", pl.Unreclaim), slog.Int("tagged", len(pl.Tagged)),
+		slog.Int("repaired_change_records", pl.Repaired), slog.Int("replanned", pl.Replanned),
+		slog.Int64("bytes", pl.PrunableBytes))
+	if err != nil {
+		return rep, lost(err)
 	}
-	r.Logger.InfoContext(ctx, "prune planned", "table", ref.Name, "fencing_token", lease.Token,
-		"latest", rep.Prune.Latest, "floor", rep.Prune.Floor, "ranges", len(rep.Prune.Ranges),
-		"prunable", rep.Prune.Prunable, "repaired_change_records", rep.Prune.Repaired)
+
+	st = r.beginStep(cnt)
 	rep.Stats, rep.StatsNote = r.refreshStats(ctx, ref, t, rep)
+	s := rep.Stats
+	r.endStep(ctx, st, nil, "stats refresh", ref.Name, lease.Token,
+		slog.Group("versions", slog.Uint64("latest", pl.Latest), slog.Uint64("floor", pl.Floor)),
+		slog.Int("stored", s.Versions), slog.Int("unreclaimed", s.Unreclaimed), slog.Uint64("rows", s.Rows),
+		slog.Int("fragments", s.Fragments), slog.Int("small_fragments", s.SmallFrags),
+		slog.Uint64("data_bytes", s.DataBytes), slog.Int64("bytes", s.ManifestBytes), slog.String("note", rep.StatsNote))
+	if s.Versions == 0 {
+		// Stats not computed: report the backlog the plan saw.
+		r.Metrics.Count(telemetry.UnreclaimedVersions, pl.Unreclaim)
+	} else {
+		r.Metrics.Count(telemetry.UnreclaimedVersions, s.Unreclaimed)
+		r.Metrics.Count(telemetry.SmallFragments, s.SmallFrags)
+	}
 	rep.Duration = r.Clock.Now().Sub(start)
 	return rep, nil
+}
+
+// prune plans and applies pruning (the floor and prune state are written
+// under the lock: the fence is checked first).
+func (r *Runner) prune(ctx context.Context, t *table.Table, ref TableRef, p Policy, fence *lock.Fence, rep *TableReport) error {
+	var err error
+	if rep.Prune, err = PlanPrune(ctx, t, ref.Name, p, r.Clock.Now()); err != nil {
+		return fmt.Errorf("plan prune %s: %w", ref.Name, err)
+	}
+	if err := fence.CheckFence(ctx); err != nil {
+		return fmt.Errorf("prune %s: %w", ref.Name, err)
+	}
+	if err := ApplyPrune(ctx, t, &rep.Prune, r.Queue); err != nil {
+		return fmt.Errorf("prune %s: %w", ref.Name, err)
+	}
+	return nil
+}
+
+// step is one maintenance step being measured.
+type step struct {
+	cnt   *objstore.Counting
+	base  objstore.Counts
+	start time.Time
+}
+
+func (r *Runner) beginStep(cnt *objstore.Counting) step {
+	return step{cnt: cnt, base: cnt.Counts(), start: r.Clock.Now()}
+}
+
+// endStep logs one step: step, table, fencing_token, the step's own
+// attributes (versions, bytes, ...), requests by kind and duration.
+func (r *Runner) endStep(ctx context.Context, s step, err error, name, tableName string, token uint64, attrs ...slog.Attr) {
+	all := append([]slog.Attr{slog.String("step", name), slog.String("table", tableName), slog.Uint64("fencing_token", token)}, attrs...)
+	all = append(all, telemetry.Requests(s.cnt.Counts().Sub(s.base)), slog.Int64("duration_ms", r.Clock.Now().Sub(s.start).Milliseconds()))
+	level := slog.LevelInfo
+	if err != nil {
+		level = slog.LevelError
+		all = append(all, slog.String("err", err.Error()))
+	}
+	r.Logger.LogAttrs(ctx, level, "maintenance step", all...)
 }
 
 // refreshStats writes the table's _stats row, waiting at most StatsWait for
@@ -233,7 +338,9 @@ func (r *Runner) refreshStats(ctx context.Context, ref TableRef, t *table.Table,
 		if s.LastCompaction.IsZero() {
 			s.LastCompaction = old[ref.Name].LastCompaction
 		}
-		s.LastCleanup = old[ref.Name].LastCleanup
+		if s.LastCleanup.IsZero() {
+			s.LastCleanup = old[ref.Name].LastCleanup
+		}
 	}
 	if err := r.Catalog.PutStats(ctx, s); err != nil {
 		return s, "stats not written: " + err.Error()
@@ -258,6 +365,9 @@ func ComputeStats(ctx context.Context, t *table.Table, ref TableRef, floor uint6
 	}
 	s := TableStats{Name: ref.Name, Rows: st.Rows, Fragments: st.Fragments, Versions: st.Versions,
 		DataBytes: st.DataBytes, ManifestBytes: st.ManifestBytes}
+	if s.LastCleanup, err = LastCleanup(ctx, t); err != nil {
+		return s, err
+	}
 	for _, v := range vs {
 		if v.Version < floor {
 			s.Unreclaimed++
@@ -272,11 +382,19 @@ func ComputeStats(ctx context.Context, t *table.Table, ref TableRef, floor uint6
 	return s, nil
 }
 
-// DrainLocal runs the cleaner over an in-process queue until it is empty.
-func DrainLocal(ctx context.Context, q queue.Queue, c *Cleaner, logger *slog.Logger) (queue.DrainStats, error) {
+// DrainLocal runs the cleaner over an in-process queue until it is empty;
+// each onMessage (progress) is called after every message handled.
+func DrainLocal(ctx context.Context, q queue.Queue, c *Cleaner, logger *slog.Logger, onMessage ...func()) (queue.DrainStats, error) {
 	var total queue.DrainStats
+	h := func(ctx context.Context, body []byte) error {
+		err := c.Handle(ctx, body)
+		for _, f := range onMessage {
+			f()
+		}
+		return err
+	}
 	for {
-		st, err := queue.Drain(ctx, q, c.Handle, queue.DrainOptions{Logger: logger, MaxReceives: 5})
+		st, err := queue.Drain(ctx, q, h, queue.DrainOptions{Logger: logger, MaxReceives: 5})
 		total.Received += st.Received
 		total.Succeeded += st.Succeeded
 		total.Failed += st.Failed

@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"time"
 
 	"github.com/tablekeep/tablekeep/shared/objstore"
 	"github.com/tablekeep/tablekeep/shared/table"
+	"github.com/tablekeep/tablekeep/shared/telemetry"
 )
 
 // SweepResult reports one orphan sweep.
@@ -20,6 +22,8 @@ type SweepResult struct {
 	Deleted    int
 	Planned    []string // with DryRun: what would be deleted
 	Requests   int
+	// Bytes is the size of the files deleted (with DryRun: that would be).
+	Bytes int64
 }
 
 // Sweep deletes files under data/ and _deletions/ that no retained version
@@ -33,14 +37,15 @@ func Sweep(ctx context.Context, t *table.Table, p Policy, now time.Time, maxDele
 	p = p.WithDefaults()
 	var res SweepResult
 	type cand struct {
-		key string
-		mod time.Time
+		key  string
+		mod  time.Time
+		size int64
 	}
 	var cands []cand
 	for _, prefix := range []string{table.DataPrefix, table.DeletionsPrefix} {
 		err := objstore.ListAll(ctx, t.Store(), t.Root()+prefix, "", func(o objstore.ObjectInfo) error {
 			res.Listed++
-			cands = append(cands, cand{o.Key, o.LastModified})
+			cands = append(cands, cand{o.Key, o.LastModified, o.Size})
 			return nil
 		})
 		if err != nil {
@@ -52,6 +57,7 @@ func Sweep(ctx context.Context, t *table.Table, p Policy, now time.Time, maxDele
 		return res, err
 	}
 	var del []string
+	size := map[string]int64{}
 	for _, c := range cands {
 		rel := strings.TrimPrefix(c.key, t.Root())
 		switch {
@@ -64,14 +70,33 @@ func Sweep(ctx context.Context, t *table.Table, p Policy, now time.Time, maxDele
 		case maxDeletes > 0 && len(del) >= maxDeletes:
 		default:
 			del = append(del, c.key)
+			size[c.key] = c.size
 		}
 	}
 	if dryRun {
 		res.Planned = del
+		for _, k := range del {
+			res.Bytes += size[k]
+		}
 		return res, nil
 	}
 	n, err := objstore.DeleteAll(ctx, t.Store(), del, p.DeleteBatch)
 	res.Deleted = n
+	var failed map[string]bool
+	var de *objstore.DeleteError
+	if errors.As(err, &de) {
+		failed = map[string]bool{}
+		for _, f := range de.Failed {
+			failed[f.Key] = true
+		}
+	}
+	if err == nil || de != nil {
+		for _, k := range del {
+			if !failed[k] {
+				res.Bytes += size[k]
+			}
+		}
+	}
 	res.Requests = (len(del) + p.DeleteBatch - 1) / p.DeleteBatch
 	return res, err
 }
@@ -128,4 +153,57 @@ func retainedReferences(ctx context.Context, t *table.Table) (map[string]bool, e
 		addManifest(snap.Manifest())
 	}
 	return refs, nil
+}
+
+// SweepOptions configure SweepTable.
+type SweepOptions struct {
+	Now        time.Time
+	MaxDeletes int  // 0: no bound
+	DryRun     bool // list what would be deleted; delete nothing
+	Logger     *slog.Logger
+	Clock      func() time.Time   // times the step (default time.Now)
+	Metrics    *telemetry.Metrics // ObjectsDeleted, BytesDeleted
+	Table      table.Options      // for opening the table (Grace is the policy's)
+}
+
+// SweepTable opens ref on a request-counting view of store, sweeps it, and
+// reports the step in one log line ("sweep") and in the metrics.
+func SweepTable(ctx context.Context, store objstore.Store, ref TableRef, o SweepOptions) (SweepResult, error) {
+	clock := o.Clock
+	if clock == nil {
+		clock = time.Now
+	}
+	start := clock()
+	st := objstore.NewCounting(store)
+	opts := o.Table
+	opts.Grace = ref.Policy.WithDefaults().Grace
+	var res SweepResult
+	var floor, latest uint64
+	t, err := table.Open(ctx, st, ref.Root, opts)
+	if err == nil {
+		latest = t.Cached().Version
+		if floor, err = t.Floor(ctx); err == nil {
+			res, err = Sweep(ctx, t, ref.Policy, o.Now, o.MaxDeletes, o.DryRun)
+		}
+	}
+	o.Metrics.Count(telemetry.ObjectsDeleted, res.Deleted)
+	if !o.DryRun {
+		o.Metrics.Add(telemetry.BytesDeleted, telemetry.Bytes, float64(res.Bytes))
+	}
+	if o.Logger != nil {
+		level, attrs := slog.LevelInfo, []slog.Attr{
+			slog.String("step", "sweep"), slog.String("table", ref.Name),
+			slog.Group("versions", slog.Uint64("latest", latest), slog.Uint64("floor", floor)),
+			slog.Bool("dry_run", o.DryRun), slog.Int("listed", res.Listed), slog.Int("referenced", res.Referenced),
+			slog.Int("young", res.Young), slog.Int("foreign", res.Foreign), slog.Int("deleted", res.Deleted),
+			slog.Int("planned", len(res.Planned)),
+			telemetry.Requests(st.Counts()), slog.Int64("bytes", res.Bytes), slog.Int64("duration_ms", clock().Sub(start).Milliseconds()),
+		}
+		if err != nil {
+			level = slog.LevelError
+			attrs = append(attrs, slog.String("err", err.Error()))
+		}
+		o.Logger.LogAttrs(ctx, level, "maintenance step", attrs...)
+	}
+	return res, err
 }
