@@ -9,16 +9,13 @@ import (
 	"syscall"
 
 	"github.com/tablekeep/tablekeep/shared/demo"
+	"github.com/tablekeep/tablekeep/shared/progress"
 )
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := demo.Main(ctx, os.Args[1:], os.Stdout, os.Stderr, isTerminal(os.Stdout))
+	// The churn's progress bar goes to stderr, and only if it is a terminal.
+	code := demo.Main(ctx, os.Args[1:], os.Stdout, os.Stderr, progress.IsTerminal(os.Stderr))
 	stop()
 	os.Exit(code)
-}
-
-func isTerminal(f *os.File) bool {
-	st, err := f.Stat()
-	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }

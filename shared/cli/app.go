@@ -124,6 +124,7 @@ var commands = []func(*App) *cobra.Command{
 	newStatsCmd,
 	newRegisterCmd,
 	newMaintainCmd,
+	newStatusCmd,
 }
 
 // NewRoot builds the command tree for app.

@@ -29,7 +29,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer, tty bool
 			if noMaintain {
 				cfg.Maintain = nil
 			}
-			cfg.Progress = tty
+			cfg.Progress, cfg.ProgressOut = tty, stderr
 			_, err := Run(cmd.Context(), cfg)
 			return err
 		},

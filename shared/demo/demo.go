@@ -9,6 +9,7 @@
 package demo
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -50,7 +51,9 @@ type Config struct {
 	Writers  int    // concurrent writers, each with its own table handle (default 4)
 	Seed     uint64 // random seed (default 1)
 	Out      io.Writer
-	Progress bool // show a progress bar on Out
+	Progress bool // show a progress bar on ProgressOut (default Out)
+	// ProgressOut is where the progress bar goes (tkdemo: stderr).
+	ProgressOut io.Writer
 	// Maintain, if set, runs after churn; the table is reported again after it.
 	Maintain MaintainFunc
 	// Options for every table handle (zero: defaults).
@@ -223,7 +226,7 @@ func (d *Demo) Churn(ctx context.Context, ops int) error {
 	var bar *progressbar.ProgressBar
 	if d.Cfg.Progress {
 		bar = progressbar.NewOptions(ops,
-			progressbar.OptionSetWriter(d.Cfg.Out),
+			progressbar.OptionSetWriter(cmp.Or[io.Writer](d.Cfg.ProgressOut, d.Cfg.Out)),
 			progressbar.OptionSetDescription("churn"),
 			progressbar.OptionShowCount(),
 			progressbar.OptionShowIts(),

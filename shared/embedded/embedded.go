@@ -6,6 +6,7 @@ package embedded
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -15,6 +16,7 @@ import (
 	"github.com/tablekeep/tablekeep/shared/lock"
 	"github.com/tablekeep/tablekeep/shared/maintenance"
 	"github.com/tablekeep/tablekeep/shared/objstore"
+	"github.com/tablekeep/tablekeep/shared/progress"
 	"github.com/tablekeep/tablekeep/shared/queue"
 	"github.com/tablekeep/tablekeep/shared/table"
 	"github.com/tablekeep/tablekeep/shared/telemetry"
@@ -73,9 +75,9 @@ func Open(ctx context.Context, dir string, clock lock.Clock, logger *slog.Logger
 
 // Report is one local maintenance pass.
 type Report struct {
-	Run     maintenance.RunReport
-	Drain   queue.DrainStats
-	Sweeps  map[string]maintenance.SweepResult
+	Run    maintenance.RunReport
+	Drain  queue.DrainStats
+	Sweeps map[string]maintenance.SweepResult
 	// Cleanup is, with DryRun, what the cleaner would delete for each
 	// planned range, by table (read from the change records).
 	Cleanup map[string][]maintenance.RangePlan
@@ -92,23 +94,12 @@ type Options struct {
 	Metrics *telemetry.Metrics
 	// Progress, if set, shows progress over tables and cleanup messages
 	// (see shared/progress: a terminal's stderr, or nothing).
-	Progress func(desc string, total int) Progress
+	Progress func(desc string, total int) progress.Bar
 }
 
-// Progress is a progress display: Add after each item, Finish at the end.
-type Progress interface {
-	Add(int) error
-	Finish() error
-}
-
-type noProgress struct{}
-
-func (noProgress) Add(int) error { return nil }
-func (noProgress) Finish() error { return nil }
-
-func (o Options) progress(desc string, total int) Progress {
+func (o Options) progress(desc string, total int) progress.Bar {
 	if o.Progress == nil {
-		return noProgress{}
+		return progress.New(io.Discard, desc, total)
 	}
 	return o.Progress(desc, total)
 }
