@@ -140,7 +140,7 @@ func (c *Compactor) Run(ctx context.Context, t *table.Table, p Policy) (Compacti
 		if err != nil {
 			return res, fmt.Errorf("compact group %d: %w", i, err)
 		}
-		rw := &table.Rewrite{Groups: []table.RewriteGroup{{Inputs: inputs, Output: out}}}
+		rw := &table.Rewrite{Groups: []table.RewriteGroup{{Inputs: inputs, Output: out}}, ReadVersion: m.Version}
 		cr, err := t.CommitRewrite(ctx, rw, readAt)
 		if errors.Is(err, table.ErrRewriteInvalidated) {
 			// A concurrent writer removed an input: skip; the next run replans.

@@ -2,6 +2,7 @@ package table
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -9,6 +10,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/tablekeep/tablekeep/shared/objstore"
 )
 
 // RewriteInput is one input fragment of a rewrite group as it was read.
@@ -28,6 +31,11 @@ type RewriteGroup struct {
 // outputs. Groups whose inputs changed beyond repair are dropped at commit.
 type Rewrite struct {
 	Groups []RewriteGroup
+	// ReadVersion is the version the groups were read at. With it, an input
+	// that a delete removed entirely since then (an upsert replacing a
+	// one-row fragment) is remapped as deleted rows rather than dropping the
+	// group; without it (0), any removed input drops its group.
+	ReadVersion uint64
 
 	nextID uint64
 	// Dropped counts groups the last apply dropped because an input was gone.
@@ -36,6 +44,8 @@ type Rewrite struct {
 	// to outputs.
 	Remapped uint64
 	written  map[rewriteWrittenKey]*Deletion
+	removal  map[string]OpKind // data key -> op that removed it, versions (ReadVersion, scanned]
+	scanned  uint64
 }
 
 type rewriteWrittenKey struct {
@@ -147,11 +157,16 @@ func (rw *Rewrite) apply(ctx context.Context, t *Table, base *Manifest, version 
 		}
 		out.ID = nextID
 		nextID++
-		first := byID[g.Inputs[0].Fragment.ID]
+		first := -1 // the output takes the place of the first input still present
 		for _, in := range g.Inputs {
-			replaced[byID[in.Fragment.ID]] = true
+			if i, present := byID[in.Fragment.ID]; present {
+				replaced[i] = true
+				if first < 0 {
+					first = i
+				}
+			}
 		}
-		if out.Rows > 0 && (out.Deletion == nil || out.Deletion.Rows < out.Rows) {
+		if first >= 0 && out.Rows > 0 && (out.Deletion == nil || out.Deletion.Rows < out.Rows) {
 			outputAt[first] = out
 		}
 	}
@@ -186,10 +201,22 @@ func (rw *Rewrite) remap(ctx context.Context, t *Table, gi int, g RewriteGroup, 
 	}
 	var sig []byte
 	changed := false
+	gone := map[uint64]bool{}
 	for _, in := range g.Inputs {
 		i, ok := byID[in.Fragment.ID]
-		if !ok || base.Fragments[i].File != in.Fragment.File {
-			return out, false, nil // input rewritten or dropped by someone else
+		if !ok {
+			// Removed since it was read: remappable only if a delete removed
+			// it (all its rows deleted), not a rewrite or restore.
+			kind, err := rw.removedBy(ctx, t, base.Version, in.Fragment.File.DataKey())
+			if err != nil {
+				return out, false, err
+			}
+			if kind != OpDelete && kind != OpUpsert {
+				return out, false, nil
+			}
+			gone[in.Fragment.ID], changed = true, true
+			sig = fmt.Appendf(sig, "%d:gone,", in.Fragment.ID)
+			continue
 		}
 		cur := base.Fragments[i]
 		if cur.Deletion != nil {
@@ -215,6 +242,14 @@ func (rw *Rewrite) remap(ctx context.Context, t *Table, gi int, g RewriteGroup, 
 	var outDeleted []uint32
 	offset := uint32(0)
 	for _, in := range g.Inputs {
+		live := livePositions(in.Fragment.Rows, in.Deleted)
+		if gone[in.Fragment.ID] {
+			for j := range live {
+				outDeleted = append(outDeleted, offset+uint32(j))
+			}
+			offset += uint32(len(live))
+			continue
+		}
 		cur := base.Fragments[byID[in.Fragment.ID]]
 		var now []uint32
 		if cur.Deletion != nil {
@@ -223,7 +258,6 @@ func (rw *Rewrite) remap(ctx context.Context, t *Table, gi int, g RewriteGroup, 
 				return out, false, err
 			}
 		}
-		live := livePositions(in.Fragment.Rows, in.Deleted)
 		for _, p := range now {
 			if _, was := slices.BinarySearch(in.Deleted, p); was {
 				continue
@@ -240,7 +274,11 @@ func (rw *Rewrite) remap(ctx context.Context, t *Table, gi int, g RewriteGroup, 
 		offset += uint32(len(live))
 	}
 	var d *Deletion
-	if len(outDeleted) > 0 {
+	if uint64(len(outDeleted)) == out.Rows {
+		// Every row deleted: the output is dropped, so no vector is written.
+		d = &Deletion{Rows: out.Rows}
+		out.Deletion = &Deletion{Rows: out.Rows, CreatedVersion: version}
+	} else if len(outDeleted) > 0 {
 		id, err := t.putDeletion(ctx, out.File, outDeleted)
 		if err != nil {
 			return out, false, err
@@ -265,4 +303,36 @@ func sameDeletion(a, b *Deletion) bool {
 		return a == nil && b == nil
 	}
 	return a.ID == b.ID
+}
+
+// removedBy returns the kind of the commit that removed the data file key
+// between ReadVersion and upTo, reading change records (or, for one not yet
+// written, diffing the two manifests in memory). 0 means unknown: not found,
+// or no ReadVersion.
+func (rw *Rewrite) removedBy(ctx context.Context, t *Table, upTo uint64, key string) (OpKind, error) {
+	if rw.ReadVersion == 0 {
+		return 0, nil
+	}
+	if rw.removal == nil {
+		rw.removal, rw.scanned = map[string]OpKind{}, rw.ReadVersion
+	}
+	for v := rw.scanned + 1; v <= upTo; v++ {
+		c, err := t.ChangeRecord(ctx, v)
+		if errors.Is(err, objstore.ErrNotExist) {
+			var prev, next *Manifest
+			if prev, err = t.readManifest(ctx, v-1); err == nil {
+				if next, err = t.readManifest(ctx, v); err == nil {
+					c = diffManifests(prev, next)
+				}
+			}
+		}
+		if err != nil {
+			return 0, err
+		}
+		for _, r := range c.Removed {
+			rw.removal[r.Key] = c.Op
+		}
+		rw.scanned = v
+	}
+	return rw.removal[key], nil
 }

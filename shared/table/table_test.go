@@ -625,3 +625,46 @@ func TestManifestKeyColumnChecked(t *testing.T) {
 		t.Fatalf("bad key column: %v", err)
 	}
 }
+
+// TestRewriteRemapsRemovedInputs: upserts that replace one-row fragments
+// (removing them whole) while a compaction is in flight are remapped as
+// deleted rows, not a reason to drop the group; a restore in between is.
+func TestRewriteRemapsRemovedInputs(t *testing.T) {
+	ctx := context.Background()
+	st, _ := objstore.NewDisk(t.TempDir())
+	tbl, _ := Create(ctx, st, "", regSchema, "name", Options{})
+	for _, r := range []row{{"a", "1", 1}, {"b", "2", 2}, {"c", "3", 3}, {"d", "4", 4}} {
+		tbl.Upsert(ctx, regBatch(r))
+	}
+	read := tbl.Cached()
+	rec, inputs, _ := tbl.ReadGroup(ctx, read, read.Fragments)
+	out, _ := tbl.WriteRewriteOutput(ctx, read, rec)
+	w, _ := Open(ctx, st, "", Options{})
+	w.Upsert(ctx, regBatch(row{"b", "22", 22})) // removes fragment b whole
+	w.Delete(ctx, "c")                           // removes fragment c whole
+	rw := &Rewrite{Groups: []RewriteGroup{{Inputs: inputs, Output: out}}, ReadVersion: read.Version}
+	res, err := tbl.CommitRewrite(ctx, rw, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rw.Remapped != 2 || rw.Dropped != 0 {
+		t.Fatalf("remapped %d dropped %d", rw.Remapped, rw.Dropped)
+	}
+	snap, _ := tbl.Checkout(ctx, res.Version)
+	want := map[string]row{"a": {"a", "1", 1}, "b": {"b", "22", 22}, "d": {"d", "4", 4}}
+	if err := sameRows(rowsOf(t, snap), want); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(snap.Manifest().Fragments); n != 2 {
+		t.Fatalf("%d fragments", n)
+	}
+	// A restore removes inputs too, but not by deleting rows: the group is dropped.
+	read = tbl.Cached()
+	rec, inputs, _ = tbl.ReadGroup(ctx, read, read.Fragments)
+	out, _ = tbl.WriteRewriteOutput(ctx, read, rec)
+	w.Restore(ctx, 2)
+	rw = &Rewrite{Groups: []RewriteGroup{{Inputs: inputs, Output: out}}, ReadVersion: read.Version}
+	if _, err := tbl.CommitRewrite(ctx, rw, time.Now()); !errors.Is(err, ErrRewriteInvalidated) {
+		t.Fatalf("rewrite across a restore: %v", err)
+	}
+}
