@@ -641,7 +641,7 @@ func TestRewriteRemapsRemovedInputs(t *testing.T) {
 	out, _ := tbl.WriteRewriteOutput(ctx, read, rec)
 	w, _ := Open(ctx, st, "", Options{})
 	w.Upsert(ctx, regBatch(row{"b", "22", 22})) // removes fragment b whole
-	w.Delete(ctx, "c")                           // removes fragment c whole
+	w.Delete(ctx, "c")                          // removes fragment c whole
 	rw := &Rewrite{Groups: []RewriteGroup{{Inputs: inputs, Output: out}}, ReadVersion: read.Version}
 	res, err := tbl.CommitRewrite(ctx, rw, time.Now())
 	if err != nil {
