@@ -435,9 +435,9 @@ func BenchmarkCleanupBacklog(b *testing.B) {
 			cleanupBacklog(b, st, 50000)
 		}
 	})
-	b.Run("s3/versions=10000", func(b *testing.B) {
+	b.Run("s3/versions=50000", func(b *testing.B) {
 		for range b.N {
-			cleanupBacklog(b, testenv.S3Store(b), 10000)
+			cleanupBacklog(b, testenv.S3Store(b), 50000)
 		}
 	})
 }
