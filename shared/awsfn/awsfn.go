@@ -59,6 +59,10 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Deps, error) {
 	if err != nil {
 		return nil, fmt.Errorf("warehouse %s: %w", cfg.Warehouse, err)
 	}
+	if cfg.CrashAfter != nil {
+		logger.Warn("TEST ONLY: crash point in effect", "crash_point", cfg.CrashAfter.String())
+		st = crashingStore(st, cfg.CrashAfter, logger)
+	}
 	// One request counter for the catalog and the tables: maintenance steps
 	// log the requests they made as differences of it.
 	d.Store, d.Root = objstore.NewCounting(st), root

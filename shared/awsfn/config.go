@@ -64,6 +64,8 @@ type Config struct {
 	// sleeping. It is refused unless TABLEKEEP_ALLOW_CLOCK_OFFSET=test, and
 	// must never be set in a deployment.
 	ClockOffset time.Duration
+	// CrashAfter is FOR TESTS ONLY (EnvCrashAfter): exit mid-invocation.
+	CrashAfter *CrashPoint
 }
 
 // ErrConfig marks configuration errors.
@@ -147,6 +149,17 @@ func LoadConfig(role Role, getenv func(string) string) (Config, error) {
 			bad("%s=%q is not a duration", EnvClockOffset, v)
 		default:
 			c.ClockOffset = d
+		}
+	}
+	if v := strings.TrimSpace(getenv(EnvCrashAfter)); v != "" {
+		cp, err := ParseCrashPoint(v)
+		switch {
+		case getenv(EnvAllowOffset) != "test":
+			bad("%s is for tests only and needs %s=test; unset it in deployments", EnvCrashAfter, EnvAllowOffset)
+		case err != nil:
+			bad("%v", err)
+		default:
+			c.CrashAfter = cp
 		}
 	}
 	if len(errs) > 0 {
