@@ -85,10 +85,12 @@ fuzz:
 demo:
 	$(GO) run ./cmd/tkdemo $(DEMO_ARGS)
 
-## bench: run each benchmark once.
-# TODO(bench): placeholder; benchmark owners may add the stack env and flags.
+## bench: one run of cmd/tkbench writes docs/benchmarks.md and docs/benchmarks-churn.png
+## (under ~10 min on 2 cores); BENCH_ARGS="-churn-ops 3000 -scales 10,1000,5000" to scale,
+## BENCH_ARGS=-quick for a seconds-long smoke run. The go test benchmarks stay runnable
+## by hand (see shared/*/bench_test.go).
 bench:
-	$(GO) test -run '^$$' -bench . -benchtime 1x ./...
+	$(GO) run ./cmd/tkbench -docs docs $(BENCH_ARGS)
 
 ## Lambda functions (docs/aws.md). SAM's `BuildMethod: makefile` runs
 ## build-<LogicalId> with ARTIFACTS_DIR set; each writes one arm64 bootstrap.

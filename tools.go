@@ -13,6 +13,5 @@ import (
 	_ "github.com/aws/aws-sdk-go-v2/service/sqs"
 	_ "github.com/schollz/progressbar/v3"
 	_ "github.com/spf13/cobra"
-	_ "gonum.org/v1/plot"
 	_ "gopkg.in/yaml.v3"
 )

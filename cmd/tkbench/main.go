@@ -1,0 +1,66 @@
+// Command tkbench runs the benchmarks and writes docs/benchmarks.md and its
+// plot (`make bench`). See shared/bench.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/tablekeep/tablekeep/shared/bench"
+)
+
+func main() {
+	quick := flag.Bool("quick", false, "tiny sizes (seconds; figures not meaningful)")
+	docs := flag.String("docs", "docs", "directory for benchmarks.md and the plot")
+	work := flag.String("work", "", "scratch directory (default: a temporary directory, removed at the end)")
+	ops := flag.Int("churn-ops", 0, "writes per churn run (default 10000; quick 150)")
+	scales := flag.String("scales", "", "history sizes, comma-separated (default 10,1000,20000)")
+	repeat := flag.Int("repeat", 0, "timed repetitions per figure (default 20)")
+	flag.Parse()
+	cfg := bench.Defaults(*quick)
+	cfg.DocsDir, cfg.Log = *docs, os.Stderr
+	if *ops > 0 {
+		cfg.ChurnOps = *ops
+	}
+	if *repeat > 0 {
+		cfg.Repeat = *repeat
+	}
+	if *scales != "" {
+		cfg.Scales = nil
+		for _, s := range strings.Split(*scales, ",") {
+			v, err := strconv.Atoi(strings.TrimSpace(s))
+			if err != nil || v < 2 {
+				fmt.Fprintf(os.Stderr, "tkbench: -scales: %q is not a size of at least 2\n", s)
+				os.Exit(2)
+			}
+			cfg.Scales = append(cfg.Scales, v)
+		}
+	}
+	cfg.WorkDir = *work
+	if cfg.WorkDir == "" {
+		dir, err := os.MkdirTemp("", "tkbench-")
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "tkbench:", err)
+			os.Exit(1)
+		}
+		defer os.RemoveAll(dir)
+		cfg.WorkDir = dir
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	res, err := bench.Run(ctx, cfg)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "tkbench:", err)
+		if *work == "" {
+			os.RemoveAll(cfg.WorkDir)
+		}
+		os.Exit(1)
+	}
+	fmt.Printf("wrote %s/benchmarks.md and %s/%s in %s\n", cfg.DocsDir, cfg.DocsDir, bench.PlotName, res.Elapsed.Round(1e9))
+}
