@@ -73,7 +73,8 @@ test: tools cfn-lint fuzz
 ## testdata/fuzz/<Target>/; a failure leaves the crashing input there).
 FUZZTIME ?= 8s
 FUZZ_TARGETS := FuzzManifestDecode:./shared/table FuzzChangeDecode:./shared/table \
-	FuzzDeletionDecode:./shared/table FuzzDecodeRangeMessage:./shared/maintenance
+	FuzzDeletionDecode:./shared/table FuzzDecodeRangeMessage:./shared/maintenance \
+	FuzzParseScheduled:./shared/awsfn FuzzParseSQS:./shared/awsfn FuzzCleanEvent:./shared/awsfn
 fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do \
 	  name=$${t%%:*}; pkg=$${t#*:}; echo "fuzz: $$name ($$pkg, $(FUZZTIME))"; \

@@ -49,14 +49,16 @@ func ParseScheduled(fn Role, raw []byte) (ScheduledEvent, error) {
 		return ev, fmt.Errorf("%s: %w: malformed scheduled event: %v", fn, ErrUnsupportedEvent, err)
 	}
 	switch {
+	// Records first: an event that also carries a batch is not a schedule's
+	// (found by FuzzParseScheduled: it was accepted by both parsers).
+	case keys["Records"] != nil:
+		return ev, fmt.Errorf("%s: %w: got a batch of Records (an SQS or S3 event?); this function is invoked by a schedule (source %s or %s)",
+			fn, ErrUnsupportedEvent, SourceEventBridge, SourceScheduler)
 	case ev.Source == SourceEventBridge || ev.Source == SourceScheduler:
 		if ev.DetailType != "Scheduled Event" {
 			return ev, fmt.Errorf("%s: %w: source %s with detail-type %q; want \"Scheduled Event\"", fn, ErrUnsupportedEvent, ev.Source, ev.DetailType)
 		}
 		return ev, nil
-	case keys["Records"] != nil:
-		return ev, fmt.Errorf("%s: %w: got a batch of Records (an SQS or S3 event?); this function is invoked by a schedule (source %s or %s)",
-			fn, ErrUnsupportedEvent, SourceEventBridge, SourceScheduler)
 	case ev.Source != "":
 		return ev, fmt.Errorf("%s: %w: source %q; want a scheduled event (source %s or %s)", fn, ErrUnsupportedEvent, ev.Source, SourceEventBridge, SourceScheduler)
 	default:
