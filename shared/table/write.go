@@ -120,9 +120,10 @@ func (t *Table) commit(ctx context.Context, op *writeOp, base *Manifest) (*Commi
 			case lookErr != nil:
 				return nil, fmt.Errorf("%w: version %d: %v (then %v)", ErrCommitUnknown, next.Version, err, lookErr)
 			case !exists:
-				// Not there now; a delayed write could still land, so the
-				// outcome is reported as unknown, not as a failure.
-				return nil, fmt.Errorf("%w: version %d: %w", ErrCommitUnknown, next.Version, err)
+				// Not there when looked up after the error: reported as not
+				// committed (the SDK resends nothing after returning; only a
+				// request still in flight in the network could land later).
+				return nil, fmt.Errorf("commit version %d: %w", next.Version, err)
 			case mine:
 				err = nil
 			default:
