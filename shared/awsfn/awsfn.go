@@ -52,7 +52,7 @@ func NewLogger(w io.Writer, level string, role Role) *slog.Logger {
 func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Deps, error) {
 	d := &Deps{Config: cfg, Logger: logger, Clock: lock.SystemClock(), Metrics: os.Stdout}
 	if cfg.ClockOffset != 0 {
-		d.Clock = offsetClock{cfg.ClockOffset}
+		d.Clock = lock.AheadClock{Clock: lock.SystemClock(), Ahead: cfg.ClockOffset} // TEST ONLY
 		logger.Warn("TEST ONLY: clock offset in effect", "offset", cfg.ClockOffset.String())
 	}
 	st, root, err := objstore.Open(ctx, cfg.Warehouse)
@@ -135,14 +135,6 @@ func (d *Deps) workContext(ctx context.Context, margin time.Duration) (context.C
 	stop := context.AfterFunc(ctx, cancel)
 	timer := time.AfterFunc(time.Until(dl), cancel)
 	return c, func() { stop(); timer.Stop(); cancel() }
-}
-
-// offsetClock is the TEST-ONLY shifted clock (TABLEKEEP_CLOCK_OFFSET).
-type offsetClock struct{ off time.Duration }
-
-func (c offsetClock) Now() time.Time { return time.Now().Add(c.off) }
-func (c offsetClock) Sleep(ctx context.Context, d time.Duration) error {
-	return lock.SystemClock().Sleep(ctx, d)
 }
 
 // Main is the whole main function of functions/<role>: it loads and

@@ -165,10 +165,9 @@ func fuzzCleanerDeps(f *testing.F) (*Deps, string) {
 	}
 	d := &Deps{
 		Config: Config{Role: RoleCleaner, Warehouse: "s3://fuzz/" + root, Margin: time.Second},
-		Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)), Clock: offsetClock{2 * time.Hour},
+		Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)), Clock: lock.AheadClock{Clock: lock.SystemClock(), Ahead: 2 * time.Hour},
 		Store: disk, Root: root, Queue: queue.NewEmbedded(queue.EmbeddedOptions{}), Metrics: io.Discard,
 	}
-	var _ lock.Clock = d.Clock
 	return d, fuzzListing(f, disk)
 }
 
@@ -182,4 +181,13 @@ func fuzzListing(t testing.TB, st objstore.Store) string {
 	}
 	sort.Strings(keys)
 	return strings.Join(keys, "\n")
+}
+
+// fuzzClock reads the system clock 2h ahead (past the 1h grace), like the
+// handlers' TEST-ONLY clock offset.
+type fuzzClock struct{ off time.Duration }
+
+func (c fuzzClock) Now() time.Time { return time.Now().Add(c.off) }
+func (c fuzzClock) Sleep(ctx context.Context, d time.Duration) error {
+	return lock.SystemClock().Sleep(ctx, d)
 }

@@ -80,7 +80,7 @@ func newMaintainCmd(app *App) *cobra.Command {
 			ctx := cmd.Context()
 			var clock lock.Clock
 			if ahead != 0 {
-				clock = aheadClock{lock.SystemClock(), ahead}
+				clock = lock.AheadClock{Clock: lock.SystemClock(), Ahead: ahead}
 			}
 			w, err := openWarehouse(ctx, app, dir, clock)
 			if err != nil {
@@ -103,13 +103,6 @@ func newMaintainCmd(app *App) *cobra.Command {
 	cmd.Flags().DurationVar(&ahead, "clock-ahead", 0, "act as if the clock were this far ahead (demos and tests: lets versions age past the grace window)")
 	return cmd
 }
-
-type aheadClock struct {
-	lock.Clock
-	ahead time.Duration
-}
-
-func (c aheadClock) Now() time.Time { return c.Clock.Now().Add(c.ahead) }
 
 type tableJSON struct {
 	Table           string      `json:"table"`

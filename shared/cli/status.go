@@ -51,7 +51,7 @@ reads the tables' metadata.`,
 			ctx := cmd.Context()
 			var clock lock.Clock = lock.SystemClock()
 			if ahead != 0 {
-				clock = aheadClock{clock, ahead}
+				clock = lock.AheadClock{Clock: clock, Ahead: ahead}
 			}
 			w, err := openWarehouse(ctx, app, dir, clock)
 			if err != nil {

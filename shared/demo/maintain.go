@@ -7,27 +7,10 @@ import (
 	"time"
 
 	"github.com/tablekeep/tablekeep/shared/embedded"
+	"github.com/tablekeep/tablekeep/shared/lock"
 	"github.com/tablekeep/tablekeep/shared/maintenance"
 	"github.com/tablekeep/tablekeep/shared/objstore"
 )
-
-// skewedClock runs ahead of the wall clock. The demo's versions are seconds
-// old, and maintenance keeps everything superseded less than the grace
-// window (1 h) ago, so the demo's maintenance acts as if that hour had passed.
-type skewedClock struct{ ahead time.Duration }
-
-func (c skewedClock) Now() time.Time { return time.Now().Add(c.ahead) }
-
-func (c skewedClock) Sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
-}
 
 // Maintain registers the demo table in a local warehouse (its parent
 // directory) and runs one embedded maintenance pass: compaction under a lock
@@ -42,7 +25,9 @@ func Maintain(ctx context.Context, d *Demo) error {
 	if err != nil {
 		return err
 	}
-	w, err := embedded.Open(ctx, filepath.Dir(abs), skewedClock{ahead: policy.Grace + time.Minute}, nil,
+	// The demo's versions are seconds old and maintenance keeps everything
+	// superseded less than the grace window ago: act as if that hour passed.
+	w, err := embedded.Open(ctx, filepath.Dir(abs), lock.AheadClock{Clock: lock.SystemClock(), Ahead: policy.Grace + time.Minute}, nil,
 		func(objstore.Store) objstore.Store { return d.Store })
 	if err != nil {
 		return err

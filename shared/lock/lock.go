@@ -221,3 +221,13 @@ func acquireLoop(ctx context.Context, clock Clock, name string, opts AcquireOpti
 func expiryFor(now time.Time, d time.Duration) time.Time {
 	return time.UnixMilli(now.Add(d).UnixMilli())
 }
+
+// AheadClock reads Clock shifted forward by Ahead. Demos and tests use it to
+// act as if a grace window had passed; deployments never should.
+type AheadClock struct {
+	Clock
+	Ahead time.Duration
+}
+
+// Now is the underlying clock's time plus Ahead.
+func (c AheadClock) Now() time.Time { return c.Clock.Now().Add(c.Ahead) }

@@ -8,30 +8,15 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/tablekeep/tablekeep/shared/internal/fakeclock"
 )
 
-// fakeNow is an injected clock that only moves when told.
-type fakeNow struct {
-	mu sync.Mutex
-	t  time.Time
-}
+type fakeNow = fakeclock.Clock
 
-func newFakeNow() *fakeNow { return &fakeNow{t: time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)} }
-
-func (c *fakeNow) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeNow) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
+func newFakeNow() *fakeNow { return fakeclock.New(time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)) }
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 

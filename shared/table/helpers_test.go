@@ -11,6 +11,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
+	"github.com/tablekeep/tablekeep/shared/internal/fakeclock"
 	"github.com/tablekeep/tablekeep/shared/objstore"
 )
 
@@ -86,10 +87,7 @@ func cloneRows(m map[string]row) map[string]row {
 }
 
 // fakeClock is a settable clock shared by handles in a test.
-type fakeClock struct{ now time.Time }
-
-func (c *fakeClock) Now() time.Time          { return c.now }
-func (c *fakeClock) Advance(d time.Duration) { c.now = c.now.Add(d) }
+type fakeClock = fakeclock.Clock
 
 // storeKinds runs a test on local disk and on S3 (versitygw).
 func storeKinds(t *testing.T, fn func(t *testing.T, newStore func(t *testing.T) objstore.Store)) {

@@ -19,6 +19,7 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/file"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
+	"github.com/tablekeep/tablekeep/shared/internal/fakeclock"
 	"github.com/tablekeep/tablekeep/shared/internal/testenv"
 	"github.com/tablekeep/tablekeep/shared/objstore"
 )
@@ -459,7 +460,7 @@ func TestTagsAndRestore(t *testing.T) {
 func TestStaleReadRefused(t *testing.T) {
 	ctx := context.Background()
 	st, _ := objstore.NewDisk(t.TempDir())
-	clk := &fakeClock{now: time.Now()}
+	clk := fakeclock.New(time.Now())
 	if _, err := Create(ctx, st, "", regSchema, "name", Options{Clock: clk.Now}); err != nil {
 		t.Fatal(err)
 	}
