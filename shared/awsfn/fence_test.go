@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tablekeep/tablekeep/shared/internal/fakeclock"
 	"github.com/tablekeep/tablekeep/shared/internal/testenv"
 	"github.com/tablekeep/tablekeep/shared/lock"
 	"github.com/tablekeep/tablekeep/shared/table"
@@ -24,7 +25,7 @@ func TestStaleHolderCommitRefusedByDynamoFence(t *testing.T) {
 		t.Fatal(err)
 	}
 	st := testenv.S3Store(t)
-	base := &fakeClock{now: time.Now()}
+	base := fakeclock.New(time.Now())
 	create, err := table.Create(ctx, st, "wh/t", registrySchema, "name", table.Options{})
 	if err != nil {
 		t.Fatal(err)

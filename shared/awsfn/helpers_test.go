@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/tablekeep/tablekeep/shared/internal/fakeclock"
 	"github.com/tablekeep/tablekeep/shared/internal/testenv"
 	"github.com/tablekeep/tablekeep/shared/table"
 )
@@ -77,28 +77,7 @@ func rows(t *testing.T, tb *table.Table) map[string]string {
 
 func sameRows(a, b map[string]string) bool { return fmt.Sprint(a) == fmt.Sprint(b) }
 
-// fakeClock is a lock.Clock whose Sleep advances it at once.
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
-}
-
-func (c *fakeClock) Sleep(ctx context.Context, d time.Duration) error {
-	c.Advance(d)
-	return ctx.Err()
-}
+type fakeClock = fakeclock.Clock
 
 // skewed reads base shifted by off: a machine whose clock is wrong.
 type skewed struct {

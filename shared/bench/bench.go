@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/tablekeep/tablekeep/shared/embedded"
+	"github.com/tablekeep/tablekeep/shared/internal/fakeclock"
 	"github.com/tablekeep/tablekeep/shared/maintenance"
 	"github.com/tablekeep/tablekeep/shared/objstore"
 	"github.com/tablekeep/tablekeep/shared/queue"
@@ -169,7 +170,7 @@ func churn(ctx context.Context, cfg Config, dir string, maintain bool) (ChurnRes
 		return res, err
 	}
 	clock := newFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	cs := newClockStore(disk, clock)
+	cs := fakeclock.NewStore(disk, clock)
 	writes, maint := objstore.NewCounting(cs), objstore.NewCounting(cs)
 	opts := table.Options{Clock: clock.Now, Sleep: noSleep}
 	t, err := table.Create(ctx, writes, "registry", Schema, "name", opts)
@@ -445,7 +446,7 @@ func scale(ctx context.Context, cfg Config, dir string, n int, last bool, all *R
 		return res, err
 	}
 	clock := newFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	cs := newClockStore(disk, clock)
+	cs := fakeclock.NewStore(disk, clock)
 	cnt := objstore.NewCounting(cs)
 	opts := table.Options{Clock: clock.Now, Sleep: noSleep}
 	start := time.Now()

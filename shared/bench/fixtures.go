@@ -3,13 +3,13 @@ package bench
 import (
 	"context"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
+	"github.com/tablekeep/tablekeep/shared/internal/fakeclock"
 	"github.com/tablekeep/tablekeep/shared/objstore"
 )
 
@@ -35,103 +35,11 @@ func rows(prefix string, first, n int, at time.Time) arrow.RecordBatch {
 
 // fakeClock is simulated time: the churn advances it one minute per write
 // (the seed's write rate); lock waits advance it instead of sleeping.
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
+type fakeClock = fakeclock.Clock
 
-func newFakeClock(t time.Time) *fakeClock { return &fakeClock{now: t} }
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
-}
-
-func (c *fakeClock) Sleep(ctx context.Context, d time.Duration) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	c.Advance(d)
-	return nil
-}
+func newFakeClock(t time.Time) *fakeClock { return fakeclock.New(t) }
 
 func noSleep(ctx context.Context, _ time.Duration) error { return ctx.Err() }
-
-// clockStore stamps the objects it writes with the simulated clock, and
-// reports that time as LastModified: the grace window (versions and files
-// younger than it are kept) then runs on simulated time, as it would on S3
-// with real minutes between writes.
-type clockStore struct {
-	objstore.Store
-	clock *fakeClock
-	mu    sync.Mutex
-	at    map[string]time.Time
-}
-
-func newClockStore(inner objstore.Store, clock *fakeClock) *clockStore {
-	return &clockStore{Store: inner, clock: clock, at: map[string]time.Time{}}
-}
-
-func (s *clockStore) stamp(key string) {
-	s.mu.Lock()
-	s.at[key] = s.clock.Now()
-	s.mu.Unlock()
-}
-
-func (s *clockStore) fix(o objstore.ObjectInfo) objstore.ObjectInfo {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if t, ok := s.at[o.Key]; ok {
-		o.LastModified = t
-	}
-	return o
-}
-
-func (s *clockStore) Put(ctx context.Context, key string, data []byte) error {
-	err := s.Store.Put(ctx, key, data)
-	if err == nil {
-		s.stamp(key)
-	}
-	return err
-}
-
-func (s *clockStore) PutIfAbsent(ctx context.Context, key string, data []byte) error {
-	err := s.Store.PutIfAbsent(ctx, key, data)
-	if err == nil {
-		s.stamp(key)
-	}
-	return err
-}
-
-func (s *clockStore) Head(ctx context.Context, key string) (objstore.ObjectInfo, error) {
-	o, err := s.Store.Head(ctx, key)
-	return s.fix(o), err
-}
-
-func (s *clockStore) List(ctx context.Context, opts objstore.ListOptions) (objstore.ListPage, error) {
-	p, err := s.Store.List(ctx, opts)
-	for i := range p.Objects {
-		p.Objects[i] = s.fix(p.Objects[i])
-	}
-	return p, err
-}
-
-func (s *clockStore) Delete(ctx context.Context, keys []string) error {
-	err := s.Store.Delete(ctx, keys)
-	s.mu.Lock()
-	for _, k := range keys {
-		delete(s.at, k)
-	}
-	s.mu.Unlock()
-	return err
-}
 
 // Reqs is a request count over N operations.
 type Reqs struct {

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tablekeep/tablekeep/shared/internal/fakeclock"
 	"github.com/tablekeep/tablekeep/shared/objstore"
 	"github.com/tablekeep/tablekeep/shared/queue"
 	"github.com/tablekeep/tablekeep/shared/table"
@@ -52,7 +53,7 @@ func TestConcurrentWritersDuringMaintenance(t *testing.T) {
 	e := newEnv(t, t.TempDir(), p, queue.EmbeddedOptions{MaxReceives: 5})
 	// Objects written here carry fake-clock times, so the grace window
 	// protects what writers hold exactly as it would in real time.
-	ts := newTimeStore(e.disk, e.clock)
+	ts := fakeclock.NewStore(e.disk, e.clock)
 	e.disk = ts
 	e.faulty = objstore.NewFaulty(ts)
 	e.runner.Store, e.clean.Store = e.faulty, e.faulty

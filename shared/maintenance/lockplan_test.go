@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tablekeep/tablekeep/shared/internal/fakeclock"
 	"github.com/tablekeep/tablekeep/shared/lock"
 	"github.com/tablekeep/tablekeep/shared/maintenance"
 	"github.com/tablekeep/tablekeep/shared/objstore"
@@ -116,7 +117,7 @@ func TestPrunePlanner(t *testing.T) {
 	ctx := context.Background()
 	p := testPolicy() // KeepLast 3, grace 1h
 	e := newEnv(t, t.TempDir(), p, queue.EmbeddedOptions{})
-	ts := newTimeStore(e.disk, e.clock)
+	ts := fakeclock.NewStore(e.disk, e.clock)
 	e.disk = ts
 	tb := e.create(t)
 	for i := range 10 { // v2..v11 at T0

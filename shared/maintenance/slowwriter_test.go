@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tablekeep/tablekeep/shared/internal/fakeclock"
 	"github.com/tablekeep/tablekeep/shared/objstore"
 	"github.com/tablekeep/tablekeep/shared/queue"
 	"github.com/tablekeep/tablekeep/shared/table"
@@ -20,7 +21,7 @@ import (
 func TestSlowWriterCommitBelowFloor(t *testing.T) {
 	ctx := context.Background()
 	e := newEnv(t, t.TempDir(), testPolicy(), queue.EmbeddedOptions{})
-	ts := newTimeStore(e.disk, e.clock)
+	ts := fakeclock.NewStore(e.disk, e.clock)
 	e.disk = ts
 	e.faulty = objstore.NewFaulty(ts)
 	e.runner.Store, e.clean.Store = e.faulty, e.faulty

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tablekeep/tablekeep/shared/internal/fakeclock"
 	"github.com/tablekeep/tablekeep/shared/maintenance"
 	"github.com/tablekeep/tablekeep/shared/objstore"
 	"github.com/tablekeep/tablekeep/shared/queue"
@@ -82,7 +83,7 @@ func loadPolicy() maintenance.Policy {
 func newWorkloadEnv(t testing.TB, store objstore.Store, p maintenance.Policy) *env {
 	t.Helper()
 	e := newEnv(t, t.TempDir(), p, queue.EmbeddedOptions{MaxReceives: 5})
-	ts := newTimeStore(store, e.clock)
+	ts := fakeclock.NewStore(store, e.clock)
 	e.disk = ts
 	e.faulty = objstore.NewFaulty(ts)
 	e.runner.Store, e.clean.Store = e.faulty, e.faulty

@@ -1,6 +1,8 @@
-// Package fakeclock is the settable clock tests inject wherever code takes
-// a clock (lock.Clock, table.Options.Clock, queue.EmbeddedOptions.Now): time
-// moves only when a test advances it, or when code under test sleeps on it.
+// Package fakeclock is simulated time: the settable clock tests and
+// benchmarks inject wherever code takes
+// a clock (lock.Clock, table.Options.Clock, queue.EmbeddedOptions.Now), and a
+// store wrapper that dates objects by it. Time moves only when advanced, or
+// when code under test sleeps on it.
 package fakeclock
 
 import (
@@ -8,6 +10,8 @@ import (
 	"runtime"
 	"sync"
 	"time"
+
+	"github.com/tablekeep/tablekeep/shared/objstore"
 )
 
 // Clock is safe for concurrent use.
@@ -42,4 +46,84 @@ func (c *Clock) Sleep(ctx context.Context, d time.Duration) error {
 	c.Advance(d)
 	runtime.Gosched()
 	return nil
+}
+
+// Store reports, for objects written through it, the clock's time (taken
+// when the write started) as LastModified, so that grace windows measured
+// against object ages run on the same timeline as the writers: a directory
+// store's mtimes are real time.
+type Store struct {
+	objstore.Store
+	clock *Clock
+	mu    sync.Mutex
+	at    map[string]time.Time
+}
+
+// NewStore wraps inner.
+func NewStore(inner objstore.Store, clock *Clock) *Store {
+	return &Store{Store: inner, clock: clock, at: map[string]time.Time{}}
+}
+
+func (s *Store) stamp(key string, t time.Time) {
+	s.mu.Lock()
+	s.at[key] = t
+	s.mu.Unlock()
+}
+
+func (s *Store) fix(o objstore.ObjectInfo) objstore.ObjectInfo {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if t, ok := s.at[o.Key]; ok {
+		o.LastModified = t
+	}
+	return o
+}
+
+// Put writes and stamps the key.
+func (s *Store) Put(ctx context.Context, key string, data []byte) error {
+	now := s.clock.Now()
+	err := s.Store.Put(ctx, key, data)
+	if err == nil {
+		s.stamp(key, now)
+	}
+	return err
+}
+
+// PutIfAbsent writes and stamps the key.
+func (s *Store) PutIfAbsent(ctx context.Context, key string, data []byte) error {
+	now := s.clock.Now()
+	err := s.Store.PutIfAbsent(ctx, key, data)
+	if err == nil {
+		s.stamp(key, now)
+	}
+	return err
+}
+
+// Head reports the stamped time.
+func (s *Store) Head(ctx context.Context, key string) (objstore.ObjectInfo, error) {
+	o, err := s.Store.Head(ctx, key)
+	if err != nil {
+		return o, err
+	}
+	return s.fix(o), nil
+}
+
+// List reports the stamped times.
+func (s *Store) List(ctx context.Context, opts objstore.ListOptions) (objstore.ListPage, error) {
+	p, err := s.Store.List(ctx, opts)
+	for i := range p.Objects {
+		p.Objects[i] = s.fix(p.Objects[i])
+	}
+	return p, err
+}
+
+// Delete deletes and forgets the stamps.
+func (s *Store) Delete(ctx context.Context, keys []string) error {
+	err := s.Store.Delete(ctx, keys)
+	s.mu.Lock()
+	for _, k := range keys {
+		delete(s.at, k)
+	}
+	s.mu.Unlock()
+	return err
 }
