@@ -52,5 +52,7 @@ func Maintain(ctx context.Context, d *Demo) error {
 	sw := rep.Sweeps["registry"]
 	fmt.Fprintf(out, "cleanup: %d messages handled with no lock held; sweep deleted %d orphans; maintenance took %s\n",
 		rep.Drain.Succeeded, sw.Deleted, rep.Elapsed.Round(time.Millisecond))
+	fmt.Fprintf(out, "(the compacted input files stay until the %d versions kept before the compaction age out; a later run removes them)\n",
+		maintenance.DefaultPolicy().KeepLast-1)
 	return nil
 }
