@@ -2,7 +2,6 @@ package awsfn_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
@@ -174,45 +173,19 @@ func TestLambdaEndToEnd(t *testing.T) {
 		if invocations > 50 {
 			t.Fatalf("queue not drained after %d invocations (receives %v)", invocations, receives)
 		}
-		out, err := sqsc.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
-			QueueUrl: aws.String(queueURL), MaxNumberOfMessages: 10, WaitTimeSeconds: 1, VisibilityTimeout: 60,
-			MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameAll},
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(out.Messages) == 0 {
+		raw, msgs := receiveEvent(t, sqsc, queueURL, 60)
+		if len(msgs) == 0 {
 			empty++
 			continue
 		}
 		empty = 0
-		ev := events.SQSEvent{}
-		for _, m := range out.Messages {
+		for _, m := range msgs {
 			receives[aws.ToString(m.Body)]++
-			ev.Records = append(ev.Records, events.SQSMessage{
-				MessageId: aws.ToString(m.MessageId), ReceiptHandle: aws.ToString(m.ReceiptHandle), Body: aws.ToString(m.Body),
-				Attributes: m.Attributes, EventSource: "aws:sqs", EventSourceARN: "arn:aws:sqs:us-east-1:123456789012:cleanup", AWSRegion: "us-east-1",
-			})
 		}
-		raw, _ := json.Marshal(ev)
 		var r events.SQSEventResponse
 		cleaner.invoke(t, raw, &r)
 		invocations++
-		failed := map[string]bool{}
-		for _, f := range r.BatchItemFailures {
-			failed[f.ItemIdentifier] = true
-		}
-		for _, m := range out.Messages {
-			if failed[aws.ToString(m.MessageId)] {
-				retried++
-				_, err = sqsc.ChangeMessageVisibility(ctx, &sqs.ChangeMessageVisibilityInput{QueueUrl: aws.String(queueURL), ReceiptHandle: m.ReceiptHandle})
-			} else {
-				_, err = sqsc.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: aws.String(queueURL), ReceiptHandle: m.ReceiptHandle})
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-		}
+		retried += settleBatch(t, sqsc, queueURL, msgs, r)
 	}
 	t.Logf("cleaner: %d invocations, %d retried, receives %v", invocations, retried, receives)
 	if receives[malformed] != 1 || retried != 0 {

@@ -35,7 +35,7 @@ func TestStaleHolderCommitRefusedByDynamoFence(t *testing.T) {
 	}
 
 	// Holder A takes the lock with a 1-minute lease, then stalls.
-	clockA := skewed{base, 0}
+	clockA := lock.AheadClock{Clock: base, Ahead: 0}
 	lockerA := lock.NewDynamoLocker(client, locks, clockA)
 	leaseA, err := lockerA.Acquire(ctx, "table/t", lock.AcquireOptions{Owner: "compactor-A", Lease: time.Minute})
 	if err != nil {
@@ -69,7 +69,7 @@ func TestStaleHolderCommitRefusedByDynamoFence(t *testing.T) {
 
 	// A wakes up. Its clock runs two minutes slow, so by its own clock the
 	// lease is still valid: only the token check against DynamoDB stops it.
-	slowA := skewed{base, -2 * time.Minute}
+	slowA := lock.AheadClock{Clock: base, Ahead: -2 * time.Minute}
 	lockerA = lock.NewDynamoLocker(client, locks, slowA)
 	fenceA = lock.NewFence(lockerA, leaseA, slowA, time.Second)
 	tA, err = table.Open(ctx, st, "wh/t", table.Options{Fence: fenceA.CheckFence})

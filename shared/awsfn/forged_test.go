@@ -174,41 +174,20 @@ func TestHandlersRejectForgedInput(t *testing.T) {
 		if invocations > 30 {
 			t.Fatalf("queue not drained: receives %v", receives)
 		}
-		out, err := sqsc.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
-			QueueUrl: aws.String(queueURL), MaxNumberOfMessages: 10, WaitTimeSeconds: 1, VisibilityTimeout: 1,
-			MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameAll},
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(out.Messages) == 0 {
+		raw, msgs := receiveEvent(t, sqsc, queueURL, 60)
+		if len(msgs) == 0 {
 			empty++
 			continue
 		}
 		empty = 0
-		ev := events.SQSEvent{}
-		for _, m := range out.Messages {
+		for _, m := range msgs {
 			receives[aws.ToString(m.Body)]++
-			ev.Records = append(ev.Records, events.SQSMessage{MessageId: aws.ToString(m.MessageId), ReceiptHandle: aws.ToString(m.ReceiptHandle),
-				Body: aws.ToString(m.Body), Attributes: m.Attributes, EventSource: "aws:sqs"})
 		}
-		raw, _ := json.Marshal(ev)
 		resp, err := cleaner.Clean(ctx, raw)
 		if err != nil {
 			t.Fatal(err)
 		}
-		failed := map[string]bool{}
-		for _, f := range resp.BatchItemFailures {
-			failed[f.ItemIdentifier] = true
-		}
-		for _, m := range out.Messages {
-			if failed[aws.ToString(m.MessageId)] {
-				continue // visible again after 1 s, as Lambda leaves it
-			}
-			if _, err := sqsc.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: aws.String(queueURL), ReceiptHandle: m.ReceiptHandle}); err != nil {
-				t.Fatal(err)
-			}
-		}
+		settleBatch(t, sqsc, queueURL, msgs, resp)
 	}
 	for body, n := range receives {
 		if n != 1 {

@@ -4,17 +4,19 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"testing"
-	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/tablekeep/tablekeep/shared/internal/fakeclock"
 	"github.com/tablekeep/tablekeep/shared/internal/testenv"
@@ -79,11 +81,49 @@ func sameRows(a, b map[string]string) bool { return fmt.Sprint(a) == fmt.Sprint(
 
 type fakeClock = fakeclock.Clock
 
-// skewed reads base shifted by off: a machine whose clock is wrong.
-type skewed struct {
-	base *fakeClock
-	off  time.Duration
+// receiveEvent receives up to 10 messages (hidden for visibility seconds) as
+// the SQS event Lambda's event source mapping would pass to the cleaner.
+func receiveEvent(t *testing.T, sqsc *sqs.Client, queueURL string, visibility int32) ([]byte, []sqstypes.Message) {
+	t.Helper()
+	out, err := sqsc.ReceiveMessage(context.Background(), &sqs.ReceiveMessageInput{
+		QueueUrl: aws.String(queueURL), MaxNumberOfMessages: 10, WaitTimeSeconds: 1, VisibilityTimeout: visibility,
+		MessageSystemAttributeNames: []sqstypes.MessageSystemAttributeName{sqstypes.MessageSystemAttributeNameAll},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev := events.SQSEvent{}
+	for _, m := range out.Messages {
+		ev.Records = append(ev.Records, events.SQSMessage{
+			MessageId: aws.ToString(m.MessageId), ReceiptHandle: aws.ToString(m.ReceiptHandle), Body: aws.ToString(m.Body),
+			Attributes: m.Attributes, EventSource: "aws:sqs", EventSourceARN: "arn:aws:sqs:us-east-1:123456789012:cleanup", AWSRegion: "us-east-1",
+		})
+	}
+	raw, _ := json.Marshal(ev)
+	return raw, out.Messages
 }
 
-func (c skewed) Now() time.Time                                   { return c.base.Now().Add(c.off) }
-func (c skewed) Sleep(ctx context.Context, d time.Duration) error { return c.base.Sleep(ctx, d) }
+// settleBatch does what Lambda does after a batch with
+// ReportBatchItemFailures: deletes the messages handled and makes those
+// reported as failures visible again (at once, to keep the test short). It
+// returns how many were reported.
+func settleBatch(t *testing.T, sqsc *sqs.Client, queueURL string, msgs []sqstypes.Message, resp events.SQSEventResponse) int {
+	t.Helper()
+	ctx := context.Background()
+	failed := map[string]bool{}
+	for _, f := range resp.BatchItemFailures {
+		failed[f.ItemIdentifier] = true
+	}
+	for _, m := range msgs {
+		var err error
+		if failed[aws.ToString(m.MessageId)] {
+			_, err = sqsc.ChangeMessageVisibility(ctx, &sqs.ChangeMessageVisibilityInput{QueueUrl: aws.String(queueURL), ReceiptHandle: m.ReceiptHandle})
+		} else {
+			_, err = sqsc.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: aws.String(queueURL), ReceiptHandle: m.ReceiptHandle})
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	return len(failed)
+}

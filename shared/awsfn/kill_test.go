@@ -3,7 +3,6 @@ package awsfn_test
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -14,9 +13,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/aws/aws-lambda-go/events"
-	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
-	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/tablekeep/tablekeep/shared/awsfn"
 	"github.com/tablekeep/tablekeep/shared/catalog"
@@ -261,26 +258,9 @@ func checkTable(t *testing.T, tb *table.Table, model map[string]string, keep int
 // the batch and fails on any reported failure).
 func receiveBatch(t *testing.T, sqsc *sqs.Client, queueURL string) ([]byte, int) {
 	t.Helper()
-	ctx := context.Background()
-	out, err := sqsc.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
-		QueueUrl: aws.String(queueURL), MaxNumberOfMessages: 10, WaitTimeSeconds: 1, VisibilityTimeout: 60,
-		MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameAll},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ev := events.SQSEvent{}
-	for _, m := range out.Messages {
-		ev.Records = append(ev.Records, events.SQSMessage{
-			MessageId: aws.ToString(m.MessageId), ReceiptHandle: aws.ToString(m.ReceiptHandle), Body: aws.ToString(m.Body),
-			Attributes: m.Attributes, EventSource: "aws:sqs", EventSourceARN: "arn:aws:sqs:us-east-1:123456789012:cleanup", AWSRegion: "us-east-1",
-		})
-		if _, err := sqsc.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: aws.String(queueURL), ReceiptHandle: m.ReceiptHandle}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	raw, _ := json.Marshal(ev)
-	return raw, len(out.Messages)
+	raw, msgs := receiveEvent(t, sqsc, queueURL, 60)
+	settleBatch(t, sqsc, queueURL, msgs, events.SQSEventResponse{})
+	return raw, len(msgs)
 }
 
 // postEvent invokes without failing the test: a killed runtime may answer
