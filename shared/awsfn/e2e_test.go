@@ -2,7 +2,6 @@ package awsfn_test
 
 import (
 	"context"
-	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -15,7 +14,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/tablekeep/tablekeep/shared/awsfn"
-	"github.com/tablekeep/tablekeep/shared/catalog"
 	"github.com/tablekeep/tablekeep/shared/internal/testenv"
 	"github.com/tablekeep/tablekeep/shared/lock"
 	"github.com/tablekeep/tablekeep/shared/maintenance"
@@ -56,33 +54,7 @@ func TestLambdaEndToEnd(t *testing.T) {
 	}
 
 	// Churn on a registry-shaped table registered in the catalog.
-	cat, err := catalog.Open(ctx, st, e2ePrefix, table.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	tb, err := table.Create(ctx, st, e2ePrefix+"/"+e2eRel, registrySchema, "name", table.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cat.Register(ctx, e2eTable, e2eRel, maintenance.Policy{KeepLast: e2eKeepLast, Grace: time.Hour}); err != nil {
-		t.Fatal(err)
-	}
-	model := map[string]string{}
-	for i := 0; i < 120; i++ {
-		name := fmt.Sprint("store-", i%30)
-		if i%5 == 4 {
-			if _, err := tb.Delete(ctx, name); err != nil {
-				t.Fatal(err)
-			}
-			delete(model, name)
-			continue
-		}
-		uri := fmt.Sprintf("s3://data/%s/v%d", name, i)
-		if _, err := tb.Upsert(ctx, row(name, uri)); err != nil {
-			t.Fatal(err)
-		}
-		model[name] = uri
-	}
+	cat, tb, model := churnedTable(t, st, e2ePrefix, 120, 30)
 	// A leftover of a crashed writer: a data file no version references.
 	orphan := tb.Root() + table.DataPrefix + "00000000deadbeef.parquet"
 	if err := st.Put(ctx, orphan, []byte("orphan")); err != nil {

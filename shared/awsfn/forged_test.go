@@ -47,7 +47,7 @@ func TestHandlersRejectForgedInput(t *testing.T) {
 	ctx := context.Background()
 	st := testenv.S3Store(t)
 	const prefix = "warehouse"
-	cat, tb, model := churnedTable(t, st, prefix)
+	cat, tb, model := churnedTable(t, st, prefix, 90, 25)
 	locks := randomName("tablekeep-locks-")
 	if err := lock.CreateLockTable(ctx, dynamoClient(t), locks); err != nil {
 		t.Fatal(err)

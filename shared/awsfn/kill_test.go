@@ -79,7 +79,7 @@ func TestLambdaKilledMidInvocation(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			cat, tb, model := churnedTable(t, st, prefix)
+			cat, tb, model := churnedTable(t, st, prefix, 90, 25)
 			env := func(offset string, extra ...string) []string {
 				return append([]string{
 					"AWS_REGION=us-east-1",
@@ -186,8 +186,9 @@ func TestLambdaKilledMidInvocation(t *testing.T) {
 }
 
 // churnedTable registers tables/registry under prefix with KeepLast 5 and
-// commits 90 upserts and deletes to it; it returns the model of its rows.
-func churnedTable(t *testing.T, st objstore.Store, prefix string) (*catalog.Catalog, *table.Table, map[string]string) {
+// commits ops upserts and deletes (every fifth a delete) over names names;
+// it returns the model of its rows.
+func churnedTable(t *testing.T, st objstore.Store, prefix string, ops, names int) (*catalog.Catalog, *table.Table, map[string]string) {
 	t.Helper()
 	ctx := context.Background()
 	cat, err := catalog.Open(ctx, st, prefix, table.Options{})
@@ -202,8 +203,8 @@ func churnedTable(t *testing.T, st objstore.Store, prefix string) (*catalog.Cata
 		t.Fatal(err)
 	}
 	model := map[string]string{}
-	for i := 0; i < 90; i++ {
-		name := fmt.Sprint("store-", i%25)
+	for i := 0; i < ops; i++ {
+		name := fmt.Sprint("store-", i%names)
 		if i%5 == 4 {
 			if _, err := tb.Delete(ctx, name); err != nil {
 				t.Fatal(err)
