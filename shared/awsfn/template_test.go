@@ -126,7 +126,7 @@ func TestTemplatePolicies(t *testing.T) {
 			}
 		}
 	}
-	for _, a := range []string{"DeadLetterAlarm", "CompactorErrorsAlarm", "CleanerErrorsAlarm", "SweeperErrorsAlarm", "BacklogAlarm"} {
+	for _, a := range []string{"DeadLetterAlarm", "CompactorErrorsAlarm", "CleanerErrorsAlarm", "SweeperErrorsAlarm", "BacklogAlarm", "RejectedMessagesAlarm"} {
 		if child(res, a) == nil {
 			t.Errorf("alarm %s missing", a)
 		}
