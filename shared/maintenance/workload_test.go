@@ -40,6 +40,20 @@ type workload struct {
 	Quiet func(bool)
 	// AfterCreate runs once the table exists, before the load starts.
 	AfterCreate func()
+	// AfterLoad runs once writers, maintenance and cleaners have stopped.
+	AfterLoad func()
+	// Queue, if set, is what the cleaners drain instead of e.q, with
+	// visibility Visibility (zero: 10 grace windows); FinalDrain then
+	// replaces the final e.drain.
+	Queue      queue.Queue
+	Visibility time.Duration
+	FinalDrain func(t testing.TB)
+	// Runners maintain the table in loops beside e.runner; their runs
+	// never span a step of the fake clock.
+	Runners []*maintenance.Runner
+	// Tolerate, if set, reports errors of maintenance runs and drains
+	// during the load that are expected (counted in Tolerated, not fatal).
+	Tolerate func(error) bool
 }
 
 type workloadReport struct {
@@ -59,6 +73,7 @@ type workloadReport struct {
 	VersionsLeft  int // after the final maintenance and sweep
 	GarbageLeft   int64
 	Swept         int
+	Tolerated     int // errors of runs and drains during the load passed by Tolerate
 }
 
 func (r workloadReport) String() string {
@@ -128,6 +143,27 @@ func (w workload) run(t testing.TB, e *env) workloadReport {
 		mu.Unlock()
 		cancel()
 	}
+	tolerate := func(err error) bool {
+		if w.Tolerate == nil || !w.Tolerate(err) {
+			return false
+		}
+		mu.Lock()
+		if rep.Tolerated < 5 {
+			t.Logf("tolerated: %v", err)
+		}
+		rep.Tolerated++
+		mu.Unlock()
+		return true
+	}
+	cq, visibility := queue.Queue(e.q), 10*p.Grace
+	if w.Queue != nil {
+		cq = w.Queue
+	}
+	if w.Visibility > 0 {
+		visibility = w.Visibility
+	}
+	// runMu: extra runners' runs take it shared, clock steps exclusively.
+	var runMu sync.RWMutex
 	stop := make(chan struct{})
 	var writers, background sync.WaitGroup
 	start := time.Now()
@@ -198,9 +234,14 @@ func (w workload) run(t testing.TB, e *env) workloadReport {
 			case <-tick.C:
 			}
 			inOp.Lock()
+			runMu.Lock()
 			e.clock.Advance(step)
+			runMu.Unlock()
 			inOp.Unlock()
 			tr, err := e.runner.MaintainTable(ctx, e.ref)
+			if err != nil && tolerate(err) {
+				continue
+			}
 			if err != nil {
 				if ctx.Err() == nil {
 					fail(fmt.Errorf("maintain: %w", err))
@@ -217,6 +258,38 @@ func (w workload) run(t testing.TB, e *env) workloadReport {
 			mu.Unlock()
 		}
 	}()
+	for ri, r := range w.Runners {
+		background.Add(1)
+		go func() { // another runner on the same table
+			defer background.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				case <-ctx.Done():
+					return
+				case <-time.After(w.MaintainEvery):
+				}
+				runMu.RLock()
+				tr, err := r.MaintainTable(ctx, e.ref)
+				runMu.RUnlock()
+				if err != nil && tolerate(err) {
+					continue
+				}
+				if err != nil {
+					if ctx.Err() == nil {
+						fail(fmt.Errorf("runner %d: maintain: %w", ri+1, err))
+					}
+					return
+				}
+				mu.Lock()
+				rep.Maintenance++
+				rep.Compactions += tr.Compacted.Committed
+				rep.Dropped += tr.Compacted.Dropped
+				mu.Unlock()
+			}
+		}()
+	}
 	for ci := range w.Cleaners {
 		background.Add(1)
 		go func() { // a cleaner: drain, idle briefly when empty
@@ -229,8 +302,8 @@ func (w workload) run(t testing.TB, e *env) workloadReport {
 					return
 				default:
 				}
-				st, err := queue.Drain(ctx, e.q, e.clean.Handle, queue.DrainOptions{Logger: discard, Visibility: 10 * p.Grace})
-				if err != nil && ctx.Err() == nil {
+				st, err := queue.Drain(ctx, cq, e.clean.Handle, queue.DrainOptions{Logger: discard, Visibility: visibility})
+				if err != nil && ctx.Err() == nil && !tolerate(err) {
 					fail(fmt.Errorf("cleaner %d: %w", ci, err))
 					return
 				}
@@ -256,6 +329,9 @@ func (w workload) run(t testing.TB, e *env) workloadReport {
 	writers.Wait()
 	rep.Elapsed = time.Since(start)
 	background.Wait()
+	if w.AfterLoad != nil {
+		w.AfterLoad()
+	}
 	if len(errList) > 0 {
 		t.Fatalf("load failed: %v", errors.Join(errList...))
 	}
@@ -306,7 +382,9 @@ func (w workload) run(t testing.TB, e *env) workloadReport {
 		if _, err := e.runner.MaintainTable(bg, e.ref); err != nil {
 			t.Fatalf("final maintain: %v", err)
 		}
-		if st := e.drain(t); st.DeadLettered > 0 {
+		if w.FinalDrain != nil {
+			w.FinalDrain(t)
+		} else if st := e.drain(t); st.DeadLettered > 0 {
 			t.Fatalf("final drain: %+v", st)
 		}
 	}

@@ -40,6 +40,10 @@ const (
 	Reset                               // close the connection with a TCP RST
 	PreconditionFailed                  // 412 PreconditionFailed
 	ConditionConflict                   // 409 ConditionalRequestConflict
+	// ConditionalCheckFailed is DynamoDB's 400 ConditionalCheckFailedException
+	// (without the item); with Rule.After, a conditional write that was
+	// applied is reported as having failed its condition.
+	ConditionalCheckFailed
 )
 
 func (f Fault) String() string {
@@ -56,6 +60,8 @@ func (f Fault) String() string {
 		return "412"
 	case ConditionConflict:
 		return "409"
+	case ConditionalCheckFailed:
+		return "ccf"
 	}
 	return fmt.Sprintf("fault(%d)", int(f))
 }
@@ -277,6 +283,20 @@ func (p *Proxy) forward(r *http.Request) (*http.Response, error) {
 }
 
 func (p *Proxy) inject(w http.ResponseWriter, r *http.Request, rule *Rule) {
+	if r.Header.Get("X-Amz-Target") != "" {
+		// An AWS JSON protocol request (DynamoDB, SQS): answer in kind.
+		switch rule.Fault {
+		case InternalError:
+			jsonError(w, http.StatusInternalServerError, "InternalServerError", "Internal server error")
+			return
+		case SlowDown:
+			jsonError(w, http.StatusServiceUnavailable, "ServiceUnavailable", "Service unavailable")
+			return
+		case ConditionalCheckFailed:
+			jsonError(w, http.StatusBadRequest, "com.amazonaws.dynamodb.v20120810#ConditionalCheckFailedException", "The conditional request failed")
+			return
+		}
+	}
 	switch rule.Fault {
 	case InternalError:
 		s3Error(w, r, http.StatusInternalServerError, "InternalError", "We encountered an internal error. Please try again.")
@@ -317,6 +337,25 @@ func drop(w http.ResponseWriter, rst bool) {
 		tc.SetLinger(0)
 	}
 	conn.Close()
+}
+
+// jsonError answers as the AWS JSON protocols (DynamoDB, SQS) do.
+func jsonError(w http.ResponseWriter, status int, typ, msg string) {
+	w.Header().Set("Content-Type", "application/x-amz-json-1.0")
+	w.Header().Set("X-Amzn-ErrorType", typ)
+	w.Header().Set("x-amzn-RequestId", "faultproxy")
+	w.WriteHeader(status)
+	fmt.Fprintf(w, `{"__type":%q,"message":%q}`, typ, msg)
+}
+
+// AWSTarget matches AWS JSON protocol requests whose X-Amz-Target ends
+// with "."+op (for example "UpdateItem", "ReceiveMessage"); op "" matches
+// every JSON protocol request.
+func AWSTarget(op string) func(*http.Request) bool {
+	return func(r *http.Request) bool {
+		t := r.Header.Get("X-Amz-Target")
+		return t != "" && (op == "" || strings.HasSuffix(t, "."+op))
+	}
 }
 
 func s3Error(w http.ResponseWriter, r *http.Request, status int, code, msg string) {
