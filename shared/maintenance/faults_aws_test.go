@@ -202,8 +202,9 @@ func TestFaultsOverAWS(t *testing.T) {
 		AfterCreate: func() { proxy.Enable(true) },
 		AfterLoad:   func() { proxy.Enable(false) },
 		Queue:       sqsQ, Visibility: 2 * time.Second, FinalDrain: finalDrain,
-		Runners:  runners[1:],
-		Tolerate: transientAWS,
+		Runners:    runners[1:],
+		Tolerate:   transientAWS,
+		WritePause: 20 * time.Millisecond,
 	}
 	rep := w.run(t, e)
 	stats := proxy.Stats()

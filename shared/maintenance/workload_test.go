@@ -54,6 +54,9 @@ type workload struct {
 	// Tolerate, if set, reports errors of maintenance runs and drains
 	// during the load that are expected (counted in Tolerated, not fatal).
 	Tolerate func(error) bool
+	// WritePause, if set, is each writer's pause between operations: fewer
+	// versions, so maintenance runs complete often enough under faults.
+	WritePause time.Duration
 }
 
 type workloadReport struct {
@@ -217,6 +220,13 @@ func (w workload) run(t testing.TB, e *env) workloadReport {
 					lat = append(lat, d)
 				}
 				mu.Unlock()
+				if w.WritePause > 0 {
+					select {
+					case <-stop:
+						return
+					case <-time.After(w.WritePause):
+					}
+				}
 			}
 		}()
 	}
