@@ -73,6 +73,8 @@ func (d *Deps) Compact(ctx context.Context, raw json.RawMessage) (CompactSummary
 		Store: d.Store, Catalog: cat, Locker: d.Locker, Queue: maintenance.QueueEnqueuer{Q: d.Queue},
 		Compactor: comp, Clock: d.Clock, Logger: log, Owner: "compactor/" + requestID(ctx),
 		Lease: d.Config.Lease, LockWait: d.Config.LockWait, Margin: d.Config.Margin, Metrics: m,
+		// Locks are per warehouse: stacks may share one lock table.
+		LockNamespace: d.Config.Warehouse + "/",
 	}
 	rep, err := r.Run(wctx)
 	if err != nil {

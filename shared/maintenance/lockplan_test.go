@@ -89,7 +89,7 @@ func TestExpiredLeaseCannotCommit(t *testing.T) {
 	<-reached
 	// The holder stalls past its lease; another master takes the lock over.
 	e.clock.Advance(6 * time.Minute)
-	l, err := e.locker.Acquire(ctx, "table/"+tblName, lock.AcquireOptions{Owner: "master-2", Lease: 5 * time.Minute, MaxWait: -1})
+	l, err := e.locker.Acquire(ctx, e.runner.TableLockName(e.ref), lock.AcquireOptions{Owner: "master-2", Lease: 5 * time.Minute, MaxWait: -1})
 	if err != nil {
 		t.Fatalf("take-over: %v", err)
 	}

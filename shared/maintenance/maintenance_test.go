@@ -143,7 +143,11 @@ func TestCleanupRunsDetachedFromTheTable(t *testing.T) {
 	}
 	// The cleaner message is outstanding: the table lock is free, and
 	// writes land (through the old handle, which reloads, and a new one).
-	held, err := w.Locker.Acquire(ctx, "table/reg", lock.AcquireOptions{Owner: "other-master", Lease: time.Hour, MaxWait: -1})
+	regRef, err := w.Catalog.Resolve(ctx, "reg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	held, err := w.Locker.Acquire(ctx, (&maintenance.Runner{}).TableLockName(regRef), lock.AcquireOptions{Owner: "other-master", Lease: time.Hour, MaxWait: -1})
 	if err != nil {
 		t.Fatalf("table lock still held after compaction: %v", err)
 	}

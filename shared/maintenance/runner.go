@@ -70,6 +70,9 @@ type Runner struct {
 	Metrics *telemetry.Metrics
 	// Progress, if set, is called after each table.
 	Progress func(done, total int)
+	// LockNamespace prefixes every lock name (e.g. the warehouse URI), so
+	// warehouses sharing a lock table never share a lock.
+	LockNamespace string
 }
 
 func (r *Runner) defaults() {
@@ -157,8 +160,12 @@ func (r *Runner) Run(ctx context.Context) (RunReport, error) {
 	return rep, nil
 }
 
-// lockName is the lock of one table's maintenance.
-func lockName(table string) string { return "table/" + table }
+// TableLockName is the lock of one table's maintenance: by its root, which
+// is unique in the store (names are only unique in a catalog).
+func (r *Runner) TableLockName(ref TableRef) string { return r.LockNamespace + "table/" + ref.Root }
+
+// StatsLockName is the lock of the warehouse's stats writer.
+func (r *Runner) StatsLockName() string { return r.LockNamespace + "stats-writer" }
 
 // MaintainTable compacts one table and plans its pruning under its lock,
 // then refreshes its stats. Each step (compaction, prune plan, stats
@@ -188,7 +195,7 @@ func (r *Runner) MaintainTable(ctx context.Context, ref TableRef) (TableReport, 
 		return rep, err
 	}
 	acquireStart := r.Clock.Now()
-	lease, err := r.Locker.Acquire(ctx, lockName(ref.Name), lock.AcquireOptions{Owner: r.Owner, Lease: r.Lease, MaxWait: r.LockWait})
+	lease, err := r.Locker.Acquire(ctx, r.TableLockName(ref), lock.AcquireOptions{Owner: r.Owner, Lease: r.Lease, MaxWait: r.LockWait})
 	lockWait := r.Clock.Now().Sub(acquireStart)
 	r.Metrics.Duration(telemetry.LockWait, lockWait)
 	if errors.Is(err, lock.ErrLockHeld) {
@@ -329,7 +336,7 @@ func (r *Runner) refreshStats(ctx context.Context, ref TableRef, t *table.Table,
 	if rep.Compacted.Committed > 0 {
 		s.LastCompaction = now
 	}
-	lease, err := r.Locker.Acquire(ctx, "stats-writer", lock.AcquireOptions{Owner: r.Owner, Lease: time.Minute, MaxWait: r.StatsWait})
+	lease, err := r.Locker.Acquire(ctx, r.StatsLockName(), lock.AcquireOptions{Owner: r.Owner, Lease: time.Minute, MaxWait: r.StatsWait})
 	if err != nil {
 		return s, "stats left to the next run: " + err.Error()
 	}

@@ -187,7 +187,7 @@ func TestStatsRefreshWaitsBounded(t *testing.T) {
 	for i := range 6 {
 		upsert(t, tb, fmt.Sprint("k", i), "v")
 	}
-	held, err := e.locker.Acquire(context.Background(), "stats-writer", lock.AcquireOptions{Owner: "master-2", Lease: time.Hour})
+	held, err := e.locker.Acquire(context.Background(), e.runner.StatsLockName(), lock.AcquireOptions{Owner: "master-2", Lease: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}

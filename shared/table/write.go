@@ -88,6 +88,7 @@ func (t *Table) base(ctx context.Context) (*Manifest, time.Time, error) {
 func (t *Table) commit(ctx context.Context, op *writeOp, base *Manifest) (*CommitResult, error) {
 	var lastErr error
 	started := t.opts.Clock()
+	unsure := map[uint64]bool{} // versions whose manifest write had an unknown outcome
 	for attempt := 1; ; attempt++ {
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -112,22 +113,26 @@ func (t *Table) commit(ctx context.Context, op *writeOp, base *Manifest) (*Commi
 		next.Version, next.Parent, next.CommitTime = base.Version+1, base.Version, now
 		k := t.key(manifestKey(next.Version))
 		err = t.store.PutIfAbsent(ctx, k, encodeManifest(next))
-		if err != nil && !errors.Is(err, objstore.ErrExists) {
-			// Ambiguous: the write may have landed. Look before retrying so an
-			// append is never committed twice.
-			exists, mine, lookErr := t.ownManifest(ctx, next.Version, op.txn)
+		retryable := errors.Is(err, objstore.ErrExists)
+		if err != nil && (!retryable || unsure[next.Version]) {
+			// Ambiguous (now, or on an earlier attempt at this version): the
+			// write may have landed. Look before retrying so an append is
+			// never committed twice.
+			landed, lookErr := t.ownManifest(ctx, next.Version, op.txn)
 			switch {
 			case lookErr != nil:
 				return nil, fmt.Errorf("%w: version %d: %v (then %v)", ErrCommitUnknown, next.Version, err, lookErr)
-			case !exists:
-				// Not there when looked up after the error: reported as not
-				// committed (the SDK resends nothing after returning; only a
-				// request still in flight in the network could land later).
-				return nil, fmt.Errorf("commit version %d: %w", next.Version, err)
-			case mine:
-				err = nil
-			default:
-				err = objstore.ErrExists // someone else's: a plain conflict
+			case landed != nil:
+				next, err = landed, nil
+			case !retryable:
+				// Not there: nothing landed (the SDK resends nothing after
+				// returning). Retry a few times, remembering the version in
+				// case a delayed request lands after all.
+				unsure[next.Version] = true
+				if len(unsure) > maxUnsure {
+					return nil, fmt.Errorf("commit version %d: %w", next.Version, err)
+				}
+				retryable = true
 			}
 		}
 		if err == nil && t.opts.Clock().Sub(op.readAt) > t.opts.Grace/2 {
@@ -146,6 +151,9 @@ func (t *Table) commit(ctx context.Context, op *writeOp, base *Manifest) (*Commi
 			t.writeChange(ctx, diffManifests(base, next))
 			return &CommitResult{Committed: true, Version: next.Version, RowsAdded: next.Op.RowsAdded, RowsDeleted: next.Op.RowsDeleted, Attempts: attempt}, nil
 		}
+		if !retryable {
+			return nil, fmt.Errorf("commit version %d: %w", next.Version, err)
+		}
 		lastErr = err
 		if attempt > t.opts.MaxRetries || t.opts.Clock().Sub(started) > t.opts.CommitTimeout {
 			return nil, fmt.Errorf("%w after %d attempts: %v", ErrConflict, attempt, lastErr)
@@ -157,20 +165,45 @@ func (t *Table) commit(ctx context.Context, op *writeOp, base *Manifest) (*Commi
 		if base, err = t.Refresh(ctx); err != nil {
 			return nil, err
 		}
+		// A write with unknown outcome may have landed since: if so, it is
+		// the commit (rebasing onto it would apply the op twice).
+		for v := range unsure {
+			if v > base.Version {
+				continue
+			}
+			landed, err := t.ownManifest(ctx, v, op.txn)
+			if err != nil {
+				return nil, fmt.Errorf("%w: version %d: %v", ErrCommitUnknown, v, err)
+			}
+			if landed != nil {
+				if _, err := t.RepairChangeRecord(ctx, v); err != nil { // best effort: maintenance repairs it too
+					t.opts.Logger.WarnContext(ctx, "change record not written", "table", t.root, "version", v, "err", err)
+				}
+				return &CommitResult{Committed: true, Version: v, RowsAdded: landed.Op.RowsAdded, RowsDeleted: landed.Op.RowsDeleted, Attempts: attempt}, nil
+			}
+			delete(unsure, v) // superseded by someone else's version v: ours can no longer land
+		}
 	}
 }
 
-// ownManifest reports whether version v's manifest exists and carries txn.
-func (t *Table) ownManifest(ctx context.Context, v uint64, txn uint64) (exists, mine bool, err error) {
+// ownManifest returns version v's manifest if it exists and carries txn.
+func (t *Table) ownManifest(ctx context.Context, v uint64, txn uint64) (*Manifest, error) {
 	m, err := t.readManifest(ctx, v)
 	if errors.Is(err, objstore.ErrNotExist) {
-		return false, false, nil
+		return nil, nil
 	}
 	if err != nil {
-		return false, false, err
+		return nil, err
 	}
-	return true, m.Op.TxnID == txn, nil
+	if m.Op.TxnID != txn {
+		return nil, nil
+	}
+	return m, nil
 }
+
+// maxUnsure bounds the manifest writes with unknown outcome one commit
+// retries before it gives up with the store's error.
+const maxUnsure = 3
 
 // apply builds the manifest that results from op on base. It may write
 // deletion vectors (cached across re-applies).
