@@ -12,6 +12,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/tablekeep/tablekeep/shared/table"
 )
 
 // Policy is a table's maintenance policy (stored per table in _registry).
@@ -85,8 +87,12 @@ func (p Policy) Validate() error {
 	switch {
 	case p.KeepLast < 1:
 		return fmt.Errorf("%w: keep-last %d must be at least 1", ErrInvalidPolicy, p.KeepLast)
-	case p.Grace < time.Minute:
-		return fmt.Errorf("%w: grace %s must be at least a minute", ErrInvalidPolicy, p.Grace)
+	case p.Grace < table.DefaultGrace:
+		// Writers refuse to commit on a read older than their grace window
+		// (table.Options.Grace, default 1 h). A shorter maintenance grace
+		// would let cleanup and the sweep delete a version, or the files a
+		// slow writer just wrote, while that writer may still commit on them.
+		return fmt.Errorf("%w: grace %s is shorter than the writers' grace window %s", ErrInvalidPolicy, p.Grace, table.DefaultGrace)
 	case p.DeletedThreshold <= 0 || p.DeletedThreshold > 1:
 		return fmt.Errorf("%w: deleted threshold %v must be in (0, 1]", ErrInvalidPolicy, p.DeletedThreshold)
 	case p.RangeVersions > 100000:

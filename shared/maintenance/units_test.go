@@ -2,6 +2,7 @@ package maintenance_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -213,5 +214,19 @@ func TestStatsRefreshWaitsBounded(t *testing.T) {
 	}
 	if s, ok := e.cat.stats[tblName]; !ok || s.Rows != 6 || s.Fragments != 1 {
 		t.Fatalf("stats %+v", s)
+	}
+}
+
+// TestPolicyGraceNotShorterThanWriters: a maintenance grace shorter than the
+// writers' stale-read window would let cleanup delete what a slow writer is
+// about to commit on.
+func TestPolicyGraceNotShorterThanWriters(t *testing.T) {
+	p := maintenance.Policy{Grace: 10 * time.Minute}.WithDefaults()
+	if err := p.Validate(); !errors.Is(err, maintenance.ErrInvalidPolicy) {
+		t.Fatalf("grace 10m: %v", err)
+	}
+	p.Grace = table.DefaultGrace
+	if err := p.Validate(); err != nil {
+		t.Fatalf("grace %s: %v", p.Grace, err)
 	}
 }
