@@ -13,7 +13,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -272,7 +271,7 @@ func churn(ctx context.Context, cfg Config, dir string, maintain bool) (ChurnRes
 	if int(res.Final.Rows) != len(live) {
 		return res, fmt.Errorf("table has %d rows, the model %d", res.Final.Rows, len(live))
 	}
-	res.Objects, res.ObjectBytes, err = du(filepath.Join(dir, "registry"))
+	res.Objects, res.ObjectBytes, err = objstore.DirUsage(filepath.Join(dir, "registry"))
 	return res, err
 }
 
@@ -395,7 +394,7 @@ func replay(ctx context.Context, cfg Config, ch ChurnResult) (ReplayResult, erro
 	if res.After.Rows != res.Before.Rows {
 		return res, fmt.Errorf("maintenance changed the rows: %d -> %d", res.Before.Rows, res.After.Rows)
 	}
-	if res.ObjectsAfter, _, err = du(filepath.Join(ch.Dir, "registry")); err != nil {
+	if res.ObjectsAfter, _, err = objstore.DirUsage(filepath.Join(ch.Dir, "registry")); err != nil {
 		return res, err
 	}
 	res.GetAfter, res.GetTimeAfter, err = lookup()
@@ -693,21 +692,4 @@ func fresh(dir string) error {
 		return err
 	}
 	return os.MkdirAll(dir, 0o755)
-}
-
-func du(dir string) (int, int64, error) {
-	n, size := 0, int64(0)
-	err := filepath.WalkDir(dir, func(_ string, e fs.DirEntry, err error) error {
-		if err != nil || e.IsDir() {
-			return err
-		}
-		info, err := e.Info()
-		if err != nil {
-			return err
-		}
-		n++
-		size += info.Size()
-		return nil
-	})
-	return n, size, err
 }

@@ -382,7 +382,7 @@ func (d *Demo) Report(ctx context.Context, label string) (Report, error) {
 		return r, err
 	}
 	r.ScannedRows = len(seen)
-	r.Objects, r.ObjectBytes, err = du(d.Cfg.Dir)
+	r.Objects, r.ObjectBytes, err = objstore.DirUsage(d.Cfg.Dir)
 	if err != nil {
 		return r, err
 	}
@@ -420,24 +420,6 @@ func (d *Demo) Report(ctx context.Context, label string) (Report, error) {
 	return r, nil
 }
 
-// du counts the files under dir and their bytes.
-func du(dir string) (int, int64, error) {
-	n, size := 0, int64(0)
-	err := filepath.WalkDir(dir, func(_ string, e fs.DirEntry, err error) error {
-		if err != nil || e.IsDir() {
-			return err
-		}
-		info, err := e.Info()
-		if err != nil {
-			return err
-		}
-		n++
-		size += info.Size()
-		return nil
-	})
-	return n, size, err
-}
-
 // duByDir renders file counts per top-level directory.
 func duByDir(dir string) (string, error) {
 	entries, err := os.ReadDir(dir)
@@ -449,7 +431,7 @@ func duByDir(dir string) (string, error) {
 		if !e.IsDir() {
 			continue
 		}
-		n, _, err := du(filepath.Join(dir, e.Name()))
+		n, _, err := objstore.DirUsage(filepath.Join(dir, e.Name()))
 		if err != nil {
 			return "", err
 		}
