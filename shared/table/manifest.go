@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"strconv"
 	"strings"
 	"time"
@@ -12,9 +13,13 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 )
 
-// FormatVersion is the manifest and change-record format this code writes
-// and the only one it reads.
-const FormatVersion = 1
+// FormatVersion is the manifest format this code writes. It reads manifests
+// of format 1 (no writer grace field, 32-bit deletion ids, which decode with
+// WriterGrace = DefaultGrace) and 2.
+const FormatVersion = 2
+
+// changeFormatVersion is the change-record format, written and read.
+const changeFormatVersion = 1
 
 const (
 	manifestMagic = "TKM1"
@@ -25,7 +30,12 @@ const (
 	dataDir      = "data/"
 	deletionsDir = "_deletions/"
 	tagsDir      = "_refs/tags/"
-	floorKey     = "_refs/floor.json"
+	// floorDir holds the retention floor as put-if-absent markers named
+	// by the inverted floor, so one List with MaxKeys returns the highest.
+	floorDir = "_refs/floor/"
+	// legacyFloorKey is the floor object of tables written before the
+	// markers: still read (the floor is the higher of the two), never written.
+	legacyFloorKey = "_refs/floor.json"
 )
 
 // OpKind is what a commit did.
@@ -74,7 +84,10 @@ type FileID uint64
 
 // Deletion is a fragment's deletion vector file.
 type Deletion struct {
-	ID             uint32 // _deletions/{data file id}-{8 hex digits}.del
+	// ID names the file (DeletionKey). Writers draw 63 random bits with
+	// the top bit set (16 hex digits in the name); ids below 2^32 are the
+	// 32-bit ids of format-1 manifests (8 hex digits).
+	ID             uint64
 	Rows           uint64 // rows it marks deleted
 	CreatedVersion uint64 // first version that referenced it
 }
@@ -88,6 +101,11 @@ type Fragment struct {
 	CreatedVersion uint64 // first version that referenced the data file
 	Deletion       *Deletion
 	MinKey, MaxKey []byte // bounds of the key column (empty without a key column)
+
+	// uploadedAt is when this handle started uploading the data file (zero
+	// if it did not): a writer bounds the age of what it uploaded. Never
+	// stored; cleared in manifests.
+	uploadedAt time.Time
 }
 
 // LiveRows is Rows minus deleted rows.
@@ -107,7 +125,10 @@ type Manifest struct {
 	KeyColumn      string
 	NextFragmentID uint64
 	Op             Operation
-	Fragments      []Fragment
+	// WriterGrace is the table's writers' grace window: set at Create and
+	// carried forward by every commit (DefaultGrace for format-1 manifests).
+	WriterGrace time.Duration
+	Fragments   []Fragment
 }
 
 // Rows is the number of live rows.
@@ -160,10 +181,18 @@ func parseChangeKey(rel string) (uint64, bool) {
 // DataKey is the data file's key relative to the table root.
 func (id FileID) DataKey() string { return fmt.Sprintf("%s%016x.parquet", dataDir, uint64(id)) }
 
-// DeletionKey is the key of fragment file f's deletion vector d.
-func DeletionKey(f FileID, d uint32) string {
-	return fmt.Sprintf("%s%016x-%08x.del", deletionsDir, uint64(f), d)
+// DeletionKey is the key of fragment file f's deletion vector d: d as 8
+// hex digits if below 2^32 (format-1 ids), else as 16.
+func DeletionKey(f FileID, d uint64) string {
+	if d < 1<<32 {
+		return fmt.Sprintf("%s%016x-%08x.del", deletionsDir, uint64(f), d)
+	}
+	return fmt.Sprintf("%s%016x-%016x.del", deletionsDir, uint64(f), d)
 }
+
+// newDeletionID draws a deletion-vector id: 63 random bits, top bit set, so
+// that its name never has the 8-digit form of a format-1 id.
+func newDeletionID() uint64 { return rand.Uint64() | 1<<63 }
 
 // IsDataKey reports whether rel (relative to a table root) is a data or
 // deletion file name this format writes.
@@ -178,7 +207,7 @@ func IsDataKey(rel string) bool {
 		a, b, ok2 := strings.Cut(body, "-")
 		_, e1 := hex.DecodeString(a)
 		_, e2 := hex.DecodeString(b)
-		return ok && ok2 && len(a) == 16 && len(b) == 8 && e1 == nil && e2 == nil
+		return ok && ok2 && len(a) == 16 && (len(b) == 8 || len(b) == 16) && e1 == nil && e2 == nil
 	}
 	return false
 }
@@ -199,6 +228,11 @@ func encodeManifest(m *Manifest) []byte {
 	buf = binary.AppendUvarint(buf, m.Op.RowsAdded)
 	buf = binary.AppendUvarint(buf, m.Op.RowsDeleted)
 	buf = binary.AppendUvarint(buf, m.Op.RestoredFrom)
+	grace := m.WriterGrace
+	if grace <= 0 {
+		grace = DefaultGrace // an in-memory manifest built without one
+	}
+	buf = binary.AppendUvarint(buf, uint64(grace))
 	buf = binary.AppendUvarint(buf, uint64(len(m.Fragments)))
 	for _, f := range m.Fragments {
 		buf = appendFragment(buf, f)
@@ -216,7 +250,7 @@ func appendFragment(buf []byte, f Fragment) []byte {
 		buf = append(buf, 0)
 	} else {
 		buf = append(buf, 1)
-		buf = binary.LittleEndian.AppendUint32(buf, f.Deletion.ID)
+		buf = binary.LittleEndian.AppendUint64(buf, f.Deletion.ID)
 		buf = binary.AppendUvarint(buf, f.Deletion.Rows)
 		buf = binary.AppendUvarint(buf, f.Deletion.CreatedVersion)
 	}
@@ -235,8 +269,8 @@ func decodeManifest(key string, b []byte) (*Manifest, error) {
 	if n <= 0 {
 		return nil, objErr(key, ErrCorruptManifest, "bad format version")
 	}
-	if fv != FormatVersion {
-		return nil, objErr(key, ErrUnsupportedFormat, fmt.Sprintf("format version %d; this build reads %d", fv, FormatVersion))
+	if fv != 1 && fv != FormatVersion {
+		return nil, objErr(key, ErrUnsupportedFormat, fmt.Sprintf("format version %d; this build reads 1 and %d", fv, FormatVersion))
 	}
 	body, ok := unseal(b)
 	if !ok {
@@ -257,6 +291,14 @@ func decodeManifest(key string, b []byte) (*Manifest, error) {
 	m.Op.RowsAdded = r.uvarint()
 	m.Op.RowsDeleted = r.uvarint()
 	m.Op.RestoredFrom = r.uvarint()
+	m.WriterGrace = DefaultGrace
+	if fv >= 2 {
+		g := r.uvarint()
+		if r.err == nil && (g == 0 || g > math.MaxInt64) {
+			r.fail(fmt.Sprintf("writer grace %d ns", g))
+		}
+		m.WriterGrace = time.Duration(g)
+	}
 	count := r.uvarint()
 	if r.err == nil && count > uint64(len(r.b))/12 {
 		r.fail("fragment count beyond object size")
@@ -264,7 +306,7 @@ func decodeManifest(key string, b []byte) (*Manifest, error) {
 	if r.err == nil {
 		m.Fragments = make([]Fragment, 0, count)
 		for range count {
-			m.Fragments = append(m.Fragments, readFragment(r))
+			m.Fragments = append(m.Fragments, readFragment(r, fv))
 		}
 	}
 	r.done()
@@ -279,7 +321,7 @@ func decodeManifest(key string, b []byte) (*Manifest, error) {
 	return m, nil
 }
 
-func readFragment(r *reader) Fragment {
+func readFragment(r *reader, fv uint64) Fragment {
 	f := Fragment{}
 	f.ID = r.uvarint()
 	if b := r.fixed(8); b != nil {
@@ -292,8 +334,12 @@ func readFragment(r *reader) Fragment {
 	case 0:
 	case 1:
 		d := &Deletion{}
-		if b := r.fixed(4); b != nil {
-			d.ID = binary.LittleEndian.Uint32(b)
+		if fv == 1 {
+			if b := r.fixed(4); b != nil {
+				d.ID = uint64(binary.LittleEndian.Uint32(b))
+			}
+		} else if b := r.fixed(8); b != nil {
+			d.ID = binary.LittleEndian.Uint64(b)
 		}
 		d.Rows = r.uvarint()
 		d.CreatedVersion = r.uvarint()
@@ -326,7 +372,7 @@ type ChangeRecord struct {
 
 func encodeChange(c *ChangeRecord) []byte {
 	buf := append([]byte(nil), changeMagic...)
-	buf = binary.AppendUvarint(buf, FormatVersion)
+	buf = binary.AppendUvarint(buf, changeFormatVersion)
 	buf = binary.AppendUvarint(buf, c.Version)
 	buf = binary.AppendVarint(buf, c.CommitTime.UnixNano())
 	buf = append(buf, byte(c.Op))
@@ -351,8 +397,8 @@ func DecodeChange(key string, b []byte) (*ChangeRecord, error) {
 	if n <= 0 {
 		return nil, objErr(key, ErrCorruptObject, "bad format version")
 	}
-	if fv != FormatVersion {
-		return nil, objErr(key, ErrUnsupportedFormat, fmt.Sprintf("format version %d; this build reads %d", fv, FormatVersion))
+	if fv != changeFormatVersion {
+		return nil, objErr(key, ErrUnsupportedFormat, fmt.Sprintf("change-record format version %d; this build reads %d", fv, changeFormatVersion))
 	}
 	body, ok := unseal(b)
 	if !ok {
@@ -394,7 +440,7 @@ func diffManifests(prev, next *Manifest) *ChangeRecord {
 	// Compare by file and deletion-vector ids; only differences are formatted.
 	type refs struct {
 		frag Fragment
-		del  uint32
+		del  uint64
 		has  bool
 	}
 	index := func(m *Manifest) map[FileID]refs {

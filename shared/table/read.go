@@ -2,10 +2,13 @@ package table
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 
 	"github.com/apache/arrow-go/v18/arrow"
+
+	"github.com/tablekeep/tablekeep/shared/objstore"
 )
 
 // Snapshot is a read-only view of one version.
@@ -56,7 +59,7 @@ func (s *Snapshot) Scan(ctx context.Context, opts ScanOptions, fn func(arrow.Rec
 		}
 		rec, _, err := s.t.ReadFragment(ctx, s.m.Schema, f, cols)
 		if err != nil {
-			return err
+			return s.prunedErr(ctx, err)
 		}
 		err = fn(rec)
 		rec.Release()
@@ -87,7 +90,7 @@ func (s *Snapshot) Get(ctx context.Context, key any) (arrow.RecordBatch, error) 
 		}
 		rec, _, err := s.t.ReadFragment(ctx, s.m.Schema, f, nil)
 		if err != nil {
-			return nil, err
+			return nil, s.prunedErr(ctx, err)
 		}
 		keys, err := keyColumnBytes(rec.Column(keyIdx))
 		if err != nil {
@@ -104,6 +107,21 @@ func (s *Snapshot) Get(ctx context.Context, key any) (arrow.RecordBatch, error) 
 		rec.Release()
 	}
 	return nil, fmt.Errorf("%w: %v", ErrNotFound, key)
+}
+
+// prunedErr turns a missing file of this snapshot into ErrVersionPruned
+// when the snapshot's version is below the retention floor: cleaners
+// deleted its files after the snapshot was taken.
+func (s *Snapshot) prunedErr(ctx context.Context, err error) error {
+	if !errors.Is(err, objstore.ErrNotExist) {
+		return err
+	}
+	floor, ferr := s.t.Floor(ctx)
+	if ferr != nil || s.m.Version >= floor {
+		return err
+	}
+	return objErr(s.t.key(manifestKey(s.m.Version)), ErrVersionPruned,
+		fmt.Sprintf("version %d fell below the retention floor %d and its files were deleted: %v", s.m.Version, floor, err))
 }
 
 // CountRows counts live rows by reading only the manifest.

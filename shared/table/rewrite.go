@@ -46,6 +46,8 @@ type Rewrite struct {
 	written  map[rewriteWrittenKey]*Deletion
 	removal  map[string]OpKind // data key -> op that removed it, versions (ReadVersion, scanned]
 	scanned  uint64
+	// firstUpload is when the first remapped deletion vector was uploaded.
+	firstUpload time.Time
 }
 
 type rewriteWrittenKey struct {
@@ -190,6 +192,7 @@ func (rw *Rewrite) apply(ctx context.Context, t *Table, base *Manifest, version 
 // any deletions that landed on its inputs since they were read.
 func (rw *Rewrite) remap(ctx context.Context, t *Table, gi int, g RewriteGroup, base *Manifest, byID map[uint64]int, version uint64) (Fragment, bool, error) {
 	out := g.Output
+	out.uploadedAt = time.Time{}
 	out.CreatedVersion = version
 	out.Deletion = nil
 	var live uint64
@@ -279,7 +282,7 @@ func (rw *Rewrite) remap(ctx context.Context, t *Table, gi int, g RewriteGroup, 
 		d = &Deletion{Rows: out.Rows}
 		out.Deletion = &Deletion{Rows: out.Rows, CreatedVersion: version}
 	} else if len(outDeleted) > 0 {
-		id, err := t.putDeletion(ctx, out.File, outDeleted)
+		id, err := t.putDeletion(ctx, out.File, outDeleted, &rw.firstUpload)
 		if err != nil {
 			return out, false, err
 		}

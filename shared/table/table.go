@@ -11,10 +11,12 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"math"
 	"math/rand/v2"
 	"regexp"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -30,9 +32,13 @@ const DefaultGrace = time.Hour
 
 // Options configure a table handle. Zero values take the defaults.
 type Options struct {
-	Clock      func() time.Time // default time.Now
-	Grace      time.Duration    // default DefaultGrace
-	MaxRetries int              // commit attempts after the first; default 1000
+	Clock func() time.Time // default time.Now
+	// Grace is the writers' grace window stored in a table Create makes
+	// (default DefaultGrace). On an existing table the stored window
+	// governs (WriterGrace); a Grace set here may only shorten this
+	// handle's own bound, never lengthen it.
+	Grace      time.Duration
+	MaxRetries int // commit attempts after the first; default 1000
 	// CommitTimeout bounds the time one write spends retrying conflicts;
 	// default 60 s. Either bound ends it with ErrConflict.
 	CommitTimeout time.Duration
@@ -91,6 +97,8 @@ type Table struct {
 	store objstore.Store
 	root  string // "" or ends with "/"
 	opts  Options
+	// graceSet: the caller set Options.Grace (it then caps the writer's bound).
+	graceSet bool
 
 	mu       sync.Mutex
 	latest   *Manifest
@@ -127,7 +135,7 @@ func (t *Table) name() string {
 
 // Create writes version 1 of a new, empty table.
 func Create(ctx context.Context, store objstore.Store, root string, schema *arrow.Schema, keyColumn string, opts Options) (*Table, error) {
-	t := &Table{store: store, root: NormalizeRoot(root), opts: opts.withDefaults()}
+	t := newTable(store, root, opts)
 	if err := validateSchema(schema, keyColumn); err != nil {
 		return nil, err
 	}
@@ -135,6 +143,7 @@ func Create(ctx context.Context, store objstore.Store, root string, schema *arro
 	m := &Manifest{
 		Version: 1, CommitTime: now, Schema: normalizeSchema(schema), KeyColumn: keyColumn,
 		NextFragmentID: 1, Op: Operation{Kind: OpCreate, TxnID: rand.Uint64()},
+		WriterGrace: t.opts.Grace,
 	}
 	// A table exists once any manifest does: refuse to create over one.
 	page, err := store.List(ctx, objstore.ListOptions{Prefix: t.key(versionsDir), MaxKeys: 1})
@@ -144,7 +153,7 @@ func Create(ctx context.Context, store objstore.Store, root string, schema *arro
 	if len(page.Objects) > 0 {
 		return nil, objErr(t.name(), ErrTableExists, "")
 	}
-	if err := store.PutIfAbsent(ctx, t.key(manifestKey(1)), encodeManifest(m)); err != nil {
+	if err := t.putManifest(ctx, t.key(manifestKey(1)), encodeManifest(m)); err != nil {
 		if errors.Is(err, objstore.ErrExists) {
 			return nil, objErr(t.key(manifestKey(1)), ErrTableExists, "")
 		}
@@ -157,11 +166,28 @@ func Create(ctx context.Context, store objstore.Store, root string, schema *arro
 
 // Open opens an existing table at its latest version: one List, one Get.
 func Open(ctx context.Context, store objstore.Store, root string, opts Options) (*Table, error) {
-	t := &Table{store: store, root: NormalizeRoot(root), opts: opts.withDefaults()}
+	t := newTable(store, root, opts)
 	if _, err := t.Refresh(ctx); err != nil {
 		return nil, err
 	}
 	return t, nil
+}
+
+func newTable(store objstore.Store, root string, opts Options) *Table {
+	return &Table{store: store, root: NormalizeRoot(root), graceSet: opts.Grace > 0, opts: opts.withDefaults()}
+}
+
+// writerBound is this handle's bound for a commit on base: the table's
+// stored writer grace, shortened by Options.Grace if set.
+func (t *Table) writerBound(base *Manifest) time.Duration {
+	g := DefaultGrace
+	if base != nil && base.WriterGrace > 0 {
+		g = base.WriterGrace
+	}
+	if t.graceSet && t.opts.Grace < g {
+		g = t.opts.Grace
+	}
+	return g
 }
 
 // Refresh loads the latest version (one List with MaxKeys 1, one Get).
@@ -236,71 +262,191 @@ func (t *Table) cached() (*Manifest, time.Time) {
 	return t.latest, t.loadedAt
 }
 
-// Floor is the retention floor: versions below it may have been pruned.
+// floorMarkerKey names the marker of floor f so that the highest sorts first.
+func floorMarkerKey(f uint64) string {
+	return fmt.Sprintf("%s%020d", floorDir, math.MaxUint64-f)
+}
+
+func parseFloorMarker(rel string) (uint64, bool) {
+	digits, ok := strings.CutPrefix(rel, floorDir)
+	if !ok || len(digits) != 20 {
+		return 0, false
+	}
+	inv, err := strconv.ParseUint(digits, 10, 64)
+	if err != nil || inv == math.MaxUint64 {
+		return 0, false
+	}
+	return math.MaxUint64 - inv, true
+}
+
+// Floor is the retention floor: versions below it may have been pruned. It
+// is the highest floor marker (or the legacy _refs/floor.json if higher):
+// one List, plus one Get on a table that still has the legacy object.
 func (t *Table) Floor(ctx context.Context) (uint64, error) {
-	b, err := t.store.Get(ctx, t.key(floorKey))
+	f, _, err := t.floor(ctx)
+	return f, err
+}
+
+// floor returns the floor and whether the legacy floor object exists.
+func (t *Table) floor(ctx context.Context) (uint64, bool, error) {
+	// "_refs/floor" covers both "_refs/floor.json" and "_refs/floor/...";
+	// '.' sorts before '/', so the legacy object comes first.
+	prefix := t.key(strings.TrimSuffix(floorDir, "/"))
+	var marker uint64
+	legacy := false
+	startAfter := ""
+	for stray := 0; ; {
+		page, err := t.store.List(ctx, objstore.ListOptions{Prefix: prefix, StartAfter: startAfter, MaxKeys: 2})
+		if err != nil {
+			return 0, false, fmt.Errorf("read floor of %s: %w", t.name(), err)
+		}
+		found := false
+		for _, o := range page.Objects {
+			rel := strings.TrimPrefix(o.Key, t.root)
+			if rel == legacyFloorKey {
+				legacy = true
+				continue
+			}
+			if f, ok := parseFloorMarker(rel); ok {
+				marker, found = f, true
+				break
+			}
+			if stray++; stray > 8 {
+				return 0, false, objErr(o.Key, ErrCorruptObject, "too many objects that are not floor markers under "+floorDir)
+			}
+			t.opts.Logger.WarnContext(ctx, "stray object among floor markers", "key", o.Key)
+		}
+		if found || !page.Truncated || len(page.Objects) == 0 {
+			break
+		}
+		startAfter = page.Objects[len(page.Objects)-1].Key
+	}
+	if !legacy {
+		return marker, false, nil
+	}
+	b, err := t.store.Get(ctx, t.key(legacyFloorKey))
 	if errors.Is(err, objstore.ErrNotExist) {
-		return 0, nil
+		return marker, false, nil // removed since the list
 	}
 	if err != nil {
-		return 0, err
+		return 0, false, err
 	}
 	var f struct {
 		Floor uint64 `json:"floor"`
 	}
 	if err := json.Unmarshal(b, &f); err != nil {
-		return 0, objErr(t.key(floorKey), ErrCorruptObject, err.Error())
+		return 0, false, objErr(t.key(legacyFloorKey), ErrCorruptObject, err.Error())
 	}
-	return f.Floor, nil
+	return max(marker, f.Floor), true, nil
 }
 
-// SetFloor raises the retention floor; it never lowers it. Maintenance calls
-// it under the table's lock before enqueueing prunable ranges.
+// SetFloor raises the retention floor; it never lowers it, whoever calls it
+// and in whatever order: it only ever adds a marker (PutIfAbsent) at or
+// above the floor it read, and the floor is the highest marker. So a stale
+// lease holder's SetFloor cannot lower what a newer holder set. It then
+// deletes lower markers (and the legacy object, whose value is now covered
+// by a marker), best effort. Maintenance calls it under the table's lock
+// before enqueueing prunable ranges.
 func (t *Table) SetFloor(ctx context.Context, floor uint64) error {
-	cur, err := t.Floor(ctx)
+	cur, legacy, err := t.floor(ctx)
 	if err != nil {
 		return err
 	}
-	if floor <= cur {
+	if floor <= cur && !legacy {
 		return nil
 	}
+	floor = max(floor, cur)
 	b, _ := json.Marshal(map[string]uint64{"floor": floor})
-	return t.store.Put(ctx, t.key(floorKey), b)
+	mk := t.key(floorMarkerKey(floor))
+	if err := t.store.PutIfAbsent(ctx, mk, b); err != nil && !errors.Is(err, objstore.ErrExists) {
+		return fmt.Errorf("set floor of %s to %d: %w", t.name(), floor, err)
+	}
+	t.dropLowerFloors(ctx, legacy, cur)
+	return nil
 }
 
-// Checkout returns a read-only snapshot of version v.
+// floorMarkerKeep is how long a floor marker must have existed before the
+// markers below it (and the legacy object, if no higher) are deleted. A
+// reader's List that misses a new marker started before it was written; as
+// long as such a List takes less than this, it still sees an older marker
+// at least as high as the floor it could have read before.
+const floorMarkerKeep = 10 * time.Minute
+
+// dropLowerFloors deletes, best effort, the markers below the highest
+// marker written more than floorMarkerKeep ago, and the legacy object if
+// its value (legacy) is at most that marker.
+func (t *Table) dropLowerFloors(ctx context.Context, legacy bool, legacyAtMost uint64) {
+	page, err := t.store.List(ctx, objstore.ListOptions{Prefix: t.key(floorDir), MaxKeys: 100})
+	if err != nil {
+		return
+	}
+	cutoff := t.opts.Clock().Add(-floorMarkerKeep - MaxClockSkew)
+	var lower []string
+	var settled uint64
+	found := false
+	for _, o := range page.Objects { // highest first
+		f, ok := parseFloorMarker(strings.TrimPrefix(o.Key, t.root))
+		if !ok {
+			continue
+		}
+		if found {
+			lower = append(lower, o.Key)
+		} else if o.LastModified.Before(cutoff) {
+			settled, found = f, true
+		}
+	}
+	if legacy && found && legacyAtMost <= settled {
+		lower = append(lower, t.key(legacyFloorKey))
+	}
+	if len(lower) > 0 {
+		if err := t.store.Delete(ctx, lower); err != nil {
+			t.opts.Logger.WarnContext(ctx, "lower floor markers not deleted", "table", t.root, "err", err)
+		}
+	}
+}
+
+// isTagged reports whether a tag names version v.
+func (t *Table) isTagged(ctx context.Context, v uint64) (bool, error) {
+	tags, err := t.Tags(ctx)
+	if err != nil {
+		return false, err
+	}
+	return slices.Contains(slices.Collect(maps.Values(tags)), v), nil
+}
+
+// Checkout returns a read-only snapshot of version v. A version below the
+// retention floor is ErrVersionPruned unless a tag names it, whatever this
+// handle has cached: cleaners may be deleting its files.
 func (t *Table) Checkout(ctx context.Context, v uint64) (*Snapshot, error) {
 	pruned := func(floor uint64) error {
 		return objErr(t.key(manifestKey(v)), ErrVersionPruned, fmt.Sprintf("version %d is below the retention floor %d", v, floor))
 	}
+	floor, err := t.Floor(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if v < floor {
+		tagged, err := t.isTagged(ctx, v)
+		if err != nil {
+			return nil, err
+		}
+		if !tagged {
+			return nil, pruned(floor)
+		}
+	}
 	m, err := t.readManifest(ctx, v)
 	if errors.Is(err, objstore.ErrNotExist) {
-		floor, ferr := t.Floor(ctx)
-		if ferr == nil && v < floor {
+		if v < floor {
 			return nil, pruned(floor)
+		}
+		// Raised meanwhile?
+		if f2, ferr := t.Floor(ctx); ferr == nil && v < f2 {
+			return nil, pruned(f2)
 		}
 		return nil, objErr(t.key(manifestKey(v)), ErrVersionNotFound, fmt.Sprintf("version %d", v))
 	}
 	if err != nil {
 		return nil, err
-	}
-	// An older version may be below the floor while cleaners are still
-	// deleting its files: refuse it up front (unless tagged) rather than
-	// fail half-way through a scan. The latest version needs no check.
-	if latest := t.Cached(); latest == nil || v < latest.Version {
-		floor, err := t.Floor(ctx)
-		if err != nil {
-			return nil, err
-		}
-		if v < floor {
-			tags, err := t.Tags(ctx)
-			if err != nil {
-				return nil, err
-			}
-			if !slices.Contains(slices.Collect(maps.Values(tags)), v) {
-				return nil, pruned(floor)
-			}
-		}
 	}
 	return &Snapshot{t: t, m: m}, nil
 }
@@ -349,26 +495,44 @@ func (t *Table) Tag(ctx context.Context, name string, v uint64) error {
 	if !tagName.MatchString(name) {
 		return fmt.Errorf("%w: %q (letters, digits, '.', '_', '-'; at most 128)", ErrInvalidTag, name)
 	}
-	if _, err := t.Checkout(ctx, v); err != nil {
-		return err
-	}
-	b, _ := json.Marshal(map[string]uint64{"version": v})
-	if err := t.store.PutIfAbsent(ctx, t.key(tagKey(name)), b); err != nil {
-		if errors.Is(err, objstore.ErrExists) {
-			return objErr(t.key(tagKey(name)), ErrTagExists, "")
-		}
-		return err
-	}
-	// The prune planner may have raised the floor past v between our check
-	// and the tag write; it reads tags after raising the floor, so re-check
-	// here and withdraw the tag if we lost that race.
+	// A version below the floor is refused even if another tag keeps it:
+	// the tag would outlive that one's removal.
 	floor, err := t.Floor(ctx)
 	if err != nil {
 		return err
 	}
 	if v < floor {
-		_ = t.store.Delete(ctx, []string{t.key(tagKey(name))})
-		return objErr(t.key(manifestKey(v)), ErrVersionPruned, fmt.Sprintf("version %d fell below the retention floor %d", v, floor))
+		return objErr(t.key(manifestKey(v)), ErrVersionPruned, fmt.Sprintf("version %d is below the retention floor %d", v, floor))
+	}
+	if _, err := t.readManifest(ctx, v); err != nil {
+		if errors.Is(err, objstore.ErrNotExist) {
+			return objErr(t.key(manifestKey(v)), ErrVersionNotFound, fmt.Sprintf("version %d", v))
+		}
+		return err
+	}
+	b, _ := json.Marshal(map[string]uint64{"version": v})
+	tk := t.key(tagKey(name))
+	if err := t.store.PutIfAbsent(ctx, tk, b); err != nil {
+		if errors.Is(err, objstore.ErrExists) {
+			return objErr(tk, ErrTagExists, "")
+		}
+		return err
+	}
+	// The prune planner may have raised the floor past v between our check
+	// and the tag write; it reads tags after raising the floor, so re-check
+	// here and withdraw the tag if we lost that race, or if we cannot tell.
+	withdraw := func(why error) error {
+		if derr := t.store.Delete(ctx, []string{tk}); derr != nil {
+			return fmt.Errorf("%w; withdrawing tag %s failed too (it may name a pruned version): %v", why, tk, derr)
+		}
+		return why
+	}
+	floor, err = t.Floor(ctx)
+	if err != nil {
+		return withdraw(fmt.Errorf("tag %s: floor re-check: %w", name, err))
+	}
+	if v < floor {
+		return withdraw(objErr(t.key(manifestKey(v)), ErrVersionPruned, fmt.Sprintf("version %d fell below the retention floor %d", v, floor)))
 	}
 	return nil
 }

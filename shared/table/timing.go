@@ -20,10 +20,17 @@ const (
 	SafetyMargin = MaxCommitDuration + 3*MaxClockSkew
 )
 
-// WriterGrace is the writers' grace window of this table: a writer commits
-// only while its read version, and every data file it uploaded, is at most
-// this old. Maintenance must keep what a writer may still reference for
-// WriterGrace + SafetyMargin.
+// WriterGrace is the writers' grace window of this table, stored in its
+// manifests (set at Create, carried forward by every commit; DefaultGrace
+// for tables written before the field): a writer commits only while its
+// read version, and every data file it uploaded, is at most this old. A
+// handle's Options.Grace may shorten its own bound, never lengthen it.
+// Maintenance must keep what a writer may still reference for
+// WriterGrace + SafetyMargin. It is read from the handle's cached latest
+// manifest (no I/O); DefaultGrace before any manifest is loaded.
 func (t *Table) WriterGrace() time.Duration {
-	return t.opts.Grace
+	if m := t.Cached(); m != nil && m.WriterGrace > 0 {
+		return m.WriterGrace
+	}
+	return DefaultGrace
 }

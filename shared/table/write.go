@@ -54,12 +54,16 @@ type writeOp struct {
 	vectors map[string][]uint32      // deletion vector contents by key
 	written map[writtenKey]*Deletion // deletion vectors this op wrote
 	applied struct{ deleted uint64 } // rows deleted by the last apply
+
+	// firstUpload is when the op started uploading its first deletion
+	// vector (data files carry their own Fragment.uploadedAt).
+	firstUpload time.Time
 }
 
 type writtenKey struct {
 	file    FileID
 	hasBase bool
-	baseID  uint32
+	baseID  uint64
 }
 
 func (t *Table) newOp(kind OpKind) *writeOp {
@@ -73,7 +77,7 @@ func (t *Table) newOp(kind OpKind) *writeOp {
 // if it was loaded more than half a grace window ago.
 func (t *Table) base(ctx context.Context) (*Manifest, time.Time, error) {
 	m, at := t.cached()
-	if m == nil || t.opts.Clock().Sub(at) > t.opts.Grace/2 {
+	if m == nil || t.opts.Clock().Sub(at) > t.writerBound(m)/2 {
 		var err error
 		if m, err = t.Refresh(ctx); err != nil {
 			return nil, time.Time{}, err
@@ -106,13 +110,20 @@ func (t *Table) commit(ctx context.Context, op *writeOp, base *Manifest) (*Commi
 				return nil, fmt.Errorf("commit version %d refused: %w", base.Version+1, err)
 			}
 		}
+		// The writer's bound (docs/format.md 8.3 step 5): its read version
+		// and every file it uploaded are at most grace old when it checks,
+		// and the manifest PUT below lands within MaxCommitDuration.
+		grace := t.writerBound(base)
 		now := t.opts.Clock()
-		if now.Sub(op.readAt) > t.opts.Grace {
-			return nil, fmt.Errorf("%w: read at %s, grace %s", ErrStaleRead, op.readAt.Format(time.RFC3339), t.opts.Grace)
+		if now.Sub(op.readAt) > grace {
+			return nil, fmt.Errorf("%w: read at %s, grace %s", ErrStaleRead, op.readAt.Format(time.RFC3339), grace)
+		}
+		if up := op.oldestUpload(); !up.IsZero() && now.Sub(up) > grace {
+			return nil, fmt.Errorf("%w: a file of this write was uploaded at %s, grace %s", ErrStaleRead, up.Format(time.RFC3339), grace)
 		}
 		next.Version, next.Parent, next.CommitTime = base.Version+1, base.Version, now
 		k := t.key(manifestKey(next.Version))
-		err = t.store.PutIfAbsent(ctx, k, encodeManifest(next))
+		err = t.putManifest(ctx, k, encodeManifest(next))
 		retryable := errors.Is(err, objstore.ErrExists)
 		if err != nil && (!retryable || unsure[next.Version]) {
 			// Ambiguous (now, or on an earlier attempt at this version): the
@@ -135,15 +146,20 @@ func (t *Table) commit(ctx context.Context, op *writeOp, base *Manifest) (*Commi
 				retryable = true
 			}
 		}
-		if err == nil && t.opts.Clock().Sub(op.readAt) > t.opts.Grace/2 {
+		if err == nil && t.opts.Clock().Sub(op.readAt) > grace/2 {
 			// A slow commit (stalled between its stale-read check and its
 			// put) may have written a version number that maintenance had
 			// already pruned: such a manifest is below the floor and never
-			// becomes the latest, so the write must not be reported.
-			if floor, ferr := t.Floor(ctx); ferr == nil && next.Version < floor {
+			// becomes the latest, so the write must not be reported. If the
+			// floor cannot be read, neither outcome may be reported.
+			floor, ferr := t.Floor(ctx)
+			if ferr != nil {
+				return nil, fmt.Errorf("%w: version %d written, then the retention floor could not be read: %v", ErrCommitUnknown, next.Version, ferr)
+			}
+			if next.Version < floor {
 				_ = t.store.Delete(ctx, []string{k})
 				return nil, fmt.Errorf("%w: version %d committed below the retention floor %d (read at %s, grace %s)",
-					ErrStaleRead, next.Version, floor, op.readAt.Format(time.RFC3339), t.opts.Grace)
+					ErrStaleRead, next.Version, floor, op.readAt.Format(time.RFC3339), grace)
 			}
 		}
 		if err == nil {
@@ -186,6 +202,40 @@ func (t *Table) commit(ctx context.Context, op *writeOp, base *Manifest) (*Commi
 	}
 }
 
+// putManifest writes a manifest by PutIfAbsent, bounded by
+// MaxCommitDuration: a put still unanswered then is abandoned, and its
+// outcome is unknown (the caller looks, as for any ambiguous write).
+func (t *Table) putManifest(ctx context.Context, key string, body []byte) error {
+	pctx, cancel := context.WithTimeout(ctx, MaxCommitDuration)
+	defer cancel()
+	err := t.store.PutIfAbsent(pctx, key, body)
+	if err != nil && ctx.Err() == nil && pctx.Err() != nil {
+		return fmt.Errorf("manifest write abandoned after %s: %w", MaxCommitDuration, err)
+	}
+	return err
+}
+
+// oldestUpload is when the op started its first upload still part of it
+// (data files, rewrite outputs, deletion vectors); zero if none is known.
+func (op *writeOp) oldestUpload() time.Time {
+	oldest := op.firstUpload
+	older := func(t time.Time) {
+		if !t.IsZero() && (oldest.IsZero() || t.Before(oldest)) {
+			oldest = t
+		}
+	}
+	for _, f := range op.added {
+		older(f.uploadedAt)
+	}
+	if op.rewrite != nil {
+		older(op.rewrite.firstUpload)
+		for _, g := range op.rewrite.Groups {
+			older(g.Output.uploadedAt)
+		}
+	}
+	return oldest
+}
+
 // ownManifest returns version v's manifest if it exists and carries txn.
 func (t *Table) ownManifest(ctx context.Context, v uint64, txn uint64) (*Manifest, error) {
 	m, err := t.readManifest(ctx, v)
@@ -211,7 +261,8 @@ func (op *writeOp) apply(ctx context.Context, t *Table, base *Manifest) (*Manife
 	version := base.Version + 1
 	next := &Manifest{
 		Schema: base.Schema, KeyColumn: base.KeyColumn, NextFragmentID: base.NextFragmentID,
-		Op: Operation{Kind: op.kind, TxnID: op.txn, RestoredFrom: op.restoredFrom},
+		Op:          Operation{Kind: op.kind, TxnID: op.txn, RestoredFrom: op.restoredFrom},
+		WriterGrace: base.WriterGrace,
 	}
 	var frags []Fragment
 	if op.rewrite != nil {
@@ -244,6 +295,7 @@ func (op *writeOp) apply(ctx context.Context, t *Table, base *Manifest) (*Manife
 		a.ID = next.NextFragmentID
 		next.NextFragmentID++
 		a.CreatedVersion = version
+		a.uploadedAt = time.Time{}
 		if a.Deletion != nil {
 			d := *a.Deletion
 			d.CreatedVersion = version
@@ -299,7 +351,7 @@ func (op *writeOp) deleteFrom(ctx context.Context, t *Table, schema *arrow.Schem
 	}
 	d, ok := op.written[wk]
 	if !ok {
-		id, err := t.putDeletion(ctx, f.File, merged)
+		id, err := t.putDeletion(ctx, f.File, merged, &op.firstUpload)
 		if err != nil {
 			return nil, 0, err
 		}
@@ -324,11 +376,15 @@ func (op *writeOp) vector(ctx context.Context, t *Table, f Fragment) ([]uint32, 
 	return v, nil
 }
 
-// putDeletion writes a deletion vector under a fresh random name.
-func (t *Table) putDeletion(ctx context.Context, file FileID, positions []uint32) (uint32, error) {
+// putDeletion writes a deletion vector under a fresh random name, and
+// records in *first when it started if *first is zero.
+func (t *Table) putDeletion(ctx context.Context, file FileID, positions []uint32, first *time.Time) (uint64, error) {
 	body := encodeDeletion(positions)
+	if first != nil && first.IsZero() {
+		*first = t.opts.Clock()
+	}
 	for range 5 {
-		id := rand.Uint32()
+		id := newDeletionID()
 		err := t.store.PutIfAbsent(ctx, t.key(DeletionKey(file, id)), body)
 		if err == nil {
 			return id, nil
@@ -362,6 +418,7 @@ func (t *Table) putData(ctx context.Context, m *Manifest, rec arrow.RecordBatch)
 		return f, fmt.Errorf("encode fragment: %w", err)
 	}
 	f.Bytes = uint64(len(body))
+	f.uploadedAt = t.opts.Clock()
 	for range 5 {
 		f.File = FileID(rand.Uint64())
 		err = t.store.PutIfAbsent(ctx, t.key(f.File.DataKey()), body)
@@ -505,6 +562,16 @@ func (t *Table) Restore(ctx context.Context, v uint64) (*CommitResult, error) {
 	if err != nil {
 		return nil, err
 	}
+	res, err := t.restore(ctx, snap)
+	if err != nil {
+		// The version may have fallen below the floor while it was copied.
+		return nil, snap.prunedErr(ctx, err)
+	}
+	return res, nil
+}
+
+func (t *Table) restore(ctx context.Context, snap *Snapshot) (*CommitResult, error) {
+	v := snap.Version()
 	base, at, err := t.base(ctx)
 	if err != nil {
 		return nil, err
@@ -524,11 +591,12 @@ func (t *Table) Restore(ctx context.Context, v uint64) (*CommitResult, error) {
 }
 
 func (t *Table) copyFragment(ctx context.Context, f Fragment) (Fragment, error) {
+	nf := f
+	nf.uploadedAt = t.opts.Clock()
 	data, err := t.store.Get(ctx, t.key(f.File.DataKey()))
 	if err != nil {
 		return f, err
 	}
-	nf := f
 	nf.Deletion = nil
 	for range 5 {
 		nf.File = FileID(rand.Uint64())
@@ -545,7 +613,7 @@ func (t *Table) copyFragment(ctx context.Context, f Fragment) (Fragment, error) 
 		if err != nil {
 			return f, err
 		}
-		id, err := t.putDeletion(ctx, nf.File, vec)
+		id, err := t.putDeletion(ctx, nf.File, vec, nil)
 		if err != nil {
 			return f, err
 		}

@@ -1,0 +1,593 @@
+package table
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+
+	"github.com/tablekeep/tablekeep/shared/internal/fakeclock"
+	"github.com/tablekeep/tablekeep/shared/objstore"
+)
+
+// Tests for issue 9 (safety over hours): the writer's bounds, the floor,
+// checkout and tags below the floor, deletion-vector names.
+
+func diskStore(t *testing.T) objstore.Store {
+	t.Helper()
+	st, err := objstore.NewDisk(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// must returns v, panicking (failing the test) on err.
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}
+
+func noErr(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestWriterGraceStoredInTable: the writers' grace window is set at Create,
+// stored in every manifest (append, delete, compaction, restore), read by
+// WriterGrace whatever the handle's options, and a handle configured with a
+// longer grace is still held to the table's.
+func TestWriterGraceStoredInTable(t *testing.T) {
+	ctx := context.Background()
+	st := diskStore(t)
+	clk := fakeclock.New(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	tbl := must(Create(ctx, st, "t", regSchema, "name", Options{Clock: clk.Now, Grace: 2 * time.Hour}))
+	must(tbl.Append(ctx, regBatch(row{"a", "1", 1})))
+	must(tbl.Append(ctx, regBatch(row{"b", "2", 2})))
+	must(tbl.Delete(ctx, "a"))
+	m := must(tbl.Refresh(ctx))
+	rec, inputs := func() (any, []RewriteInput) {
+		r, in, err := tbl.ReadGroup(ctx, m, m.Fragments)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := tbl.WriteRewriteOutput(ctx, m, r)
+		r.Release()
+		if err != nil {
+			t.Fatal(err)
+		}
+		must(tbl.CommitRewrite(ctx, &Rewrite{Groups: []RewriteGroup{{Inputs: in, Output: out}}, ReadVersion: m.Version}, clk.Now()))
+		return nil, in
+	}()
+	_, _ = rec, inputs
+	must(tbl.Restore(ctx, 3))
+	vs := must(tbl.Versions(ctx))
+	if len(vs) != 6 {
+		t.Fatalf("%d versions", len(vs))
+	}
+	for _, v := range vs {
+		mv := must(tbl.readManifest(ctx, v.Version))
+		if mv.WriterGrace != 2*time.Hour {
+			t.Fatalf("version %d (%s) stores writer grace %s", v.Version, mv.Op.Kind, mv.WriterGrace)
+		}
+	}
+	for _, g := range []time.Duration{0, 30 * time.Minute, 3 * time.Hour} {
+		h := must(Open(ctx, st, "t", Options{Clock: clk.Now, Grace: g}))
+		if got := h.WriterGrace(); got != 2*time.Hour {
+			t.Fatalf("Options.Grace %s: WriterGrace %s, want the stored 2h", g, got)
+		}
+	}
+	// A handle configured with 3 h is held to the table's 2 h.
+	stall := func(d time.Duration) func(context.Context) error {
+		return func(context.Context) error { clk.Advance(d); return nil }
+	}
+	long := must(Open(ctx, st, "t", Options{Clock: clk.Now, Grace: 3 * time.Hour, Fence: stall(2*time.Hour + time.Minute)}))
+	if _, err := long.Append(ctx, regBatch(row{"c", "3", 3})); !errors.Is(err, ErrStaleRead) {
+		t.Fatalf("3h handle on a 2h table committed after 2h01m: %v", err)
+	}
+	// A handle configured with 30 min shortens its own bound.
+	short := must(Open(ctx, st, "t", Options{Clock: clk.Now, Grace: 30 * time.Minute, Fence: stall(31 * time.Minute)}))
+	if _, err := short.Append(ctx, regBatch(row{"c", "3", 3})); !errors.Is(err, ErrStaleRead) {
+		t.Fatalf("30m handle committed after 31m: %v", err)
+	}
+	// Within the window: commits.
+	ok := must(Open(ctx, st, "t", Options{Clock: clk.Now, Fence: stall(90 * time.Minute)}))
+	must(ok.Append(ctx, regBatch(row{"c", "3", 3})))
+	// A default Create stores DefaultGrace.
+	d := must(Create(ctx, st, "u", regSchema, "name", Options{Clock: clk.Now}))
+	if d.WriterGrace() != DefaultGrace || d.Cached().WriterGrace != DefaultGrace {
+		t.Fatalf("default table: %s", d.WriterGrace())
+	}
+}
+
+// format1Example is the worked example of docs/format.md 4.6 as format 1
+// wrote it (no writer grace, 32-bit deletion ids).
+const format1Example = "544b4d310102018080d0dfbd94b9863102046e616d650100016e0201046e616d65020208070605040302010200000101ddccbbaa33221100028407020001610162a6133ba6"
+
+// format2Example is the same manifest as this build writes it (format 2,
+// writer grace 1 h), byte for byte as in docs/format.md 4.6.
+const format2Example = "544b4d310202018080d0dfbd94b9863102046e616d650100016e0201046e616d650202080706050403020102000080c0e285e3680101ddccbbaa33221100028407020001610162"
+
+func exampleManifest() *Manifest {
+	return &Manifest{
+		Version: 2, Parent: 1, CommitTime: time.Unix(0, 1767225600000000000).UTC(),
+		Schema: arrow.NewSchema([]arrow.Field{
+			{Name: "name", Type: arrow.BinaryTypes.String},
+			{Name: "n", Type: arrow.PrimitiveTypes.Int64, Nullable: true},
+		}, nil),
+		KeyColumn: "name", NextFragmentID: 2,
+		Op:          Operation{Kind: OpAppend, TxnID: 0x0102030405060708, RowsAdded: 2},
+		WriterGrace: time.Hour,
+		Fragments: []Fragment{{ID: 1, File: 0x00112233aabbccdd, Rows: 2, Bytes: 900, CreatedVersion: 2,
+			MinKey: []byte("a"), MaxKey: []byte("b")}},
+	}
+}
+
+// TestFormatExamples: a format-1 manifest still decodes (writer grace
+// DefaultGrace), and this build writes the documented format-2 bytes.
+func TestFormatExamples(t *testing.T) {
+	b1, _ := hex.DecodeString(format1Example)
+	m, err := decodeManifest("x", b1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.WriterGrace != DefaultGrace || m.Version != 2 || len(m.Fragments) != 1 || m.Fragments[0].File != 0x00112233aabbccdd {
+		t.Fatalf("format 1 decoded as %+v", m)
+	}
+	want := exampleManifest()
+	if err := equalManifest(m, want); err != nil {
+		t.Fatal(err)
+	}
+	b2 := encodeManifest(want)
+	body, _ := hex.DecodeString(format2Example)
+	if got := hex.EncodeToString(b2[:len(b2)-4]); got != hex.EncodeToString(body) {
+		t.Fatalf("format 2 example:\n got %s\nwant %s", got, hex.EncodeToString(body))
+	}
+	t.Logf("format 2 example: %d bytes, CRC %x", len(b2), b2[len(b2)-4:])
+}
+
+// TestSlowWriterDataAgeBound: a writer whose uploaded file is older than
+// the grace window does not commit, even if its read version is fresh (a
+// sweep may already have deleted that file as unreferenced).
+func TestSlowWriterDataAgeBound(t *testing.T) {
+	ctx := context.Background()
+	st := diskStore(t)
+	clk := fakeclock.New(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	tbl := must(Create(ctx, st, "t", regSchema, "name", Options{Clock: clk.Now}))
+	must(tbl.Append(ctx, regBatch(row{"a", "1", 1})))
+	must(tbl.Append(ctx, regBatch(row{"b", "2", 2})))
+	m := must(tbl.Refresh(ctx))
+	rec, in, err := tbl.ReadGroup(ctx, m, m.Fragments)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := tbl.WriteRewriteOutput(ctx, m, rec)
+	rec.Release()
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(DefaultGrace + time.Second)
+	must(tbl.Refresh(ctx))
+	rw := &Rewrite{Groups: []RewriteGroup{{Inputs: in, Output: out}}, ReadVersion: m.Version}
+	if _, err := tbl.CommitRewrite(ctx, rw, clk.Now()); !errors.Is(err, ErrStaleRead) {
+		t.Fatalf("rewrite output uploaded %s ago committed: %v", DefaultGrace+time.Second, err)
+	}
+	if got := must(tbl.Refresh(ctx)).Version; got != m.Version {
+		t.Fatalf("latest %d, want %d", got, m.Version)
+	}
+	// Within the window it commits.
+	rec, in, _ = tbl.ReadGroup(ctx, m, m.Fragments)
+	out, _ = tbl.WriteRewriteOutput(ctx, m, rec)
+	rec.Release()
+	clk.Advance(DefaultGrace - time.Second)
+	rw = &Rewrite{Groups: []RewriteGroup{{Inputs: in, Output: out}}, ReadVersion: m.Version}
+	must(tbl.CommitRewrite(ctx, rw, clk.Now()))
+}
+
+// deadlineStore checks that manifest writes carry a deadline within
+// MaxCommitDuration, and times the first one out (it does not land).
+type deadlineStore struct {
+	objstore.Store
+	now      func() time.Time
+	timedOut atomic.Bool
+	err      atomic.Value
+}
+
+func (s *deadlineStore) PutIfAbsent(ctx context.Context, key string, data []byte) error {
+	if strings.Contains(key, versionsDir) {
+		dl, ok := ctx.Deadline()
+		if !ok || time.Until(dl) > MaxCommitDuration {
+			s.err.Store(fmt.Errorf("manifest put %s: deadline %v (set %v), want within %s", key, dl, ok, MaxCommitDuration))
+		}
+		if s.timedOut.CompareAndSwap(false, true) {
+			return fmt.Errorf("put %s: %w", key, context.DeadlineExceeded)
+		}
+	}
+	return s.Store.PutIfAbsent(ctx, key, data)
+}
+
+// TestManifestPutBounded: every manifest write is bounded by
+// MaxCommitDuration; one that times out is an unknown outcome, looked up
+// and retried, and commits once.
+func TestManifestPutBounded(t *testing.T) {
+	ctx := context.Background()
+	ds := &deadlineStore{Store: diskStore(t)}
+	ds.timedOut.Store(true) // let Create through
+	tbl := must(Create(ctx, ds, "t", regSchema, "name", Options{Sleep: noSleep}))
+	ds.timedOut.Store(false)
+	res := must(tbl.Append(ctx, regBatch(row{"a", "1", 1})))
+	if res.Version != 2 || res.Attempts != 2 {
+		t.Fatalf("%+v", res)
+	}
+	if e := ds.err.Load(); e != nil {
+		t.Fatal(e)
+	}
+	if vs := must(tbl.Versions(ctx)); len(vs) != 2 {
+		t.Fatalf("%d versions", len(vs))
+	}
+}
+
+// TestFloorNeverDecreases: a stale lease holder that read the floor before
+// a newer holder raised it cannot lower it; the legacy floor object counts
+// and is migrated; Floor costs one request.
+func TestFloorNeverDecreases(t *testing.T) {
+	ctx := context.Background()
+	inner := diskStore(t)
+	f := objstore.NewFaulty(inner)
+	clk := fakeclock.New(time.Now())
+	stale := must(Create(ctx, f, "t", regSchema, "name", Options{Clock: clk.Now}))
+	fresh := must(Open(ctx, inner, "t", Options{Clock: clk.Now}))
+	if err := stale.SetFloor(ctx, 15); err != nil {
+		t.Fatal(err)
+	}
+	// The stale holder reads the floor (15); meanwhile the new holder
+	// raises it to 29; then the stale holder writes 20.
+	var once sync.Once
+	f.SetAfter(func(n int64, op objstore.Op) error {
+		if strings.Contains(op.Key, "_refs/floor") && (op.Kind == objstore.KindGet || op.Kind == objstore.KindList) {
+			once.Do(func() {
+				if err := fresh.SetFloor(ctx, 29); err != nil {
+					t.Error(err)
+				}
+			})
+		}
+		return nil
+	})
+	if err := stale.SetFloor(ctx, 20); err != nil {
+		t.Fatal(err)
+	}
+	f.SetAfter(nil)
+	for _, h := range []*Table{stale, fresh} {
+		if got := must(h.Floor(ctx)); got != 29 {
+			t.Fatalf("floor %d after SetFloor(29) then a stale SetFloor(20)", got)
+		}
+	}
+	if err := stale.SetFloor(ctx, 20); err != nil {
+		t.Fatal(err)
+	}
+	if got := must(fresh.Floor(ctx)); got != 29 {
+		t.Fatalf("floor %d", got)
+	}
+	// Floor is one request.
+	c := objstore.NewCounting(inner)
+	ch := must(Open(ctx, c, "t", Options{}))
+	c.Reset()
+	must(ch.Floor(ctx))
+	if n := c.Counts().Total(); n != 1 {
+		t.Fatalf("Floor: %d requests (%s)", n, c.Counts())
+	}
+	// A legacy floor object counts, and SetFloor migrates it to a marker.
+	noErr(t, inner.Put(ctx, "t/"+legacyFloorKey, []byte(`{"floor":35}`)))
+	if got := must(fresh.Floor(ctx)); got != 35 {
+		t.Fatalf("floor with legacy 35: %d", got)
+	}
+	if err := fresh.SetFloor(ctx, 30); err != nil {
+		t.Fatal(err)
+	}
+	if got := must(fresh.Floor(ctx)); got != 35 {
+		t.Fatalf("floor after SetFloor(30) over legacy 35: %d", got)
+	}
+	// Lower markers and the legacy object go once a higher marker has
+	// existed for floorMarkerKeep (a concurrent reader's List may predate it).
+	clk.Advance(floorMarkerKeep + time.Minute)
+	if err := fresh.SetFloor(ctx, 40); err != nil {
+		t.Fatal(err)
+	}
+	if got := must(stale.Floor(ctx)); got != 40 {
+		t.Fatalf("floor %d, want 40", got)
+	}
+	keys := 0
+	_ = objstore.ListAll(ctx, inner, "t/"+floorDir, "", func(objstore.ObjectInfo) error { keys++; return nil })
+	if keys != 1 {
+		t.Fatalf("%d floor markers left, want 1", keys)
+	}
+	if _, err := inner.Head(ctx, "t/"+legacyFloorKey); !errors.Is(err, objstore.ErrNotExist) {
+		t.Fatalf("legacy floor object not migrated: %v", err)
+	}
+}
+
+// TestFloorConcurrentAndCrash: SetFloor crashed at every request never
+// lowers the floor and a retry completes it; concurrent SetFloor calls end
+// at the highest, and no reader ever sees the floor go down.
+func TestFloorConcurrentAndCrash(t *testing.T) {
+	ctx := context.Background()
+	for _, after := range []bool{false, true} {
+		for n := int64(1); ; n++ {
+			inner := diskStore(t)
+			f := objstore.NewFaulty(inner)
+			tbl := must(Create(ctx, f, "t", regSchema, "name", Options{}))
+			noErr(t, tbl.SetFloor(ctx, 10))
+			noErr(t, tbl.SetFloor(ctx, 20))
+			noErr(t, inner.Put(ctx, "t/"+legacyFloorKey, []byte(`{"floor":25}`)))
+			f.Reset()
+			fault := objstore.FailNth(n, nil)
+			if after {
+				f.SetAfter(fault)
+			} else {
+				f.SetBefore(fault)
+			}
+			opErr := tbl.SetFloor(ctx, 29)
+			sent := f.Requests()
+			f.Reset()
+			got := must(tbl.Floor(ctx))
+			if got != 25 && got != 29 {
+				t.Fatalf("n=%d after=%v: floor %d (err %v)", n, after, got, opErr)
+			}
+			if opErr == nil && got != 29 {
+				t.Fatalf("n=%d after=%v: SetFloor(29) succeeded, floor %d", n, after, got)
+			}
+			noErr(t, tbl.SetFloor(ctx, 29))
+			if got := must(tbl.Floor(ctx)); got != 29 {
+				t.Fatalf("n=%d after=%v: retry: floor %d", n, after, got)
+			}
+			if sent < n {
+				break
+			}
+		}
+	}
+
+	st := diskStore(t)
+	tbl := must(Create(ctx, st, "t", regSchema, "name", Options{}))
+	var wg sync.WaitGroup
+	var highest atomic.Uint64
+	stop := make(chan struct{})
+	var readerErr atomic.Value
+	go func() {
+		var last uint64
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			f, err := tbl.Floor(ctx)
+			if err != nil {
+				readerErr.Store(err)
+				return
+			}
+			if f < last {
+				readerErr.Store(fmt.Errorf("floor went %d -> %d", last, f))
+				return
+			}
+			last = f
+		}
+	}()
+	for w := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			h := must(Open(ctx, st, "t", Options{}))
+			r := rand.New(rand.NewPCG(uint64(w), 9))
+			for range 20 {
+				v := r.Uint64N(1000) + 1
+				if err := h.SetFloor(ctx, v); err != nil {
+					t.Error(err)
+					return
+				}
+				for {
+					old := highest.Load()
+					if v <= old || highest.CompareAndSwap(old, v) {
+						break
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(stop)
+	if e := readerErr.Load(); e != nil {
+		t.Fatal(e)
+	}
+	if got := must(tbl.Floor(ctx)); got != highest.Load() {
+		t.Fatalf("floor %d, want the highest set %d", got, highest.Load())
+	}
+}
+
+// TestPostPutFloorReadErrorIsCommitUnknown: a slow commit whose floor
+// re-read after the manifest write fails must not report success.
+func TestPostPutFloorReadErrorIsCommitUnknown(t *testing.T) {
+	ctx := context.Background()
+	inner := diskStore(t)
+	f := objstore.NewFaulty(inner)
+	clk := fakeclock.New(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	tbl := must(Create(ctx, f, "t", regSchema, "name", Options{Clock: clk.Now}))
+	var manifestPut atomic.Bool
+	f.SetBefore(func(n int64, op objstore.Op) error {
+		switch {
+		case op.Kind == objstore.KindPut && strings.Contains(op.Key, dataDir):
+			clk.Advance(40 * time.Minute) // the upload stalls: commit > Grace/2 after the read
+		case op.Kind == objstore.KindPut && strings.Contains(op.Key, versionsDir):
+			manifestPut.Store(true)
+		case manifestPut.Load() && strings.Contains(op.Key, "_refs/floor"):
+			return objstore.ErrInjected
+		}
+		return nil
+	})
+	_, err := tbl.Append(ctx, regBatch(row{"a", "1", 1}))
+	if !errors.Is(err, ErrCommitUnknown) {
+		t.Fatalf("floor unreadable after a slow commit: %v, want ErrCommitUnknown", err)
+	}
+}
+
+// longLivedSetup: handle a created the table and has cached version 1 only;
+// another handle wrote versions 2..5 and raised the floor to 4.
+func longLivedSetup(t *testing.T, st objstore.Store) (a, b *Table) {
+	ctx := context.Background()
+	a = must(Create(ctx, st, "t", regSchema, "name", Options{}))
+	b = must(Open(ctx, st, "t", Options{}))
+	must(b.Append(ctx, regBatch(row{"a", "1", 1})))
+	must(b.Upsert(ctx, regBatch(row{"a", "2", 2})))
+	must(b.Append(ctx, regBatch(row{"b", "3", 3})))
+	must(b.Append(ctx, regBatch(row{"c", "4", 4})))
+	noErr(t, b.SetFloor(ctx, 4))
+	if a.Cached().Version != 1 {
+		t.Fatalf("a cached %d", a.Cached().Version)
+	}
+	return a, b
+}
+
+// TestCheckoutBelowFloorLongLivedHandle: a handle whose cache is older than
+// the floor still gets ErrVersionPruned for a version below it whose
+// manifest is not yet deleted, and so does Restore.
+func TestCheckoutBelowFloorLongLivedHandle(t *testing.T) {
+	ctx := context.Background()
+	a, _ := longLivedSetup(t, diskStore(t))
+	for _, v := range []uint64{2, 3} {
+		if _, err := a.Checkout(ctx, v); !errors.Is(err, ErrVersionPruned) {
+			t.Fatalf("checkout %d below floor 4 from a handle cached at 1: %v", v, err)
+		}
+		if _, err := a.Restore(ctx, v); !errors.Is(err, ErrVersionPruned) {
+			t.Fatalf("restore %d below floor 4: %v", v, err)
+		}
+	}
+	if _, err := a.Checkout(ctx, 4); err != nil {
+		t.Fatalf("checkout at the floor: %v", err)
+	}
+}
+
+// TestTagNeverDangles: Tag never leaves a tag on a version below the floor,
+// whatever the handle has cached, even when the floor re-check fails.
+func TestTagNeverDangles(t *testing.T) {
+	ctx := context.Background()
+	inner := diskStore(t)
+	f := objstore.NewFaulty(inner)
+	a, b := longLivedSetup(t, f)
+	var tagPut atomic.Bool
+	f.SetBefore(func(n int64, op objstore.Op) error {
+		if op.Kind == objstore.KindPut && strings.Contains(op.Key, tagsDir) {
+			tagPut.Store(true)
+		}
+		if tagPut.Load() && strings.Contains(op.Key, "_refs/floor") {
+			return objstore.ErrInjected
+		}
+		return nil
+	})
+	if err := a.Tag(ctx, "x", 3); err == nil {
+		t.Fatal("tagged version 3 below floor 4")
+	}
+	if tags := must(b.Tags(ctx)); len(tags) != 0 {
+		t.Fatalf("tag left on a version below the floor: %v", tags)
+	}
+	// At or above the floor, but the re-check fails: withdrawn, not left.
+	if err := a.Tag(ctx, "y", 5); err == nil {
+		t.Fatal("tag reported despite a failed floor re-check")
+	}
+	if tags := must(b.Tags(ctx)); len(tags) != 0 {
+		t.Fatalf("tag left after a failed floor re-check: %v", tags)
+	}
+	f.SetBefore(nil)
+	noErr(t, a.Tag(ctx, "y", 5))
+	// A version below the floor that another tag keeps is still refused.
+	noErr(t, b.SetFloor(ctx, 6))
+	if err := a.Tag(ctx, "z", 5); !errors.Is(err, ErrVersionPruned) {
+		t.Fatalf("second tag on tagged version below the floor: %v", err)
+	}
+}
+
+// TestSnapshotFilesCleanedIsPruned: a held snapshot whose version fell
+// below the floor and whose files were deleted returns ErrVersionPruned,
+// never ErrNotExist and never a prefix of its rows as success.
+func TestSnapshotFilesCleanedIsPruned(t *testing.T) {
+	ctx := context.Background()
+	st := diskStore(t)
+	tbl := must(Create(ctx, st, "t", regSchema, "name", Options{}))
+	must(tbl.Append(ctx, regBatch(row{"a", "1", 1})))
+	must(tbl.Append(ctx, regBatch(row{"b", "2", 2})))
+	snap := must(tbl.Checkout(ctx, 3))
+	must(tbl.Upsert(ctx, regBatch(row{"b", "22", 22}))) // drops b's one-row fragment
+	must(tbl.Append(ctx, regBatch(row{"c", "3", 3})))
+	noErr(t, tbl.SetFloor(ctx, 5))
+	// The cleaner deletes what only versions below 5 referenced.
+	gone := snap.Manifest().Fragments[1].File.DataKey()
+	noErr(t, st.Delete(ctx, []string{"t/" + gone}))
+	var rows int
+	err := snapScan(ctx, snap, &rows)
+	if !errors.Is(err, ErrVersionPruned) {
+		t.Fatalf("scan of a cleaned snapshot: %v (after %d rows)", err, rows)
+	}
+	if _, err := snap.Get(ctx, "b"); !errors.Is(err, ErrVersionPruned) {
+		t.Fatalf("get from a cleaned snapshot: %v", err)
+	}
+	// Above the floor a missing file is not "pruned": it is what it is.
+	latest := must(tbl.Latest(ctx))
+	noErr(t, st.Delete(ctx, []string{"t/" + latest.Manifest().Fragments[len(latest.Manifest().Fragments)-1].File.DataKey()}))
+	if err := snapScan(ctx, latest, &rows); errors.Is(err, ErrVersionPruned) || !errors.Is(err, objstore.ErrNotExist) {
+		t.Fatalf("missing file of the latest version: %v", err)
+	}
+}
+
+// snapScan scans s counting rows into *rows.
+func snapScan(ctx context.Context, s *Snapshot, rows *int) error {
+	*rows = 0
+	return s.Scan(ctx, ScanOptions{}, func(r arrow.RecordBatch) error { *rows += int(r.NumRows()); return nil })
+}
+
+// TestDeletionVectorNamesUnique: new deletion vectors get 63 random bits
+// (16 hex digits, top bit set), so a name is never drawn again once its
+// vector is deleted; format-1 ids keep their 8-digit names.
+func TestDeletionVectorNamesUnique(t *testing.T) {
+	ctx := context.Background()
+	st := diskStore(t)
+	tbl := must(Create(ctx, st, "t", regSchema, "name", Options{}))
+	var rs []row
+	for i := range 20 {
+		rs = append(rs, row{fmt.Sprintf("k%02d", i), "u", int64(i)})
+	}
+	must(tbl.Append(ctx, regBatch(rs...)))
+	seen := map[string]bool{}
+	for i := range 19 {
+		must(tbl.Delete(ctx, fmt.Sprintf("k%02d", i)))
+		d := tbl.Cached().Fragments[0].Deletion
+		if d == nil || d.ID < 1<<63 {
+			t.Fatalf("deletion %+v: id without the top bit", d)
+		}
+		k := DeletionKey(tbl.Cached().Fragments[0].File, d.ID)
+		if seen[k] || !IsDataKey(k) || len(k) != len("_deletions/")+16+1+16+len(".del") {
+			t.Fatalf("deletion key %q (seen %v, IsDataKey %v)", k, seen[k], IsDataKey(k))
+		}
+		seen[k] = true
+		if _, err := st.Head(ctx, "t/"+k); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if k := DeletionKey(1, 0xffffffff); k != "_deletions/0000000000000001-ffffffff.del" || !IsDataKey(k) {
+		t.Fatalf("format-1 name %q", k)
+	}
+	// A format-1 manifest's 32-bit id decodes to the same name.
+	b1, _ := hex.DecodeString(format1Example)
+	if _, err := decodeManifest("x", b1); err != nil {
+		t.Fatal(err)
+	}
+}
