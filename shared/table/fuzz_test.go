@@ -90,7 +90,7 @@ func fuzzJunk(magic string) [][]byte {
 	return [][]byte{
 		nil,
 		[]byte(magic),
-		append([]byte(magic), 2, 0, 0, 0, 0), // future format version
+		append([]byte(magic), 9, 0, 0, 0, 0), // future format version
 		trunc[:len(trunc)/2],
 		reseal(append([]byte(magic), 1, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0)),
 	}
