@@ -9,6 +9,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/tablekeep/tablekeep/shared/objstore"
+	"github.com/tablekeep/tablekeep/shared/table"
 )
 
 type result struct {
@@ -405,6 +408,7 @@ func TestParseSchemaSpec(t *testing.T) {
 }
 
 func TestRegisterAndMaintain(t *testing.T) {
+	t.Setenv(EnvAllowClockAhead, "test") // --clock-ahead below
 	dir := t.TempDir()
 	tbl := filepath.Join(dir, "reg")
 	ok(t, "", "create", "--table", tbl, "--schema", "name:utf8,uri:utf8", "--key", "name")
@@ -452,5 +456,65 @@ func TestRegisterAndMaintain(t *testing.T) {
 		if !strings.Contains(s, want) {
 			t.Fatalf("after maintain, want %s: %s", want, s)
 		}
+	}
+}
+
+// TestClockAheadGated: --clock-ahead bypasses the grace window, so it is
+// refused unless TABLEKEEP_ALLOW_CLOCK_OFFSET=test, and hidden from help.
+func TestClockAheadGated(t *testing.T) {
+	dir := t.TempDir()
+	tbl := filepath.Join(dir, "reg")
+	ok(t, "", "create", "--table", tbl, "--schema", "name:utf8", "--key", "name")
+	ok(t, "", "register", "reg", "reg", "--warehouse", dir)
+	t.Setenv(EnvAllowClockAhead, "")
+	fails(t, 2, "for tests only", "", "maintain", "--warehouse", dir, "--clock-ahead", "2h")
+	fails(t, 2, "for tests only", "", "status", "--warehouse", dir, "--clock-ahead", "2h")
+	t.Setenv(EnvAllowClockAhead, "yes")
+	fails(t, 2, "TABLEKEEP_ALLOW_CLOCK_OFFSET=test", "", "maintain", "--warehouse", dir, "--dry-run", "--clock-ahead", "2h")
+	for _, cmd := range []string{"maintain", "status"} {
+		if help := ok(t, "", cmd, "--help"); strings.Contains(help, "clock-ahead") {
+			t.Fatalf("%s --help shows --clock-ahead:\n%s", cmd, help)
+		}
+	}
+	t.Setenv(EnvAllowClockAhead, "test")
+	ok(t, "", "maintain", "--warehouse", dir, "--dry-run", "--clock-ahead", "2h")
+	ok(t, "", "maintain", "--warehouse", dir) // without the flag, no variable needed
+}
+
+// TestVersionsLongListsPruned: versions --long lists a stored version below
+// the retention floor as pruned instead of failing.
+func TestVersionsLongListsPruned(t *testing.T) {
+	dir := t.TempDir()
+	tbl := filepath.Join(dir, "reg")
+	ok(t, "", "create", "--table", tbl, "--schema", "name:utf8,uri:utf8", "--key", "name")
+	for i := range 4 {
+		ok(t, fmt.Sprintf("{\"name\":\"k%d\",\"uri\":\"u\"}\n", i), "upsert", "--table", tbl, "--format", "jsonl")
+	}
+	ctx := context.Background()
+	st, err := objstore.NewDisk(tbl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := table.Open(ctx, st, "", table.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.SetFloor(ctx, 4); err != nil {
+		t.Fatal(err)
+	}
+	vs := jsonLines(t, ok(t, "", "versions", "--table", tbl, "-o", "json", "--long"))
+	if len(vs) != 5 {
+		t.Fatalf("versions: %v", vs)
+	}
+	for i, v := range vs {
+		pruned := i+1 < 4
+		if got, _ := v["pruned"].(bool); got != pruned || (pruned && v["op"] != "pruned") || (!pruned && v["op"] != "upsert") {
+			t.Fatalf("version %d: %v", i+1, v)
+		}
+	}
+	out := ok(t, "", "versions", "--table", tbl, "--long")
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 6 || !strings.Contains(lines[1], "pruned") || !strings.Contains(lines[5], "upsert") {
+		t.Fatalf("versions --long:\n%s", out)
 	}
 }

@@ -404,6 +404,9 @@ func newVersionsCmd(app *App) *cobra.Command {
 				RowsAdded     *uint64  `json:"rows_added,omitempty"`
 				RowsDeleted   *uint64  `json:"rows_deleted,omitempty"`
 				Rows          *uint64  `json:"rows,omitempty"`
+				// Pruned: with --long, a stored version below the retention
+				// floor (cleaners are deleting it; op and rows not shown).
+				Pruned bool `json:"pruned,omitempty"`
 			}
 			rows := make([]row, len(vs))
 			for i, v := range vs {
@@ -413,6 +416,11 @@ func newVersionsCmd(app *App) *cobra.Command {
 				}
 				if long {
 					snap, err := t.Checkout(ctx, v.Version)
+					if errors.Is(err, table.ErrVersionPruned) {
+						r.Op, r.Pruned = "pruned", true
+						rows[i] = r
+						continue
+					}
 					if err != nil {
 						return err
 					}
@@ -441,7 +449,9 @@ func newVersionsCmd(app *App) *cobra.Command {
 			var lines [][]string
 			for _, r := range rows {
 				l := []string{strconv.FormatUint(r.Version, 10), r.Committed, strconv.FormatInt(r.ManifestBytes, 10)}
-				if long {
+				if long && r.Pruned {
+					l = append(l, r.Op, "-", "-", "-")
+				} else if long {
 					l = append(l, r.Op, strconv.FormatUint(*r.RowsAdded, 10), strconv.FormatUint(*r.RowsDeleted, 10), strconv.FormatUint(*r.Rows, 10))
 				}
 				lines = append(lines, append(l, strings.Join(r.Tags, ",")))
@@ -449,7 +459,7 @@ func newVersionsCmd(app *App) *cobra.Command {
 			return printTable(app.Stdout, header, lines)
 		},
 	}
-	cmd.Flags().BoolVarP(&long, "long", "l", false, "also show each version's operation and row counts (one GET per version)")
+	cmd.Flags().BoolVarP(&long, "long", "l", false, "also show each version's operation and row counts (one List and one GET per version; a version below the retention floor shows as pruned)")
 	cmd.Flags().IntVar(&limit, "limit", 0, "show only the newest N versions (0: all)")
 	return cmd
 }

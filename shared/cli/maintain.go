@@ -78,6 +78,9 @@ func newMaintainCmd(app *App) *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
+			if err := checkClockAhead(ahead); err != nil {
+				return err
+			}
 			var clock lock.Clock
 			if ahead != 0 {
 				clock = lock.AheadClock{Clock: lock.SystemClock(), Ahead: ahead}
@@ -100,8 +103,27 @@ func newMaintainCmd(app *App) *cobra.Command {
 	warehouseFlag(cmd, &dir)
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "print what would be done; change nothing")
 	cmd.Flags().BoolVar(&keys, "keys", false, "with --dry-run: list every key that would be deleted")
-	cmd.Flags().DurationVar(&ahead, "clock-ahead", 0, "act as if the clock were this far ahead (demos and tests: lets versions age past the grace window)")
+	clockAheadFlag(cmd, &ahead)
 	return cmd
+}
+
+// EnvAllowClockAhead must be "test" for --clock-ahead to be accepted: the
+// variable that gates the Lambda functions' clock offset (awsfn).
+const EnvAllowClockAhead = "TABLEKEEP_ALLOW_CLOCK_OFFSET"
+
+// clockAheadFlag adds the hidden, test-only --clock-ahead flag: it makes
+// versions and files look older than they are, so on real data it would
+// let maintenance delete what a writer may still commit on.
+func clockAheadFlag(cmd *cobra.Command, ahead *time.Duration) {
+	cmd.Flags().DurationVar(ahead, "clock-ahead", 0, "TEST ONLY, needs "+EnvAllowClockAhead+"=test: act as if the clock were this far ahead")
+	_ = cmd.Flags().MarkHidden("clock-ahead")
+}
+
+func checkClockAhead(ahead time.Duration) error {
+	if ahead != 0 && os.Getenv(EnvAllowClockAhead) != "test" {
+		return Usagef("--clock-ahead is for tests only (it bypasses the grace window) and needs %s=test", EnvAllowClockAhead)
+	}
+	return nil
 }
 
 type tableJSON struct {

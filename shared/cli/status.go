@@ -49,6 +49,9 @@ reads the tables' metadata.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
+			if err := checkClockAhead(ahead); err != nil {
+				return err
+			}
 			var clock lock.Clock = lock.SystemClock()
 			if ahead != 0 {
 				clock = lock.AheadClock{Clock: clock, Ahead: ahead}
@@ -92,7 +95,7 @@ reads the tables' metadata.`,
 		},
 	}
 	warehouseFlag(cmd, &dir)
-	cmd.Flags().DurationVar(&ahead, "clock-ahead", 0, "act as if the clock were this far ahead (demos and tests)")
+	clockAheadFlag(cmd, &ahead)
 	return cmd
 }
 

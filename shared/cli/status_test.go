@@ -33,6 +33,7 @@ func statusOfTable(t *testing.T, dir, name string, args ...string) tableStatus {
 // A table with 26 versions (25 upserts over 6 names): status before and
 // after maintenance, and the dry-run plan with its keys and bytes.
 func TestStatusAndDryRunPlan(t *testing.T) {
+	t.Setenv(EnvAllowClockAhead, "test") // --clock-ahead below
 	dir := t.TempDir()
 	tbl := filepath.Join(dir, "reg")
 	ok(t, "", "create", "--table", tbl, "--schema", "name:utf8,uri:utf8", "--key", "name")
