@@ -112,7 +112,8 @@ func (c *Compactor) Plan(ctx context.Context, t *table.Table, p Policy) (Compact
 }
 
 // Run compacts t. The table handle's Fence (if any) is checked before every
-// commit, so a holder whose lease expired commits nothing.
+// group and every commit, so a holder whose lease expired commits nothing,
+// and the run stops (Stopped) at the lease as it does near the deadline.
 func (c *Compactor) Run(ctx context.Context, t *table.Table, p Policy) (CompactionResult, error) {
 	var res CompactionResult
 	readAt := c.Clock()
@@ -130,6 +131,14 @@ func (c *Compactor) Run(ctx context.Context, t *table.Table, p Policy) (Compacti
 		if dl, ok := ctx.Deadline(); ok && dl.Sub(c.Clock()) < c.Margin {
 			res.Stopped = fmt.Sprintf("deadline: %d of %d groups done", i, len(plan.Groups))
 			return res, nil
+		}
+		// The lease bounds the run as well as the deadline: the fence
+		// (which renews the lease when due) must pass before a group starts.
+		if fence := t.Options().Fence; fence != nil {
+			if err := fence(ctx); err != nil {
+				res.Stopped = fmt.Sprintf("lease: %d of %d groups done: %v", i, len(plan.Groups), err)
+				return res, nil
+			}
 		}
 		rec, inputs, err := t.ReadGroup(ctx, m, g.Fragments)
 		if err != nil {
