@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/tablekeep/tablekeep/shared/lock"
 	"github.com/tablekeep/tablekeep/shared/table"
 )
 
@@ -155,6 +156,13 @@ func (c *Compactor) Run(ctx context.Context, t *table.Table, p Policy) (Compacti
 			// A concurrent writer removed an input: skip; the next run replans.
 			res.Dropped++
 			continue
+		}
+		if errors.Is(err, lock.ErrLeaseExpired) || errors.Is(err, lock.ErrLeaseLost) {
+			// The fence refused the commit: stop at the lease (the output
+			// is left to the orphan sweep); the caller's next fenced step
+			// reports the lease.
+			res.Stopped = fmt.Sprintf("lease: %d of %d groups done: %v", i, len(plan.Groups), err)
+			return res, nil
 		}
 		if err != nil {
 			return res, fmt.Errorf("compact group %d: %w", i, err)

@@ -580,3 +580,41 @@ func TestSweepToleratesDanglingTag(t *testing.T) {
 		t.Fatalf("orphan kept: %v", err)
 	}
 }
+
+// noRenew is a locker whose renewals time out (the lease is not lost, it
+// just cannot be extended).
+type noRenew struct{ *lock.InProcess }
+
+func (noRenew) Renew(ctx context.Context, l *lock.Lease) (*lock.Lease, error) {
+	return nil, context.DeadlineExceeded
+}
+
+// TestCompactionStopsAtLease: when the lease cannot be renewed, compaction
+// stops at it (as at a deadline) and commits nothing past what the fence
+// allows; the pass reports the lease in its prune step.
+func TestCompactionStopsAtLease(t *testing.T) {
+	ctx := context.Background()
+	e, _ := newTimedEnv(t, backlogPolicy())
+	e.runner.Locker = noRenew{e.locker}
+	tb := e.create(t)
+	for i := range 48 {
+		upsert(t, tb, fmt.Sprint("k", i), "v")
+	}
+	before := storedVersions(t, tb)
+	slowGroups(e, time.Minute)
+	rep, err := e.runner.MaintainTable(ctx, e.ref)
+	e.faulty.SetBefore(nil)
+	c := rep.Compacted
+	t.Logf("compaction %d/%d stopped %q; err %v", c.Committed, c.Planned, c.Stopped, err)
+	if !strings.HasPrefix(c.Stopped, "lease") || c.Committed == 0 || c.Committed >= c.Planned {
+		t.Fatalf("compaction did not stop at the lease: %+v", c)
+	}
+	if !errors.Is(err, lock.ErrLeaseExpired) || rep.Prune.Floor != 0 && len(rep.Prune.Ranges) > 0 {
+		t.Fatalf("pass: %v, prune %+v", err, rep.Prune)
+	}
+	// Committed within the lease: 5 min lease, 1 min a group, a quarter
+	// of the lease as the fence's margin.
+	if got := len(storedVersions(t, tb)) - len(before); got != c.Committed || got > 4 {
+		t.Fatalf("%d versions committed, report says %d", got, c.Committed)
+	}
+}

@@ -383,12 +383,14 @@ func ApplyPrune(ctx context.Context, t *table.Table, plan *PrunePlan, q Enqueuer
 		if err := t.SetFloor(ctx, plan.Floor); err != nil {
 			return fmt.Errorf("set floor: %w", err)
 		}
+		// With the floor unchanged the plan's tags stand: no Tag can land
+		// below an unchanged floor (its Checkout refuses the version).
+		tags, err := t.Tags(ctx)
+		if err != nil {
+			return fmt.Errorf("read tags: %w", err)
+		}
+		plan.planRanges(t.Root(), tags)
 	}
-	tags, err := t.Tags(ctx)
-	if err != nil {
-		return fmt.Errorf("read tags: %w", err)
-	}
-	plan.planRanges(t.Root(), tags)
 	if len(plan.Ranges) == 0 && !plan.changed {
 		return nil
 	}

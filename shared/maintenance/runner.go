@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/tablekeep/tablekeep/shared/lock"
@@ -254,7 +255,11 @@ func (r *Runner) MaintainTable(ctx context.Context, ref TableRef) (TableReport, 
 	before := t.Cached().Version
 	rep.Compacted, err = r.Compactor.Run(ctx, t, p)
 	c := rep.Compacted
-	r.endStep(ctx, st, err, "compaction", ref.Name, lease.Token,
+	stepErr := err
+	if stepErr == nil && strings.HasPrefix(c.Stopped, "lease") {
+		stepErr = errors.New(c.Stopped) // logged as the error it is
+	}
+	r.endStep(ctx, st, stepErr, "compaction", ref.Name, lease.Token,
 		slog.Group("versions", slog.Uint64("latest", t.Cached().Version), slog.Uint64("floor", floor),
 			slog.Uint64("from", before), slog.Uint64("to", t.Cached().Version)),
 		slog.Int64("lock_wait_ms", lockWait.Milliseconds()),
