@@ -240,8 +240,12 @@ func PlanPrune(ctx context.Context, t *table.Table, name string, p Policy, now t
 		}
 	}
 	plan.Floor = max(floor, plan.OldFloor)
-	if plan.state, plan.stateKeys, err = readPruneState(ctx, t); err != nil {
-		return plan, err
+	// With no stored version below the floor (an idle, cleaned table)
+	// nothing can be enqueued and the state is not needed: skip reading it.
+	if vs[0].Version < plan.Floor {
+		if plan.state, plan.stateKeys, err = readPruneState(ctx, t); err != nil {
+			return plan, err
+		}
 	}
 	// Tags read here only preview the plan (dry run): ApplyPrune reads
 	// them again after writing the raised floor.
@@ -395,15 +399,17 @@ func ApplyPrune(ctx context.Context, t *table.Table, plan *PrunePlan, q Enqueuer
 		return nil
 	}
 	if len(plan.Ranges) > 0 {
-		// A range [From, To] reads the change records [From+1, To+1].
-		from := plan.Ranges[0].From
+		// A range [From, To] reads the change records [From+1, To+1]:
+		// only those are repaired, so a record re-created while an earlier
+		// message's cleaner deletes it is deleted again by the range sent
+		// now (never left outside every range).
+		plan.Repaired = 0
 		for _, r := range plan.Ranges {
-			from = min(from, r.From)
-		}
-		n, err := ensureChangeRecords(ctx, t, from+1, plan.Floor)
-		plan.Repaired = n
-		if err != nil {
-			return err
+			n, err := ensureChangeRecords(ctx, t, r.From+1, min(r.To+1, plan.Floor))
+			plan.Repaired += n
+			if err != nil {
+				return err
+			}
 		}
 		bodies := make([][]byte, len(plan.Ranges))
 		for i, r := range plan.Ranges {
