@@ -618,3 +618,57 @@ func TestCompactionStopsAtLease(t *testing.T) {
 		t.Fatalf("%d versions committed, report says %d", got, c.Committed)
 	}
 }
+
+// TestPruneStateBounded: with every cleanup message lost for 100 hourly
+// passes with writes, the prune state stays one object of at most
+// MaxTrackedRanges ranges, and every stored version below the floor is
+// still re-sent at least every ReplanAfter + one pass.
+func TestPruneStateBounded(t *testing.T) {
+	ctx := context.Background()
+	p := testPolicy()
+	p.ReplanAfter = 3 * time.Hour
+	e, _ := newTimedEnv(t, p)
+	lastSent := map[uint64]time.Time{}
+	d := &dropper{inner: e.runner.Queue, drop: func(_ int, b []byte) bool {
+		m, err := maintenance.DecodeRangeMessage(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for v := m.From; v <= m.To; v++ {
+			lastSent[v] = e.clock.Now()
+		}
+		return true
+	}}
+	e.runner.Queue = d
+	tb := e.create(t)
+	below := map[uint64]time.Time{}
+	hourlyPasses(t, e, tb, 100, 2, func(pass int, floor uint64) {
+		now := e.clock.Now()
+		for _, v := range storedVersions(t, tb) {
+			if v >= floor {
+				continue
+			}
+			if _, ok := below[v]; !ok {
+				below[v] = now
+			}
+			if now.Sub(below[v]) > p.ReplanAfter+time.Hour && now.Sub(lastSent[v]) > p.ReplanAfter+time.Hour {
+				t.Fatalf("pass %d: version %d below the floor, last sent %s ago", pass, v, now.Sub(lastSent[v]))
+			}
+		}
+		keys := listing(t, e.disk, tb.Root()+"_maintenance/prune-state/")
+		if len(keys) > 1 || pass > 10 && len(keys) != 1 {
+			t.Fatalf("pass %d: %d prune state objects", pass, len(keys))
+		}
+		for k := range keys {
+			b, err := e.disk.Get(ctx, k)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n := strings.Count(string(b), `"from"`); n > maintenance.MaxTrackedRanges {
+				t.Fatalf("pass %d: %d ranges tracked", pass, n)
+			} else if pass == 100 {
+				t.Logf("%d ranges tracked, %d bytes, %d messages lost", n, len(b), len(d.lost))
+			}
+		}
+	})
+}
