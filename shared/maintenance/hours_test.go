@@ -672,3 +672,31 @@ func TestPruneStateBounded(t *testing.T) {
 		}
 	})
 }
+
+// TestPruneStateAfterTokenRestart: a lock whose token sequence restarted
+// (a DynamoDB item removed by TTL after a week unused) does not leave the
+// new holder's prune state shadowed by the old, higher token's.
+func TestPruneStateAfterTokenRestart(t *testing.T) {
+	ctx := context.Background()
+	p := testPolicy()
+	e, _ := newTimedEnv(t, p)
+	tb := e.create(t)
+	hourlyPasses(t, e, tb, 5, 3, func(int, uint64) {})
+	e.clock.Advance(8 * 24 * time.Hour)
+	e.runner.Locker = lock.NewInProcess(e.clock)
+	for i := range 5 {
+		upsert(t, tb, fmt.Sprint("r", i), "x")
+	}
+	e.clock.Advance(3 * time.Hour)
+	rep, err := e.runner.MaintainTable(ctx, e.ref)
+	if err != nil || rep.Token != 1 || len(rep.Prune.Ranges) == 0 {
+		t.Fatalf("after the restart: token %d ranges %+v err %v", rep.Token, rep.Prune.Ranges, err)
+	}
+	plan, err := maintenance.PlanPrune(ctx, e.open(t), tblName, p, e.clock.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(plan.Ranges) != 0 {
+		t.Fatalf("new holder's state shadowed: the next plan re-enqueues %+v", plan.Ranges)
+	}
+}

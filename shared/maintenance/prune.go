@@ -99,7 +99,7 @@ type PrunePlan struct {
 	now       time.Time
 	vs        []table.VersionInfo
 	state     pruneState
-	stateKeys []string // the state objects read
+	stateKeys []objstore.ObjectInfo // the state objects listed
 	changed   bool     // StateAfter differs from the state read
 }
 
@@ -138,13 +138,13 @@ func pruneStateKey(token uint64) string { return fmt.Sprintf("%s%020d.json", pru
 
 // readPruneState returns the state of the highest fencing token (or the
 // legacy object if there is none) and the keys of every state object.
-func readPruneState(ctx context.Context, t *table.Table) (pruneState, []string, error) {
+func readPruneState(ctx context.Context, t *table.Table) (pruneState, []objstore.ObjectInfo, error) {
 	var s pruneState
-	var keys []string
+	var keys []objstore.ObjectInfo
 	err := objstore.ListAll(ctx, t.Store(), t.Root()+pruneStatePrefix, "", func(o objstore.ObjectInfo) error {
 		rel := strings.TrimPrefix(o.Key, t.Root()+pruneStatePrefix)
 		if len(rel) == 25 && strings.HasSuffix(rel, ".json") {
-			keys = append(keys, o.Key)
+			keys = append(keys, o)
 		}
 		return nil
 	})
@@ -153,7 +153,7 @@ func readPruneState(ctx context.Context, t *table.Table) (pruneState, []string, 
 	}
 	key := t.Root() + legacyPruneStateKey
 	if len(keys) > 0 {
-		key = keys[len(keys)-1] // zero-padded: the last is the highest token
+		key = keys[len(keys)-1].Key // zero-padded: the last is the highest token
 	}
 	b, err := t.Store().Get(ctx, key)
 	if errors.Is(err, objstore.ErrNotExist) {
@@ -172,11 +172,18 @@ func readPruneState(ctx context.Context, t *table.Table) (pruneState, []string, 
 	return s, keys, nil
 }
 
+// StateRestartAge: a prune state of a higher fencing token than the
+// writer's, last written longer ago than this, is taken to predate a
+// restart of the lock's token sequence (a DynamoDB lock item removed by TTL
+// after a week unused) and is deleted; a younger one is a newer holder's,
+// and the writer, stale, leaves it alone.
+const StateRestartAge = 24 * time.Hour
+
 // writePruneState writes s under token (its own key: only the holder of
 // that token writes it), then deletes the states of lower tokens and the
 // legacy object, best effort. A stale holder's state, written late under
 // its lower token, is ignored by readers and deleted by the next holder.
-func writePruneState(ctx context.Context, t *table.Table, s pruneState, token uint64, old []string) error {
+func writePruneState(ctx context.Context, t *table.Table, s pruneState, token uint64, old []objstore.ObjectInfo, now time.Time) error {
 	s.Token = token
 	b, _ := json.Marshal(s)
 	key := t.Root() + pruneStateKey(token)
@@ -184,9 +191,9 @@ func writePruneState(ctx context.Context, t *table.Table, s pruneState, token ui
 		return err
 	}
 	var del []string
-	for _, k := range old {
-		if k < key {
-			del = append(del, k)
+	for _, o := range old {
+		if o.Key < key || o.Key > key && now.Sub(o.LastModified) > StateRestartAge {
+			del = append(del, o.Key)
 		}
 	}
 	del = append(del, t.Root()+legacyPruneStateKey)
@@ -419,7 +426,7 @@ func ApplyPrune(ctx context.Context, t *table.Table, plan *PrunePlan, q Enqueuer
 			return fmt.Errorf("enqueue %d ranges: %w", len(bodies), err)
 		}
 	}
-	if err := writePruneState(ctx, t, plan.StateAfter, plan.Token, plan.stateKeys); err != nil {
+	if err := writePruneState(ctx, t, plan.StateAfter, plan.Token, plan.stateKeys, plan.now); err != nil {
 		// The messages went out; without the state a later run re-enqueues
 		// them, which cleaners tolerate (at-least-once).
 		return fmt.Errorf("record prune state: %w", err)
