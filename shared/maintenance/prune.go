@@ -100,7 +100,7 @@ type PrunePlan struct {
 	vs        []table.VersionInfo
 	state     pruneState
 	stateKeys []objstore.ObjectInfo // the state objects listed
-	changed   bool     // StateAfter differs from the state read
+	changed   bool                  // StateAfter differs from the state read
 }
 
 // trackedRange is one enqueued range: At is when it was last sent.
