@@ -12,22 +12,25 @@ import (
 
 // TableSummary is what the compactor did to one table.
 type TableSummary struct {
-	Table          string   `json:"table"`
-	Skipped        string   `json:"skipped,omitempty"`
-	FencingToken   uint64   `json:"fencing_token,omitempty"`
-	GroupsPlanned  int      `json:"groups_planned"`
-	GroupsDone     int      `json:"groups_committed"`
-	FragmentsIn    int      `json:"fragments_in"`
-	FragmentsOut   int      `json:"fragments_out"`
-	Latest         uint64   `json:"latest_version"`
-	Floor          uint64   `json:"floor"`
-	RangesEnqueued int      `json:"ranges_enqueued"`
-	Prunable       int      `json:"prunable_versions"`
-	Unreclaimed    int      `json:"unreclaimed_versions"`
-	Rows           uint64   `json:"rows"`
-	StatsNote      string   `json:"stats_note,omitempty"`
-	DurationMS     int64    `json:"duration_ms"`
-	Versions       []uint64 `json:"compaction_versions,omitempty"`
+	Table   string `json:"table"`
+	Skipped string `json:"skipped,omitempty"`
+	// CompactionError: compaction failed; pruning still ran (Skipped then
+	// holds the whole error).
+	CompactionError string   `json:"compaction_error,omitempty"`
+	FencingToken    uint64   `json:"fencing_token,omitempty"`
+	GroupsPlanned   int      `json:"groups_planned"`
+	GroupsDone      int      `json:"groups_committed"`
+	FragmentsIn     int      `json:"fragments_in"`
+	FragmentsOut    int      `json:"fragments_out"`
+	Latest          uint64   `json:"latest_version"`
+	Floor           uint64   `json:"floor"`
+	RangesEnqueued  int      `json:"ranges_enqueued"`
+	Prunable        int      `json:"prunable_versions"`
+	Unreclaimed     int      `json:"unreclaimed_versions"`
+	Rows            uint64   `json:"rows"`
+	StatsNote       string   `json:"stats_note,omitempty"`
+	DurationMS      int64    `json:"duration_ms"`
+	Versions        []uint64 `json:"compaction_versions,omitempty"`
 }
 
 // CompactSummary is the compactor's response.
@@ -85,7 +88,7 @@ func (d *Deps) Compact(ctx context.Context, raw json.RawMessage) (CompactSummary
 	var ranges int
 	for _, tr := range rep.Tables {
 		ts := TableSummary{
-			Table: tr.Table, Skipped: tr.Skipped, FencingToken: tr.Token,
+			Table: tr.Table, Skipped: tr.Skipped, CompactionError: tr.CompactionError, FencingToken: tr.Token,
 			GroupsPlanned: tr.Compacted.Planned, GroupsDone: tr.Compacted.Committed,
 			FragmentsIn: tr.Compacted.InputFrags, FragmentsOut: tr.Compacted.OutputFrags,
 			Latest: tr.Prune.Latest, Floor: tr.Prune.Floor, RangesEnqueued: len(tr.Prune.Ranges),

@@ -19,8 +19,11 @@ type SweepTable struct {
 	Foreign    int    `json:"foreign"`
 	Deleted    int    `json:"deleted"`
 	// More: the delete bound was reached; the next run continues.
-	More  bool   `json:"more,omitempty"`
-	Error string `json:"error,omitempty"`
+	More bool `json:"more,omitempty"`
+	// DanglingTags name versions whose manifest is gone: reported, the
+	// sweep goes on.
+	DanglingTags []string `json:"dangling_tags,omitempty"`
+	Error        string   `json:"error,omitempty"`
 }
 
 // SweepSummary is the sweeper's response.
@@ -82,6 +85,7 @@ func (d *Deps) Sweep(ctx context.Context, raw json.RawMessage) (SweepSummary, er
 		})
 		st.Listed, st.Referenced, st.Young, st.Foreign, st.Deleted = res.Listed, res.Referenced, res.Young, res.Foreign, res.Deleted
 		st.More = res.Deleted >= d.Config.SweepMaxDeletes
+		st.DanglingTags = res.DanglingTags
 		if err != nil {
 			st.Error = err.Error()
 			sum.Errors++

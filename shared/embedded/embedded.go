@@ -5,11 +5,15 @@ package embedded
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/tablekeep/tablekeep/shared/catalog"
@@ -81,7 +85,25 @@ type Report struct {
 	// Cleanup is, with DryRun, what the cleaner would delete for each
 	// planned range, by table (read from the change records).
 	Cleanup map[string][]maintenance.RangePlan
+	// Errors is each failed table's error (compaction, prune plan, cleanup
+	// plan or sweep): one table's failure does not stop the others'.
+	Errors  map[string]string
 	Elapsed time.Duration
+}
+
+// ErrTablesFailed is what Maintain returns, after maintaining every table
+// it could, when some failed (Report.Errors says which and why).
+var ErrTablesFailed = errors.New("maintenance failed for some tables")
+
+func (r *Report) fail(table string, err error) {
+	if r.Errors == nil {
+		r.Errors = map[string]string{}
+	}
+	if prev, ok := r.Errors[table]; ok {
+		r.Errors[table] = prev + "; " + err.Error()
+		return
+	}
+	r.Errors[table] = err.Error()
 }
 
 // Options for Maintain.
@@ -128,10 +150,14 @@ func (w *Warehouse) Maintain(ctx context.Context, o Options) (Report, error) {
 	if err != nil {
 		return rep, err
 	}
-	if o.DryRun {
-		if err := w.planCleanup(ctx, &rep); err != nil {
-			return rep, err
+	for _, tr := range rep.Run.Tables {
+		if msg, ok := strings.CutPrefix(tr.Skipped, "error: "); ok {
+			rep.fail(tr.Table, errors.New(msg))
 		}
+	}
+	var drainErr error
+	if o.DryRun {
+		w.planCleanup(ctx, &rep)
 	} else {
 		ranges := 0
 		for _, tr := range rep.Run.Tables {
@@ -140,54 +166,73 @@ func (w *Warehouse) Maintain(ctx context.Context, o Options) (Report, error) {
 		cl := w.Cleaner()
 		cl.Metrics = o.Metrics
 		bar = o.progress("cleanup", ranges)
-		rep.Drain, err = maintenance.DrainLocal(ctx, w.Queue, cl, w.Logger, func() { _ = bar.Add(1) })
+		rep.Drain, drainErr = maintenance.DrainLocal(ctx, w.Queue, cl, w.Logger, func() { _ = bar.Add(1) })
 		_ = bar.Finish()
-		if err != nil {
-			return rep, err
+		if drainErr != nil {
+			// The queue, not a table, failed: the sweeps still run.
+			w.Logger.ErrorContext(ctx, "cleanup drain failed", "err", drainErr)
+			drainErr = fmt.Errorf("drain cleanup queue: %w", drainErr)
 		}
 	}
 	rep.Sweeps = map[string]maintenance.SweepResult{}
 	for _, ref := range refs {
+		if err := ctx.Err(); err != nil {
+			return rep, errors.Join(drainErr, err)
+		}
 		sr, err := maintenance.SweepTable(ctx, w.Store, ref, maintenance.SweepOptions{
 			Now: w.Clock.Now(), MaxDeletes: o.SweepMax, DryRun: o.DryRun, Logger: w.Logger, Clock: w.Clock.Now,
 			Metrics: o.Metrics, Table: table.Options{Clock: w.Clock.Now},
 		})
-		if err != nil {
-			return rep, fmt.Errorf("sweep %s: %w", ref.Name, err)
-		}
 		rep.Sweeps[ref.Name] = sr
+		if err != nil {
+			rep.fail(ref.Name, fmt.Errorf("sweep: %w", err))
+		}
 	}
 	rep.Elapsed = w.Clock.Now().Sub(start)
 	if err := o.Metrics.Flush(); err != nil {
 		w.Logger.WarnContext(ctx, "metrics not written", "err", err)
 	}
-	return rep, nil
+	if len(rep.Errors) > 0 {
+		var msgs []string
+		for _, name := range slices.Sorted(maps.Keys(rep.Errors)) {
+			msgs = append(msgs, name+": "+rep.Errors[name])
+		}
+		return rep, errors.Join(drainErr, fmt.Errorf("%w: %s", ErrTablesFailed, strings.Join(msgs, "; ")))
+	}
+	return rep, drainErr
 }
 
 // planCleanup fills rep.Cleanup: for each planned range, what the cleaner
-// would delete, read from the change records, with sizes from listings.
-func (w *Warehouse) planCleanup(ctx context.Context, rep *Report) error {
+// would delete, read from the change records, with sizes from listings. A
+// table that fails is reported in rep.Errors; the others are still planned.
+func (w *Warehouse) planCleanup(ctx context.Context, rep *Report) {
 	rep.Cleanup = map[string][]maintenance.RangePlan{}
 	for _, tr := range rep.Run.Tables {
 		if len(tr.Prune.Ranges) == 0 {
 			continue
 		}
-		ref, err := w.Catalog.Resolve(ctx, tr.Table)
+		if err := w.planTableCleanup(ctx, rep, tr); err != nil {
+			rep.fail(tr.Table, fmt.Errorf("plan cleanup: %w", err))
+		}
+	}
+}
+
+func (w *Warehouse) planTableCleanup(ctx context.Context, rep *Report, tr maintenance.TableReport) error {
+	ref, err := w.Catalog.Resolve(ctx, tr.Table)
+	if err != nil {
+		return err
+	}
+	t, err := table.Open(ctx, w.Store, ref.Root, table.Options{Clock: w.Clock.Now, Grace: ref.Policy.Grace})
+	if err != nil {
+		return err
+	}
+	for _, rg := range tr.Prune.Ranges {
+		rp, err := maintenance.PlanRange(ctx, t, ref, rg, 0)
 		if err != nil {
-			return err
+			return fmt.Errorf("[%d, %d]: %w", rg.From, rg.To, err)
 		}
-		t, err := table.Open(ctx, w.Store, ref.Root, table.Options{Clock: w.Clock.Now, Grace: ref.Policy.Grace})
-		if err != nil {
-			return err
-		}
-		for _, rg := range tr.Prune.Ranges {
-			rp, err := maintenance.PlanRange(ctx, t, ref, rg, 0)
-			if err != nil {
-				return fmt.Errorf("plan cleanup %s [%d, %d]: %w", tr.Table, rg.From, rg.To, err)
-			}
-			rp.Sizes(ctx, w.Store, ref.Root, 0)
-			rep.Cleanup[tr.Table] = append(rep.Cleanup[tr.Table], rp)
-		}
+		rp.Sizes(ctx, w.Store, ref.Root, 0)
+		rep.Cleanup[tr.Table] = append(rep.Cleanup[tr.Table], rp)
 	}
 	return nil
 }

@@ -242,22 +242,24 @@ func PlanRange(ctx context.Context, t *table.Table, ref TableRef, msg RangeMessa
 		rp.Continuation = &cont
 		return rp, nil
 	}
+	// The change records deleted are the ones this range read, [From+1,
+	// To+1] (and version 1's, which has nothing to remove): deleting
+	// [From, To] removed record From, which the range below still needs,
+	// so a reordered delivery left that range's files behind. Records go
+	// before the manifests: a crash between the delete batches leaves
+	// manifests, which the planner sees and re-plans, never records alone.
+	if msg.From == 1 {
+		rp.MetaKeys = append(rp.MetaKeys, ref.Root+table.ChangeKey(1))
+	}
+	for v := msg.From + 1; v <= msg.To+1; v++ {
+		rp.MetaKeys = append(rp.MetaKeys, ref.Root+table.ChangeKey(v))
+	}
 	for v := msg.From; v <= msg.To; v++ {
 		if tagged[v] {
 			continue
 		}
 		rp.MetaKeys = append(rp.MetaKeys, ref.Root+table.ManifestKey(v))
 		rp.VersionsDeleted++
-	}
-	// The change records deleted are the ones this range read, [From+1,
-	// To+1] (and version 1's, which has nothing to remove): deleting
-	// [From, To] removed record From, which the range below still needs,
-	// so a reordered delivery left that range's files behind.
-	if msg.From == 1 {
-		rp.MetaKeys = append(rp.MetaKeys, ref.Root+table.ChangeKey(1))
-	}
-	for v := msg.From + 1; v <= msg.To+1; v++ {
-		rp.MetaKeys = append(rp.MetaKeys, ref.Root+table.ChangeKey(v))
 	}
 	return rp, nil
 }

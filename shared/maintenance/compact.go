@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/tablekeep/tablekeep/shared/lock"
 	"github.com/tablekeep/tablekeep/shared/table"
 )
 
@@ -112,7 +113,8 @@ func (c *Compactor) Plan(ctx context.Context, t *table.Table, p Policy) (Compact
 }
 
 // Run compacts t. The table handle's Fence (if any) is checked before every
-// commit, so a holder whose lease expired commits nothing.
+// group and every commit, so a holder whose lease expired commits nothing,
+// and the run stops (Stopped) at the lease as it does near the deadline.
 func (c *Compactor) Run(ctx context.Context, t *table.Table, p Policy) (CompactionResult, error) {
 	var res CompactionResult
 	readAt := c.Clock()
@@ -131,6 +133,14 @@ func (c *Compactor) Run(ctx context.Context, t *table.Table, p Policy) (Compacti
 			res.Stopped = fmt.Sprintf("deadline: %d of %d groups done", i, len(plan.Groups))
 			return res, nil
 		}
+		// The lease bounds the run as well as the deadline: the fence
+		// (which renews the lease when due) must pass before a group starts.
+		if fence := t.Options().Fence; fence != nil {
+			if err := fence(ctx); err != nil {
+				res.Stopped = fmt.Sprintf("lease: %d of %d groups done: %v", i, len(plan.Groups), err)
+				return res, nil
+			}
+		}
 		rec, inputs, err := t.ReadGroup(ctx, m, g.Fragments)
 		if err != nil {
 			return res, fmt.Errorf("compact group %d: %w", i, err)
@@ -146,6 +156,13 @@ func (c *Compactor) Run(ctx context.Context, t *table.Table, p Policy) (Compacti
 			// A concurrent writer removed an input: skip; the next run replans.
 			res.Dropped++
 			continue
+		}
+		if errors.Is(err, lock.ErrLeaseExpired) || errors.Is(err, lock.ErrLeaseLost) {
+			// The fence refused the commit: stop at the lease (the output
+			// is left to the orphan sweep); the caller's next fenced step
+			// reports the lease.
+			res.Stopped = fmt.Sprintf("lease: %d of %d groups done: %v", i, len(plan.Groups), err)
+			return res, nil
 		}
 		if err != nil {
 			return res, fmt.Errorf("compact group %d: %w", i, err)

@@ -184,17 +184,22 @@ func TestPrunePlanner(t *testing.T) {
 		t.Fatal(err)
 	}
 	q.take() // both messages are lost
-	// Before ReplanAfter nothing is re-enqueued; after it, everything is.
-	e.clock.Advance(p.ReplanAfter - time.Minute)
+	// Each range is re-planned ReplanAfter after its own send, whatever was
+	// enqueued since: [1, 13] (sent 2h before [14, 16]) first.
+	e.clock.Advance(p.ReplanAfter - 2*time.Hour - time.Minute)
 	if plan, _ = maintenance.PlanPrune(ctx, tb, tblName, p, e.clock.Now()); len(plan.Ranges) != 0 {
 		t.Fatalf("replanned early: %+v", plan.Ranges)
 	}
 	e.clock.Advance(2 * time.Minute)
+	if plan, _ = maintenance.PlanPrune(ctx, tb, tblName, p, e.clock.Now()); plan.Replanned != 1 || len(plan.Ranges) != 1 || plan.Ranges[0].From != 1 || plan.Ranges[0].To != 13 {
+		t.Fatalf("lost [1, 13] not replanned alone: replanned %d ranges %+v", plan.Replanned, plan.Ranges)
+	}
+	e.clock.Advance(2 * time.Hour) // (PlanPrune alone records nothing)
 	plan, err = maintenance.PlanPrune(ctx, tb, tblName, p, e.clock.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if plan.Replanned != 1 || len(plan.Ranges) == 0 || plan.Ranges[0].From != 1 || plan.Ranges[len(plan.Ranges)-1].To != 16 {
+	if plan.Replanned != 2 || len(plan.Ranges) != 2 || plan.Ranges[0].From != 1 || plan.Ranges[len(plan.Ranges)-1].To != 16 {
 		t.Fatalf("lost messages not replanned: replanned %d ranges %+v", plan.Replanned, plan.Ranges)
 	}
 	// Draining the replanned ranges leaves the tagged version and [17, 19].

@@ -1,11 +1,13 @@
 package maintenance
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"time"
 
@@ -84,39 +86,138 @@ type PrunePlan struct {
 	Unreclaim int // versions stored that are below the floor (backlog)
 	// PrunableBytes is the size of the prunable versions' manifests.
 	PrunableBytes int64
-	StateAfter    pruneState
+	// Token is the fencing token of the lease the plan is applied under:
+	// ApplyPrune writes the prune state under it, and the state of the
+	// highest token wins (a stale holder cannot roll a newer one back).
+	Token      uint64
+	StateAfter pruneState
+
+	// What the plan was computed from: ApplyPrune recomputes the ranges
+	// with the tags read after the raised floor is written.
+	name      string
+	policy    Policy
+	now       time.Time
+	vs        []table.VersionInfo
+	state     pruneState
+	stateKeys []objstore.ObjectInfo // the state objects listed
+	changed   bool                  // StateAfter differs from the state read
 }
 
-// pruneState remembers which ranges were enqueued, so a range is never
-// enqueued twice while a message for it may be in flight.
+// trackedRange is one enqueued range: At is when it was last sent.
+type trackedRange struct {
+	From uint64    `json:"from"`
+	To   uint64    `json:"to"`
+	At   time.Time `json:"at"`
+}
+
+// pruneState remembers which ranges were enqueued and when, so a range is
+// not enqueued twice while a message for it may be in flight, and is
+// re-enqueued once it is older than ReplanAfter and still not cleaned.
 type pruneState struct {
-	EnqueuedThrough uint64    `json:"enqueued_through"`
-	EnqueuedAt      time.Time `json:"enqueued_at"`
+	Token  uint64         `json:"token,omitempty"`
+	Ranges []trackedRange `json:"ranges,omitempty"`
+	// Legacy single-object state (prune-state.json): read, never written.
+	EnqueuedThrough uint64    `json:"enqueued_through,omitempty"`
+	EnqueuedAt      time.Time `json:"enqueued_at,omitzero"`
 }
 
-const pruneStateKey = "_maintenance/prune-state.json"
+// MaxTrackedRanges bounds the ranges a prune state tracks: beyond it the
+// two closest ranges are merged, keeping the older send time (so a merged
+// range is re-planned no later than its parts would have been).
+const MaxTrackedRanges = 64
 
-func readPruneState(ctx context.Context, t *table.Table) (pruneState, error) {
+const (
+	// pruneStatePrefix holds one state object per fencing token,
+	// prune-state/<token, 20 digits>.json: the highest token wins.
+	pruneStatePrefix = "_maintenance/prune-state/"
+	// legacyPruneStateKey is the state object of earlier releases.
+	legacyPruneStateKey = "_maintenance/prune-state.json"
+)
+
+func pruneStateKey(token uint64) string { return fmt.Sprintf("%s%020d.json", pruneStatePrefix, token) }
+
+// readPruneState returns the state of the highest fencing token (or the
+// legacy object if there is none) and the keys of every state object.
+func readPruneState(ctx context.Context, t *table.Table) (pruneState, []objstore.ObjectInfo, error) {
 	var s pruneState
-	b, err := t.Store().Get(ctx, t.Root()+pruneStateKey)
+	var keys []objstore.ObjectInfo
+	err := objstore.ListAll(ctx, t.Store(), t.Root()+pruneStatePrefix, "", func(o objstore.ObjectInfo) error {
+		rel := strings.TrimPrefix(o.Key, t.Root()+pruneStatePrefix)
+		if len(rel) == 25 && strings.HasSuffix(rel, ".json") {
+			keys = append(keys, o)
+		}
+		return nil
+	})
+	if err != nil {
+		return s, nil, err
+	}
+	key := t.Root() + legacyPruneStateKey
+	if len(keys) > 0 {
+		key = keys[len(keys)-1].Key // zero-padded: the last is the highest token
+	}
+	b, err := t.Store().Get(ctx, key)
 	if errors.Is(err, objstore.ErrNotExist) {
-		return s, nil
+		return s, keys, nil
 	}
 	if err != nil {
-		return s, err
+		return s, keys, err
 	}
 	if err := json.Unmarshal(b, &s); err != nil {
-		return s, fmt.Errorf("%s%s: %w: %v", t.Root(), pruneStateKey, table.ErrCorruptObject, err)
+		return s, keys, fmt.Errorf("%s: %w: %v", key, table.ErrCorruptObject, err)
 	}
-	return s, nil
+	if len(s.Ranges) == 0 && s.EnqueuedThrough > 0 {
+		s.Ranges = []trackedRange{{From: 1, To: s.EnqueuedThrough, At: s.EnqueuedAt}}
+	}
+	s.EnqueuedThrough, s.EnqueuedAt = 0, time.Time{}
+	return s, keys, nil
+}
+
+// StateRestartAge: a prune state of a higher fencing token than the
+// writer's, last written longer ago than this, is taken to predate a
+// restart of the lock's token sequence (a DynamoDB lock item removed by TTL
+// after a week unused) and is deleted; a younger one is a newer holder's,
+// and the writer, stale, leaves it alone.
+const StateRestartAge = 24 * time.Hour
+
+// writePruneState writes s under token (its own key: only the holder of
+// that token writes it), then deletes the states of lower tokens and the
+// legacy object, best effort. A stale holder's state, written late under
+// its lower token, is ignored by readers and deleted by the next holder.
+func writePruneState(ctx context.Context, t *table.Table, s pruneState, token uint64, old []objstore.ObjectInfo, now time.Time) error {
+	s.Token = token
+	b, _ := json.Marshal(s)
+	key := t.Root() + pruneStateKey(token)
+	if err := t.Store().Put(ctx, key, b); err != nil {
+		return err
+	}
+	var del []string
+	for _, o := range old {
+		if o.Key < key || o.Key > key && now.Sub(o.LastModified) > StateRestartAge {
+			del = append(del, o.Key)
+		}
+	}
+	del = append(del, t.Root()+legacyPruneStateKey)
+	_ = t.Store().Delete(ctx, del)
+	return nil
+}
+
+// RetentionGrace is how long after being superseded a version of t is
+// kept, and how old an unreferenced file must be before the sweep deletes
+// it: the longer of the policy's and the writers' grace windows, plus
+// table.SafetyMargin (a writer's last check may precede its manifest PUT by
+// MaxCommitDuration, and the clocks of writer, store and maintainer may
+// each be off by MaxClockSkew).
+func RetentionGrace(t *table.Table, p Policy) time.Duration {
+	return max(p.WithDefaults().Grace, t.WriterGrace()) + table.SafetyMargin
 }
 
 // PlanPrune computes the retention floor and the ranges to enqueue. Retained:
-// the newest KeepLast versions, tagged versions, and versions superseded less
-// than Grace ago. It reads only listings, tags and missing change records.
+// the newest KeepLast versions, tagged versions, and versions superseded
+// (by the store time of the next manifest) at most RetentionGrace before
+// now. It reads only listings, tags and the prune state.
 func PlanPrune(ctx context.Context, t *table.Table, name string, p Policy, now time.Time) (PrunePlan, error) {
 	p = p.WithDefaults()
-	var plan PrunePlan
+	plan := PrunePlan{name: name, policy: p, now: now}
 	vs, err := t.Versions(ctx)
 	if err != nil {
 		return plan, err
@@ -124,22 +225,15 @@ func PlanPrune(ctx context.Context, t *table.Table, name string, p Policy, now t
 	if len(vs) == 0 {
 		return plan, fmt.Errorf("%s: %w", t.Root(), table.ErrNotATable)
 	}
+	plan.vs = vs
 	plan.Versions = len(vs)
 	plan.Latest = vs[len(vs)-1].Version
 	if plan.OldFloor, err = t.Floor(ctx); err != nil {
 		return plan, err
 	}
-	tags, err := t.Tags(ctx)
-	if err != nil {
-		return plan, err
-	}
-	tagged := map[uint64]bool{}
-	for _, v := range tags {
-		tagged[v] = true
-		plan.Tagged = append(plan.Tagged, v)
-	}
 	// The floor is the first version that must be kept: among the newest
-	// KeepLast, or superseded (its successor written) less than Grace ago.
+	// KeepLast, or superseded (its successor written) at most grace ago.
+	grace := RetentionGrace(t, p)
 	floor := plan.Latest
 	if plan.Latest > uint64(p.KeepLast) {
 		floor = plan.Latest - uint64(p.KeepLast) + 1
@@ -147,14 +241,52 @@ func PlanPrune(ctx context.Context, t *table.Table, name string, p Policy, now t
 		floor = 1
 	}
 	for i := 0; i+1 < len(vs); i++ {
-		if now.Sub(vs[i+1].Time) < p.Grace {
+		if now.Sub(vs[i+1].Time) <= grace {
 			floor = min(floor, vs[i].Version)
 			break
 		}
 	}
 	plan.Floor = max(floor, plan.OldFloor)
+	// With no stored version below the floor (an idle, cleaned table)
+	// nothing can be enqueued and the state is not needed: skip reading it.
+	if vs[0].Version < plan.Floor {
+		if plan.state, plan.stateKeys, err = readPruneState(ctx, t); err != nil {
+			return plan, err
+		}
+	}
+	// Tags read here only preview the plan (dry run): ApplyPrune reads
+	// them again after writing the raised floor.
+	tags, err := t.Tags(ctx)
+	if err != nil {
+		return plan, err
+	}
+	plan.planRanges(t.Root(), tags)
+	return plan, nil
+}
+
+// planRanges fills the tag-dependent part of the plan: the prunable
+// versions (stored, below the floor, untagged), the ranges to enqueue and
+// the state after. A tracked range is kept while it holds a prunable
+// version; one older than ReplanAfter is re-enqueued; a prunable version
+// no tracked range covers (new below the floor, or untagged since its
+// range was done) starts a new range. So every prunable version is
+// enqueued at most ReplanAfter + one pass after its last send, whatever
+// else is enqueued meanwhile.
+func (plan *PrunePlan) planRanges(root string, tags map[string]uint64) {
+	p, now := plan.policy, plan.now
+	tagged := map[uint64]bool{}
+	plan.Tagged = plan.Tagged[:0]
+	for _, v := range tags {
+		if !tagged[v] {
+			plan.Tagged = append(plan.Tagged, v)
+		}
+		tagged[v] = true
+	}
+	slices.Sort(plan.Tagged)
+	plan.Unreclaim, plan.Prunable, plan.PrunableBytes, plan.Replanned = 0, 0, 0, 0
+	plan.Ranges = nil
 	var prunable []uint64
-	for _, v := range vs {
+	for _, v := range plan.vs {
 		if v.Version < plan.Floor {
 			plan.Unreclaim++
 			if !tagged[v.Version] {
@@ -164,33 +296,85 @@ func PlanPrune(ctx context.Context, t *table.Table, name string, p Policy, now t
 		}
 	}
 	plan.Prunable = len(prunable)
-	state, err := readPruneState(ctx, t)
-	if err != nil {
-		return plan, err
+	has := func(r trackedRange) (uint64, bool) {
+		i, _ := slices.BinarySearch(prunable, r.From)
+		if i < len(prunable) && prunable[i] <= r.To {
+			return prunable[i], true
+		}
+		return 0, false
 	}
-	plan.StateAfter = state
-	if len(prunable) == 0 {
-		return plan, nil
+	send := func(from, to uint64) {
+		for f := from; f <= to; f += p.RangeVersions {
+			plan.Ranges = append(plan.Ranges, RangeMessage{V: 1, Table: plan.name, Root: root, From: f, To: min(f+p.RangeVersions-1, to)})
+		}
 	}
-	// Ranges cover stored versions below the floor. Those above
-	// EnqueuedThrough are new; those at or below it were enqueued before and
-	// are re-enqueued only if still stored after ReplanAfter (a lost message).
-	lo := prunable[0]
-	hi := plan.Floor - 1
-	start := state.EnqueuedThrough + 1
-	if state.EnqueuedThrough >= lo && now.Sub(state.EnqueuedAt) > p.ReplanAfter {
-		start = lo
-		plan.Replanned = 1
+	var after []trackedRange
+	for _, r := range plan.state.Ranges {
+		lo, ok := has(r)
+		if !ok {
+			continue // cleaned (or only tagged versions left): forget it
+		}
+		if now.Sub(r.At) > p.ReplanAfter {
+			// A message for it was lost (or its cleaner keeps failing).
+			send(lo, min(r.To, plan.Floor-1))
+			plan.Replanned++
+			r.At = now
+		}
+		after = append(after, r)
 	}
-	start = max(start, lo)
-	for from := start; from <= hi; from += p.RangeVersions {
-		to := min(from+p.RangeVersions-1, hi)
-		plan.Ranges = append(plan.Ranges, RangeMessage{V: 1, Table: name, Root: t.Root(), From: from, To: to})
+	slices.SortFunc(after, func(a, b trackedRange) int { return cmp.Compare(a.From, b.From) })
+	covered := func(v uint64) (nextFrom uint64, in bool) {
+		nextFrom = math.MaxUint64
+		for _, r := range after {
+			if v >= r.From && v <= r.To {
+				return 0, true
+			}
+			if r.From > v {
+				return r.From, false
+			}
+		}
+		return nextFrom, false
 	}
-	if len(plan.Ranges) > 0 {
-		plan.StateAfter = pruneState{EnqueuedThrough: hi, EnqueuedAt: now}
+	var fresh []trackedRange
+	for i := 0; i < len(prunable); {
+		v := prunable[i]
+		next, in := covered(v)
+		if in {
+			i++
+			continue
+		}
+		// Up to RangeVersions, the floor, or the next tracked range.
+		to := min(v+p.RangeVersions-1, plan.Floor-1, next-1)
+		send(v, to)
+		fresh = append(fresh, trackedRange{From: v, To: to, At: now})
+		for i < len(prunable) && prunable[i] <= to {
+			i++
+		}
 	}
-	return plan, nil
+	after = append(after, fresh...)
+	slices.SortFunc(after, func(a, b trackedRange) int { return cmp.Compare(a.From, b.From) })
+	for len(after) > MaxTrackedRanges {
+		best := 0
+		for i := 1; i+1 < len(after); i++ {
+			if after[i+1].From-after[i].To < after[best+1].From-after[best].To {
+				best = i
+			}
+		}
+		a, b := after[best], after[best+1]
+		after[best] = trackedRange{From: a.From, To: max(a.To, b.To), At: minTime(a.At, b.At)}
+		after = slices.Delete(after, best+1, best+2)
+	}
+	plan.StateAfter = pruneState{Ranges: after}
+	plan.changed = !slices.EqualFunc(after, plan.state.Ranges, func(a, b trackedRange) bool {
+		return a.From == b.From && a.To == b.To && a.At.Equal(b.At)
+	})
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
 }
 
 // Enqueuer sends cleanup messages.
@@ -198,34 +382,51 @@ type Enqueuer interface {
 	Send(ctx context.Context, bodies [][]byte) error
 }
 
-// ApplyPrune records the floor, makes sure every change record the ranges
-// need exists, enqueues the ranges and records what was enqueued. Call it
-// under the table's lock. The floor is written first: from then on checkout,
-// tag and restore below it fail, before any cleaner can delete anything.
+// ApplyPrune records the floor, reads the tags (after the floor: a Tag
+// racing the plan is either seen here or withdraws itself), re-plans the
+// ranges with them, makes sure every change record the ranges need exists,
+// enqueues the ranges and records what was enqueued under plan.Token. Call
+// it under the table's lock, with the fence checked. The floor is written
+// first: from then on checkout, tag and restore below it fail, before any
+// cleaner can delete anything.
 func ApplyPrune(ctx context.Context, t *table.Table, plan *PrunePlan, q Enqueuer) error {
 	if plan.Floor > plan.OldFloor {
 		if err := t.SetFloor(ctx, plan.Floor); err != nil {
 			return fmt.Errorf("set floor: %w", err)
 		}
+		// With the floor unchanged the plan's tags stand: no Tag can land
+		// below an unchanged floor (its Checkout refuses the version).
+		tags, err := t.Tags(ctx)
+		if err != nil {
+			return fmt.Errorf("read tags: %w", err)
+		}
+		plan.planRanges(t.Root(), tags)
 	}
-	if len(plan.Ranges) == 0 {
+	if len(plan.Ranges) == 0 && !plan.changed {
 		return nil
 	}
-	// A range [From, To] reads the change records [From+1, To+1].
-	n, err := ensureChangeRecords(ctx, t, plan.Ranges[0].From+1, plan.Floor)
-	plan.Repaired = n
-	if err != nil {
-		return err
+	if len(plan.Ranges) > 0 {
+		// A range [From, To] reads the change records [From+1, To+1]:
+		// only those are repaired, so a record re-created while an earlier
+		// message's cleaner deletes it is deleted again by the range sent
+		// now (never left outside every range).
+		plan.Repaired = 0
+		for _, r := range plan.Ranges {
+			n, err := ensureChangeRecords(ctx, t, r.From+1, min(r.To+1, plan.Floor))
+			plan.Repaired += n
+			if err != nil {
+				return err
+			}
+		}
+		bodies := make([][]byte, len(plan.Ranges))
+		for i, r := range plan.Ranges {
+			bodies[i] = r.Encode()
+		}
+		if err := q.Send(ctx, bodies); err != nil {
+			return fmt.Errorf("enqueue %d ranges: %w", len(bodies), err)
+		}
 	}
-	bodies := make([][]byte, len(plan.Ranges))
-	for i, r := range plan.Ranges {
-		bodies[i] = r.Encode()
-	}
-	if err := q.Send(ctx, bodies); err != nil {
-		return fmt.Errorf("enqueue %d ranges: %w", len(bodies), err)
-	}
-	b, _ := json.Marshal(plan.StateAfter)
-	if err := t.Store().Put(ctx, t.Root()+pruneStateKey, b); err != nil {
+	if err := writePruneState(ctx, t, plan.StateAfter, plan.Token, plan.stateKeys, plan.now); err != nil {
 		// The messages went out; without the state a later run re-enqueues
 		// them, which cleaners tolerate (at-least-once).
 		return fmt.Errorf("record prune state: %w", err)

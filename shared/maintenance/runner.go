@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/tablekeep/tablekeep/shared/lock"
@@ -73,6 +74,10 @@ type Runner struct {
 	// LockNamespace prefixes every lock name (e.g. the warehouse URI), so
 	// warehouses sharing a lock table never share a lock.
 	LockNamespace string
+	// KeepAlive is the real-time interval at which a table's lease is
+	// renewed in the background while it is maintained (0: a sixth of the
+	// lease; negative: only at each step, as with fake clocks).
+	KeepAlive time.Duration
 }
 
 func (r *Runner) defaults() {
@@ -106,10 +111,12 @@ type TableReport struct {
 	Token      uint64         `json:"fencing_token,omitempty"`
 	Compaction CompactionPlan `json:"-"`
 	Compacted  CompactionResult
-	Prune      PrunePlan
-	Stats      TableStats
-	StatsNote  string `json:"stats_note,omitempty"`
-	Duration   time.Duration
+	// CompactionError is set when compaction failed; pruning still ran.
+	CompactionError string `json:"compaction_error,omitempty"`
+	Prune           PrunePlan
+	Stats           TableStats
+	StatsNote       string `json:"stats_note,omitempty"`
+	Duration        time.Duration
 }
 
 // RunReport covers one scheduled run.
@@ -208,18 +215,34 @@ func (r *Runner) MaintainTable(ctx context.Context, ref TableRef) (TableReport, 
 	}
 	rep.Token = lease.Token
 	fence := lock.NewFence(r.Locker, lease, r.Clock, 0)
+	// The lease is renewed at every step (Heartbeat, before each group and
+	// each write) and, in real time, by KeepAlive during long steps.
+	hbCtx, stopHB := context.WithCancel(ctx)
+	hbDone := make(chan struct{})
+	if r.KeepAlive >= 0 {
+		go func() {
+			defer close(hbDone)
+			_ = fence.KeepAlive(hbCtx, r.KeepAlive)
+		}()
+	} else {
+		close(hbDone)
+	}
 	defer func() {
+		stopHB()
+		<-hbDone
 		if err := r.Locker.Release(context.WithoutCancel(ctx), fence.Lease()); err != nil {
 			r.Logger.WarnContext(ctx, "release lock", "table", ref.Name, "err", err)
 		}
 	}()
+	lostCounted := false // one lost lease per table pass, however many steps saw it
 	lost := func(err error) error {
-		if errors.Is(err, lock.ErrLeaseLost) || errors.Is(err, lock.ErrLeaseExpired) {
+		if !lostCounted && (errors.Is(err, lock.ErrLeaseLost) || errors.Is(err, lock.ErrLeaseExpired)) {
+			lostCounted = true
 			r.Metrics.Count(telemetry.LockLost, 1)
 		}
 		return err
 	}
-	opts.Fence = fence.CheckFence
+	opts.Fence = fence.Heartbeat
 	st := r.beginStep(cnt)
 	t, err := table.Open(ctx, cnt, ref.Root, opts)
 	if err != nil {
@@ -232,7 +255,11 @@ func (r *Runner) MaintainTable(ctx context.Context, ref TableRef) (TableReport, 
 	before := t.Cached().Version
 	rep.Compacted, err = r.Compactor.Run(ctx, t, p)
 	c := rep.Compacted
-	r.endStep(ctx, st, err, "compaction", ref.Name, lease.Token,
+	stepErr := err
+	if stepErr == nil && strings.HasPrefix(c.Stopped, "lease") {
+		stepErr = errors.New(c.Stopped) // logged as the error it is
+	}
+	r.endStep(ctx, st, stepErr, "compaction", ref.Name, lease.Token,
 		slog.Group("versions", slog.Uint64("latest", t.Cached().Version), slog.Uint64("floor", floor),
 			slog.Uint64("from", before), slog.Uint64("to", t.Cached().Version)),
 		slog.Int64("lock_wait_ms", lockWait.Milliseconds()),
@@ -240,8 +267,12 @@ func (r *Runner) MaintainTable(ctx context.Context, ref TableRef) (TableReport, 
 		slog.Int("fragments_in", c.InputFrags), slog.Int("fragments_out", c.OutputFrags),
 		slog.Uint64("rows", c.RowsWritten), slog.Uint64("bytes_read", c.BytesRead), slog.Uint64("bytes", c.BytesWritten),
 		slog.String("stopped", c.Stopped))
+	// A compaction error does not skip pruning: a table with a standing
+	// compaction problem must still be pruned. Both are reported.
+	var compactErr error
 	if err != nil {
-		return rep, lost(fmt.Errorf("compact %s: %w", ref.Name, err))
+		compactErr = lost(fmt.Errorf("compact %s: %w", ref.Name, err))
+		rep.CompactionError = compactErr.Error()
 	}
 	r.Metrics.Count(telemetry.CompactionGroups, c.Committed)
 	r.Metrics.Add(telemetry.CompactionRows, telemetry.Count, float64(c.RowsWritten))
@@ -262,7 +293,7 @@ func (r *Runner) MaintainTable(ctx context.Context, ref TableRef) (TableReport, 
 		slog.Int("repaired_change_records", pl.Repaired), slog.Int("replanned", pl.Replanned),
 		slog.Int64("bytes", pl.PrunableBytes))
 	if err != nil {
-		return rep, lost(err)
+		return rep, errors.Join(compactErr, lost(err))
 	}
 
 	st = r.beginStep(cnt)
@@ -281,7 +312,7 @@ func (r *Runner) MaintainTable(ctx context.Context, ref TableRef) (TableReport, 
 		r.Metrics.Count(telemetry.SmallFragments, s.SmallFrags)
 	}
 	rep.Duration = r.Clock.Now().Sub(start)
-	return rep, nil
+	return rep, compactErr
 }
 
 // prune plans and applies pruning (the floor and prune state are written
@@ -291,9 +322,10 @@ func (r *Runner) prune(ctx context.Context, t *table.Table, ref TableRef, p Poli
 	if rep.Prune, err = PlanPrune(ctx, t, ref.Name, p, r.Clock.Now()); err != nil {
 		return fmt.Errorf("plan prune %s: %w", ref.Name, err)
 	}
-	if err := fence.CheckFence(ctx); err != nil {
+	if err := fence.Heartbeat(ctx); err != nil {
 		return fmt.Errorf("prune %s: %w", ref.Name, err)
 	}
+	rep.Prune.Token = fence.Lease().Token
 	if err := ApplyPrune(ctx, t, &rep.Prune, r.Queue); err != nil {
 		return fmt.Errorf("prune %s: %w", ref.Name, err)
 	}

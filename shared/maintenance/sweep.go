@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -17,24 +19,34 @@ import (
 type SweepResult struct {
 	Listed     int // data and deletion files listed
 	Referenced int // of those, referenced by a retained version
-	Young      int // unreferenced but younger than the grace window
+	Young      int // unreferenced but not older than the grace window plus the margin
 	Foreign    int // names this format does not write: left alone
 	Deleted    int
 	Planned    []string // with DryRun: what would be deleted
 	Requests   int
+	// DanglingTags are tags naming a version whose manifest is gone: the
+	// sweep reports them and goes on (they protect nothing).
+	DanglingTags []string
 	// Bytes is the size of the files deleted (with DryRun: that would be).
 	Bytes int64
 }
 
 // Sweep deletes files under data/ and _deletions/ that no retained version
-// references and that are older than the grace window: leftovers of failed
-// commits, crashed compactions, and files kept for tags since removed.
+// references and that are older than RetentionGrace (the longer of the
+// policy's and the writers' grace windows, plus table.SafetyMargin):
+// leftovers of failed commits, crashed compactions, and files kept for tags
+// since removed.
 //
-// Files are listed first and references read after: a file committed after
-// the references were read was written less than a grace window before its
-// commit, so it is younger than the grace window when listed and kept.
+// now must be read before Sweep is called: files are listed first and
+// references read after. A writer commits a file only while it is at most
+// WriterGrace old by the writer's clock, and its manifest lands at most
+// MaxCommitDuration after that check; so a file a writer may still commit
+// has now - mod <= WriterGrace + MaxCommitDuration + skew, which the
+// threshold's margin covers, and a file committed after the references
+// were read is kept.
 func Sweep(ctx context.Context, t *table.Table, p Policy, now time.Time, maxDeletes int, dryRun bool) (SweepResult, error) {
 	p = p.WithDefaults()
+	grace := RetentionGrace(t, p)
 	var res SweepResult
 	type cand struct {
 		key  string
@@ -52,7 +64,8 @@ func Sweep(ctx context.Context, t *table.Table, p Policy, now time.Time, maxDele
 			return res, err
 		}
 	}
-	refs, err := retainedReferences(ctx, t)
+	refs, dangling, err := retainedReferences(ctx, t)
+	res.DanglingTags = dangling
 	if err != nil {
 		return res, err
 	}
@@ -65,7 +78,7 @@ func Sweep(ctx context.Context, t *table.Table, p Policy, now time.Time, maxDele
 			res.Referenced++
 		case !table.IsDataKey(rel):
 			res.Foreign++
-		case now.Sub(c.mod) < p.Grace:
+		case now.Sub(c.mod) <= grace:
 			res.Young++
 		case maxDeletes > 0 && len(del) >= maxDeletes:
 		default:
@@ -104,15 +117,18 @@ func Sweep(ctx context.Context, t *table.Table, p Policy, now time.Time, maxDele
 // retainedReferences returns every data and deletion file (relative to the
 // root) that a retained version references: the latest manifest, files
 // removed by versions (floor, latest] (so referenced by a version at or
-// above the floor), and the manifests of tagged versions.
-func retainedReferences(ctx context.Context, t *table.Table) (map[string]bool, error) {
+// above the floor), and the manifests of tagged versions. A missing change
+// record is computed from the manifests, never written (a cleaner may just
+// have deleted it). Tags naming a version whose manifest is gone are
+// returned as dangling, not as an error.
+func retainedReferences(ctx context.Context, t *table.Table) (map[string]bool, []string, error) {
 	floor, err := t.Floor(ctx)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	m, err := t.Refresh(ctx)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	refs := map[string]bool{}
 	addManifest := func(m *table.Manifest) {
@@ -126,16 +142,16 @@ func retainedReferences(ctx context.Context, t *table.Table) (map[string]bool, e
 	addManifest(m)
 	for r := max(floor, 1) + 1; r <= m.Version; r++ {
 		if err := ctx.Err(); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		cr, err := t.ChangeRecord(ctx, r)
 		if errors.Is(err, objstore.ErrNotExist) {
-			if cr, err = t.RepairChangeRecord(ctx, r); err != nil {
-				return nil, fmt.Errorf("sweep: change record %d missing and not repairable: %w", r, err)
+			if cr, err = t.ComputeChangeRecord(ctx, r); err != nil {
+				return nil, nil, fmt.Errorf("sweep: change record %d missing and not computable: %w", r, err)
 			}
 		}
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		for _, rf := range cr.Removed {
 			refs[rf.Key] = true
@@ -143,16 +159,22 @@ func retainedReferences(ctx context.Context, t *table.Table) (map[string]bool, e
 	}
 	tags, err := t.Tags(ctx)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	for _, v := range tags {
+	var dangling []string
+	for _, name := range slices.Sorted(maps.Keys(tags)) {
+		v := tags[name]
 		snap, err := t.Checkout(ctx, v)
+		if errors.Is(err, table.ErrVersionNotFound) || errors.Is(err, table.ErrVersionPruned) || errors.Is(err, objstore.ErrNotExist) {
+			dangling = append(dangling, fmt.Sprintf("%s@%d", name, v))
+			continue
+		}
 		if err != nil {
-			return nil, fmt.Errorf("sweep: tagged version %d: %w", v, err)
+			return nil, nil, fmt.Errorf("sweep: tagged version %d: %w", v, err)
 		}
 		addManifest(snap.Manifest())
 	}
-	return refs, nil
+	return refs, dangling, nil
 }
 
 // SweepOptions configure SweepTable.
@@ -196,7 +218,7 @@ func SweepTable(ctx context.Context, store objstore.Store, ref TableRef, o Sweep
 			slog.Group("versions", slog.Uint64("latest", latest), slog.Uint64("floor", floor)),
 			slog.Bool("dry_run", o.DryRun), slog.Int("listed", res.Listed), slog.Int("referenced", res.Referenced),
 			slog.Int("young", res.Young), slog.Int("foreign", res.Foreign), slog.Int("deleted", res.Deleted),
-			slog.Int("planned", len(res.Planned)),
+			slog.Int("planned", len(res.Planned)), slog.Any("dangling_tags", res.DanglingTags),
 			telemetry.Requests(st.Counts()), slog.Int64("bytes", res.Bytes), slog.Int64("duration_ms", clock().Sub(start).Milliseconds()),
 		}
 		if err != nil {
