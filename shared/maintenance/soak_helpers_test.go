@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"regexp"
 	"sort"
 	"strings"
 	"testing"
@@ -60,7 +61,7 @@ type soakViolations struct {
 	count map[string]int
 }
 
-const soakKeepPerInvariant = 8
+const soakKeepPerInvariant = 12
 
 func (v *soakViolations) add(inv, msg string) {
 	if v.msgs == nil {
@@ -186,12 +187,13 @@ type soakWorld struct {
 	writers []*soakWriter
 	ops     []committedOp
 
-	ledger        map[uint64]time.Time // every version seen: its manifest's store time
-	prunableSince map[uint64]time.Time // first observed below the floor and untagged
-	maxFloor      uint64
-	maxFloorAt    string
-	tagVersion    uint64 // the soak tag's version while it exists
-	tagged        bool
+	ledger          map[uint64]time.Time // every version seen: its manifest's store time
+	prunableSince   map[uint64]time.Time // first observed below the floor and untagged
+	belowFloorSince map[uint64]time.Time // first observed below the floor
+	maxFloor        uint64
+	maxFloorAt      string
+	tagVersion      uint64 // the soak tag's version while it exists
+	tagged          bool
 
 	m1busy         bool
 	longCompaction bool
@@ -209,7 +211,7 @@ const soakTag = "soak-keep"
 
 func newSoakWorld(t *testing.T, cfg soakConfig) *soakWorld {
 	t.Helper()
-	w := &soakWorld{t: t, cfg: cfg, ctx: context.Background(), ledger: map[uint64]time.Time{}, prunableSince: map[uint64]time.Time{}}
+	w := &soakWorld{t: t, cfg: cfg, ctx: context.Background(), ledger: map[uint64]time.Time{}, prunableSince: map[uint64]time.Time{}, belowFloorSince: map[uint64]time.Time{}}
 	w.clock = fakeclock.New(cfg.Start)
 	w.end = cfg.Start.Add(time.Duration(cfg.Hours) * time.Hour)
 	w.disk = mustDisk(t)
@@ -412,9 +414,11 @@ func (w *soakWorld) stalledOp(s soakStall) {
 	readAt := w.clock.Now()
 	root := w.ref.Root
 	phase := 0
+	uploaded := ""
 	sw.faulty.SetAfter(func(n int64, op objstore.Op) error {
 		if phase == 0 && op.Kind == objstore.KindPut && strings.HasPrefix(op.Key, root+table.DataPrefix) {
 			phase = 1
+			uploaded = op.Key
 			w.logf("writer %d stalls for %s after uploading %s", sw.id, s.Stall, strings.TrimPrefix(op.Key, root))
 			w.runUntil(readAt.Add(s.Stall))
 		}
@@ -439,7 +443,15 @@ func (w *soakWorld) stalledOp(s soakStall) {
 	})
 	defer func() { sw.faulty.SetAfter(nil); sw.faulty.SetBefore(nil) }()
 	key := fmt.Sprintf("s%02d", int(w.clock.Now().Sub(w.cfg.Start).Hours()))
+	committed := w.stalledOK
 	w.commitOp(sw, key, fmt.Sprintf("stalled-w%d", sw.id), true)
+	if w.stalledOK > committed && uploaded != "" {
+		// The commit references the file it uploaded before stalling.
+		if _, err := w.ts.Head(w.ctx, uploaded); errors.Is(err, objstore.ErrNotExist) {
+			w.violate("retained", "stalled writer %d (read at %s, stalled %s, manifest PUT %s in flight) committed version %d referencing %s, which a sweep deleted meanwhile (issue 9 item 1)",
+				sw.id, w.atTime(readAt), s.Stall, s.InFlight, w.ops[len(w.ops)-1].version, strings.TrimPrefix(uploaded, root))
+		}
+	}
 	if phase == 0 {
 		w.violate("scenario", "stalled writer never uploaded its data file")
 	}
@@ -479,9 +491,9 @@ func (w *soakWorld) pass(who string, r *maintenance.Runner, long bool) (maintena
 	w.passes++
 	if long {
 		w.logf("long compaction (%s): %d groups started, %+v, err %v", began, w.longCommits, rep.Compacted, err)
-		if w.longCommits*int(w.cfg.LongCompactionStep) <= int(w.cfg.Lease) {
-			w.violate("scenario", "the compaction at %s did not outlive its lease: %d groups of %s each, lease %s",
-				began, w.longCommits, w.cfg.LongCompactionStep, w.cfg.Lease)
+		if time.Duration(rep.Compacted.Planned)*w.cfg.LongCompactionStep <= w.cfg.Lease {
+			w.violate("scenario", "the compaction at %s did not outlive its lease: %d groups planned of %s each, lease %s",
+				began, rep.Compacted.Planned, w.cfg.LongCompactionStep, w.cfg.Lease)
 		}
 		if rep.Prune.Latest == 0 {
 			w.violate("pass", "pass started %s, whose compaction outlived its lease, did not prune (issue 9 item 3): %v", began, err)
@@ -569,6 +581,9 @@ func (w *soakWorld) observe(who string) {
 		tagged[v] = true
 	}
 	for v := range w.ledger {
+		if _, ok := w.belowFloorSince[v]; !ok && v < floor {
+			w.belowFloorSince[v] = w.clock.Now()
+		}
 		if v < floor && !tagged[v] {
 			if _, ok := w.prunableSince[v]; !ok {
 				w.prunableSince[v] = w.clock.Now()
@@ -594,17 +609,21 @@ func (w *soakWorld) latestCheck(who string) {
 
 // checkVersion scans snap and compares it with the model at v.
 func (w *soakWorld) checkVersion(inv string, v uint64, snap *table.Snapshot, why string) bool {
-	rows, err := scanSnap(w.ctx, snap)
-	if err != nil {
-		w.violate(inv, "version %d (%s): scan: %v", v, why, err)
-		return false
-	}
-	sort.Slice(w.ops, func(i, j int) bool { return w.ops[i].version < w.ops[j].version })
-	if err := diffRows(rows, modelAt(w.ops, v)); err != nil {
+	if err := w.versionErr(v, snap); err != nil {
 		w.violate(inv, "version %d (%s): %v", v, why, err)
 		return false
 	}
 	return true
+}
+
+// versionErr scans snap and compares it with the model at v.
+func (w *soakWorld) versionErr(v uint64, snap *table.Snapshot) error {
+	rows, err := scanSnap(w.ctx, snap)
+	if err != nil {
+		return fmt.Errorf("scan: %w", err)
+	}
+	sort.Slice(w.ops, func(i, j int) bool { return w.ops[i].version < w.ops[j].version })
+	return diffRows(rows, modelAt(w.ops, v))
 }
 
 // --- tags ---
@@ -764,12 +783,12 @@ func (w *soakWorld) fullCheck(label string, end bool) {
 	}
 	sort.Slice(retained, func(i, j int) bool { return retained[i] < retained[j] })
 	refs := map[string]bool{}
-	// Checkout failures are reported per run of consecutive versions
-	// retained for the same kind of reason.
+	// Failures of retained versions are reported per run of consecutive
+	// versions retained for the same kind of reason failing the same way.
 	type miss struct {
-		from, to uint64
-		kind     string
-		err      error
+		from, to   uint64
+		kind, what string
+		err        error
 	}
 	var misses []miss
 	kindOf := func(why string) string {
@@ -780,14 +799,19 @@ func (w *soakWorld) fullCheck(label string, end bool) {
 		}
 		return why
 	}
+	digits := regexp.MustCompile(`[0-9]+`)
+	fail := func(v uint64, what string, err error) {
+		k, class := kindOf(why[v]), what+digits.ReplaceAllString(err.Error(), "#")
+		if n := len(misses); n > 0 && misses[n-1].to+1 == v && misses[n-1].kind == k && misses[n-1].what == class {
+			misses[n-1].to = v
+			return
+		}
+		misses = append(misses, miss{v, v, k, class, fmt.Errorf("%s: %w", what, err)})
+	}
 	for _, v := range retained {
 		snap, err := tb.Checkout(w.ctx, v)
 		if err != nil {
-			if n := len(misses); n > 0 && misses[n-1].to+1 == v && misses[n-1].kind == kindOf(why[v]) {
-				misses[n-1].to = v
-			} else {
-				misses = append(misses, miss{v, v, kindOf(why[v]), err})
-			}
+			fail(v, "checkout", err)
 			continue
 		}
 		for _, f := range snap.Manifest().Fragments {
@@ -796,14 +820,18 @@ func (w *soakWorld) fullCheck(label string, end bool) {
 				refs[table.DeletionKey(f.File, f.Deletion.ID)] = true
 			}
 		}
-		inv := "retained"
 		if v == latest {
-			inv = "rows"
+			w.checkVersion("rows", v, snap, label+"; latest")
+		} else if err := w.versionErr(v, snap); err != nil {
+			fail(v, "read", err)
 		}
-		w.checkVersion(inv, v, snap, label+"; "+why[v])
 	}
 	for _, m := range misses {
-		w.violate("retained", "%s: versions %d-%d (retained: %s; floor %d) do not open: %v", label, m.from, m.to, why[m.from], floor, m.err)
+		vs := fmt.Sprintf("version %d", m.from)
+		if m.to > m.from {
+			vs = fmt.Sprintf("versions %d-%d", m.from, m.to)
+		}
+		w.violate("retained", "%s: %s (retained: %s; floor %d): %v", label, vs, why[m.from], floor, m.err)
 	}
 	if !end {
 		return
@@ -813,10 +841,6 @@ func (w *soakWorld) fullCheck(label string, end bool) {
 	tagged := map[uint64]bool{}
 	for _, v := range tags {
 		tagged[v] = true
-	}
-	type leak struct {
-		v     uint64
-		since time.Time
 	}
 	var leaks []leak
 	for _, v := range vs {
@@ -828,20 +852,26 @@ func (w *soakWorld) fullCheck(label string, end bool) {
 			leaks = append(leaks, leak{v.Version, since})
 		}
 	}
-	// One message per run of consecutive versions.
-	for i := 0; i < len(leaks); {
-		j := i
-		for j+1 < len(leaks) && leaks[j+1].v == leaks[j].v+1 {
-			j++
+	w.reportLeaks(leaks, "manifest", floor, now)
+	// Change records too: record r is deleted with the range holding r-1
+	// (tagged or not), so it is due once r-1 fell below the floor.
+	var changeLeaks []leak
+	err = objstore.ListAll(w.ctx, w.ts, w.ref.Root+table.ChangesPrefix, "", func(o objstore.ObjectInfo) error {
+		r, ok := table.ParseChangeKey(strings.TrimPrefix(o.Key, w.ref.Root))
+		if !ok || r > floor {
+			return nil
 		}
-		note := ""
-		if w.tagVersion >= leaks[i].v && w.tagVersion <= leaks[j].v && !w.tagged && w.tagVersion != 0 {
-			note = fmt.Sprintf(" (includes version %d, tagged %s until %s)", w.tagVersion, soakTag, w.atTime(w.cfg.Start.Add(w.cfg.UntagAt)))
+		owner := max(r, 2) - 1
+		if since, ok := w.belowFloorSince[owner]; ok && now.Sub(since) > w.cfg.ManifestBound {
+			changeLeaks = append(changeLeaks, leak{r, since})
 		}
-		w.violate("manifests", "versions %d-%d (%d manifests) below the floor %d since %s (%s ago, bound %s) still stored%s",
-			leaks[i].v, leaks[j].v, j-i+1, floor, w.atTime(leaks[i].since), now.Sub(leaks[i].since).Round(time.Minute), w.cfg.ManifestBound, note)
-		i = j + 1
+		return nil
+	})
+	if err != nil {
+		w.violate("manifests", "list change records: %v", err)
 	}
+	sort.Slice(changeLeaks, func(i, j int) bool { return changeLeaks[i].v < changeLeaks[j].v })
+	w.reportLeaks(changeLeaks, "change record", floor, now)
 	for _, prefix := range []string{table.DataPrefix, table.DeletionsPrefix} {
 		err := objstore.ListAll(w.ctx, w.ts, w.ref.Root+prefix, "", func(o objstore.ObjectInfo) error {
 			rel := strings.TrimPrefix(o.Key, w.ref.Root)
@@ -853,6 +883,33 @@ func (w *soakWorld) fullCheck(label string, end bool) {
 		if err != nil {
 			w.violate("files", "list %s: %v", prefix, err)
 		}
+	}
+}
+
+type leak struct {
+	v     uint64
+	since time.Time
+}
+
+// reportLeaks reports leaked objects (sorted by version), one message per
+// run of consecutive versions.
+func (w *soakWorld) reportLeaks(leaks []leak, what string, floor uint64, now time.Time) {
+	for i := 0; i < len(leaks); {
+		j := i
+		for j+1 < len(leaks) && leaks[j+1].v == leaks[j].v+1 {
+			j++
+		}
+		note := ""
+		if w.tagVersion != 0 && !w.tagged && w.tagVersion+1 >= leaks[i].v && w.tagVersion <= leaks[j].v {
+			note = fmt.Sprintf(" (next to version %d, tagged %s until %s)", w.tagVersion, soakTag, w.atTime(w.cfg.Start.Add(w.cfg.UntagAt)))
+		}
+		vs := fmt.Sprintf("%s %d", what, leaks[i].v)
+		if j > i {
+			vs = fmt.Sprintf("%ss %d-%d (%d)", what, leaks[i].v, leaks[j].v, j-i+1)
+		}
+		w.violate("manifests", "%s below the floor %d since %s (%s ago, bound %s) still stored%s",
+			vs, floor, w.atTime(leaks[i].since), now.Sub(leaks[i].since).Round(time.Minute), w.cfg.ManifestBound, note)
+		i = j + 1
 	}
 }
 
