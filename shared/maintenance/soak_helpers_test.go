@@ -195,10 +195,9 @@ type soakWorld struct {
 	tagVersion      uint64 // the soak tag's version while it exists
 	tagged          bool
 
-	m1busy         bool
-	longCompaction bool
-	longDone       bool
-	longCommits    int
+	m1busy     bool
+	longDone   bool
+	longGroups int
 
 	viol soakViolations
 
@@ -467,20 +466,19 @@ func (w *soakWorld) maintain(long bool) {
 	w.m1busy = true
 	defer func() { w.m1busy = false }()
 	if long {
-		w.longCompaction = true
-		w.longCommits = 0
+		w.longGroups = 0
 		root := w.ref.Root
 		// Each group's work (reading its inputs, writing its output) takes
 		// LongCompactionStep: the clock advances before each output file is
 		// written, the writers carrying on meanwhile.
 		w.m1st.SetBefore(func(n int64, op objstore.Op) error {
 			if op.Kind == objstore.KindPut && strings.HasPrefix(op.Key, root+table.DataPrefix) {
-				w.longCommits++
+				w.longGroups++
 				w.runUntil(w.clock.Now().Add(w.cfg.LongCompactionStep))
 			}
 			return nil
 		})
-		defer func() { w.m1st.SetBefore(nil); w.longCompaction = false }()
+		defer w.m1st.SetBefore(nil)
 	}
 	w.pass("master-1", w.m1, long)
 }
@@ -490,7 +488,7 @@ func (w *soakWorld) pass(who string, r *maintenance.Runner, long bool) (maintena
 	rep, err := r.MaintainTable(w.ctx, w.ref)
 	w.passes++
 	if long {
-		w.logf("long compaction (%s): %d groups started, %+v, err %v", began, w.longCommits, rep.Compacted, err)
+		w.logf("long compaction (%s): %d groups started, %+v, err %v", began, w.longGroups, rep.Compacted, err)
 		if time.Duration(rep.Compacted.Planned)*w.cfg.LongCompactionStep <= w.cfg.Lease {
 			w.violate("scenario", "the compaction at %s did not outlive its lease: %d groups planned of %s each, lease %s",
 				began, rep.Compacted.Planned, w.cfg.LongCompactionStep, w.cfg.Lease)
