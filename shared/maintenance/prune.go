@@ -91,6 +91,11 @@ type PrunePlan struct {
 	// highest token wins (a stale holder cannot roll a newer one back).
 	Token      uint64
 	StateAfter pruneState
+	// Fence, if set, is checked before the ranges are sent and before the
+	// prune state is written: a holder that lost its lease between its
+	// floor write and its enqueue sends nothing. (Its floor marker is
+	// harmless: the floor only rises; its state is under a lower token.)
+	Fence func(ctx context.Context) error `json:"-"`
 
 	// What the plan was computed from: ApplyPrune recomputes the ranges
 	// with the tags read after the raised floor is written.
@@ -422,9 +427,15 @@ func ApplyPrune(ctx context.Context, t *table.Table, plan *PrunePlan, q Enqueuer
 		for i, r := range plan.Ranges {
 			bodies[i] = r.Encode()
 		}
+		if err := plan.checkFence(ctx); err != nil {
+			return err
+		}
 		if err := q.Send(ctx, bodies); err != nil {
 			return fmt.Errorf("enqueue %d ranges: %w", len(bodies), err)
 		}
+	}
+	if err := plan.checkFence(ctx); err != nil {
+		return err
 	}
 	if err := writePruneState(ctx, t, plan.StateAfter, plan.Token, plan.stateKeys, plan.now); err != nil {
 		// The messages went out; without the state a later run re-enqueues
@@ -432,6 +443,13 @@ func ApplyPrune(ctx context.Context, t *table.Table, plan *PrunePlan, q Enqueuer
 		return fmt.Errorf("record prune state: %w", err)
 	}
 	return nil
+}
+
+func (plan *PrunePlan) checkFence(ctx context.Context) error {
+	if plan.Fence == nil {
+		return nil
+	}
+	return plan.Fence(ctx)
 }
 
 // ensureChangeRecords rebuilds missing change records for versions

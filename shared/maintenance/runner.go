@@ -326,6 +326,7 @@ func (r *Runner) prune(ctx context.Context, t *table.Table, ref TableRef, p Poli
 		return fmt.Errorf("prune %s: %w", ref.Name, err)
 	}
 	rep.Prune.Token = fence.Lease().Token
+	rep.Prune.Fence = fence.CheckFence
 	if err := ApplyPrune(ctx, t, &rep.Prune, r.Queue); err != nil {
 		return fmt.Errorf("prune %s: %w", ref.Name, err)
 	}
