@@ -17,6 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/tablekeep/tablekeep/shared/catalog"
+	"github.com/tablekeep/tablekeep/shared/internal/awshttp"
 	"github.com/tablekeep/tablekeep/shared/lock"
 	"github.com/tablekeep/tablekeep/shared/objstore"
 	"github.com/tablekeep/tablekeep/shared/queue"
@@ -76,9 +77,10 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Deps, error) {
 	if awsCfg.Region == "" {
 		return nil, fmt.Errorf("%w: no AWS region (set AWS_REGION)", ErrConfig)
 	}
-	d.Queue = queue.NewSQS(sqs.NewFromConfig(awsCfg), cfg.QueueURL, queue.SQSOptions{})
+	jsonCfg := awshttp.Config(awsCfg) // DynamoDB and SQS: see package awshttp
+	d.Queue = queue.NewSQS(sqs.NewFromConfig(jsonCfg), cfg.QueueURL, queue.SQSOptions{})
 	if cfg.Role == RoleCompactor {
-		d.Locker = lock.NewDynamoLocker(dynamodb.NewFromConfig(awsCfg), cfg.LockTable, d.Clock)
+		d.Locker = lock.NewDynamoLocker(dynamodb.NewFromConfig(jsonCfg), cfg.LockTable, d.Clock)
 	}
 	return d, nil
 }
