@@ -17,7 +17,7 @@ func (t *Table) ComputeChangeRecord(ctx context.Context, v uint64) (*ChangeRecor
 	var prev *Manifest
 	if v > 1 {
 		if prev, err = t.readManifest(ctx, v-1); err != nil {
-			return nil, fmt.Errorf("compute change record %d: %w", v, err)
+			return nil, fmt.Errorf("change record %d: %w", v, err)
 		}
 	}
 	return diffManifests(prev, next), nil

@@ -600,17 +600,10 @@ func (t *Table) ChangeRecord(ctx context.Context, v uint64) (*ChangeRecord, erro
 // crash in between leaves it missing, and maintenance repairs it before the
 // range is pruned (both manifests still exist then).
 func (t *Table) RepairChangeRecord(ctx context.Context, v uint64) (*ChangeRecord, error) {
-	next, err := t.readManifest(ctx, v)
+	c, err := t.ComputeChangeRecord(ctx, v)
 	if err != nil {
 		return nil, err
 	}
-	var prev *Manifest
-	if v > 1 {
-		if prev, err = t.readManifest(ctx, v-1); err != nil {
-			return nil, fmt.Errorf("repair change record %d: %w", v, err)
-		}
-	}
-	c := diffManifests(prev, next)
 	if err := t.store.Put(ctx, t.key(changeKey(v)), encodeChange(c)); err != nil {
 		return nil, err
 	}
