@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"regexp"
 	"testing"
 	"time"
 
@@ -99,7 +100,7 @@ func (p prefixed) Check(ctx context.Context, l *Lease) error {
 }
 
 // The stored item has the documented shape, and a released lock keeps its
-// token but loses its owner.
+// token but loses its owner and records the token released.
 func TestDynamoLockerItem(t *testing.T) {
 	ctx := context.Background()
 	client := dynamoClient(t)
@@ -112,20 +113,31 @@ func TestDynamoLockerItem(t *testing.T) {
 		"name": "S:tables/a", "owner": "S:me", "token": "N:1",
 		"expires_at": "N:" + itoa(clock.Now().Add(time.Minute).UnixMilli()),
 		"ttl":        "N:" + itoa(clock.Now().Add(time.Minute+DynamoTTLAfterExpiry).Unix()),
+		"op":         "nonce",
 	}
-	if got := describe(item); !equalMaps(got, want) {
+	if got := describe(item); !equalMaps(nonces(got), want) {
 		t.Errorf("item %v, want %v", got, want)
 	}
 	if err := lk.Release(ctx, l); err != nil {
 		t.Fatal(err)
 	}
 	got := describe(getItem(t, client, table, "tables/a"))
-	if _, hasOwner := got["owner"]; hasOwner || got["token"] != "N:1" || got["expires_at"] != "N:0" {
-		t.Errorf("released item %v", got)
+	want = map[string]string{
+		"name": "S:tables/a", "token": "N:1", "expires_at": "N:0",
+		"ttl": "N:" + itoa(clock.Now().Add(DynamoTTLAfterExpiry).Unix()),
+		"op":  "nonce", "released": "N:1", "released_op": "nonce",
+	}
+	if !equalMaps(nonces(got), want) || got["op"] != describe(item)["op"] || got["op"] == got["released_op"] {
+		t.Errorf("released item %v, want %v (op of the acquisition kept, released_op another)", got, want)
+	}
+	// Acquire leaves released and released_op alone.
+	mustAcquire(t, lk, "tables/a", AcquireOptions{Owner: "me", Lease: time.Minute})
+	if again := describe(getItem(t, client, table, "tables/a")); again["released"] != "N:1" || again["released_op"] != got["released_op"] ||
+		again["owner"] != "S:me" || again["token"] != "N:2" || again["op"] == got["op"] {
+		t.Errorf("re-acquired item %v", again)
 	}
 	// The error from a failed condition names the holder (moto returns the
 	// old item with ReturnValuesOnConditionCheckFailure).
-	mustAcquire(t, lk, "tables/a", AcquireOptions{Owner: "me", Lease: time.Minute})
 	_, err := lk.Acquire(ctx, "tables/a", AcquireOptions{Owner: "you", Lease: time.Minute, MaxWait: -1})
 	var held *heldError
 	if !errors.As(err, &held) || held.owner != "me" || held.token != 2 {
@@ -157,6 +169,21 @@ func describe(item map[string]types.AttributeValue) map[string]string {
 		}
 	}
 	return m
+}
+
+var nonceValue = regexp.MustCompile(`^S:[0-9a-f]{16}$`)
+
+// nonces returns a copy of a described item with the nonce attributes (op,
+// released_op) replaced by "nonce" if they are 16 hex digits.
+func nonces(m map[string]string) map[string]string {
+	c := map[string]string{}
+	for k, v := range m {
+		if (k == "op" || k == "released_op") && nonceValue.MatchString(v) {
+			v = "nonce"
+		}
+		c[k] = v
+	}
+	return c
 }
 
 func equalMaps(a, b map[string]string) bool {
