@@ -155,17 +155,14 @@ func TestLambdaKilledMidInvocation(t *testing.T) {
 				if sum.Errors != 0 {
 					t.Fatalf("compactor round %d: %+v", round, sum)
 				}
-				for {
-					ev, n := receiveBatch(t, sqsc, queueURL)
-					if n == 0 {
-						break
-					}
+				drainQueue(t, sqsc, queueURL, func(ev []byte) events.SQSEventResponse {
 					var resp events.SQSEventResponse
 					cleaner.invoke(t, ev, &resp)
 					if len(resp.BatchItemFailures) != 0 {
 						t.Fatalf("cleaner: failures %+v", resp.BatchItemFailures)
 					}
-				}
+					return resp
+				})
 			}
 			var sw awsfn.SweepSummary
 			sweeper.invoke(t, readEvent(t, "scheduler.json"), &sw)
