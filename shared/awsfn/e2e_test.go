@@ -132,7 +132,7 @@ func TestLambdaEndToEnd(t *testing.T) {
 		t.Fatalf("sqs-malformed.json: %+v reported for retry, want all dropped", resp.BatchItemFailures)
 	}
 
-	// A malformed message on the real queue is received once, not retried.
+	// A malformed message on the real queue reaches the cleaner and is never reported for retry.
 	malformed := `{"v":1,"table":"` + e2eTable + `","root":"elsewhere/","from":1,"to":2}`
 	if _, err := sqsc.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(queueURL), MessageBody: aws.String(malformed)}); err != nil {
 		t.Fatal(err)

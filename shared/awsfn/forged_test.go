@@ -41,7 +41,7 @@ func (c shifted) Sleep(ctx context.Context, d time.Duration) error {
 // non-JSON, injected fields) are each dropped with an error naming the
 // reason, none is reported in batchItemFailures, and the bucket listing is
 // unchanged. Sent through the real queue next to the valid ranges, each
-// forged body is received exactly once, the valid ranges are cleaned, and
+// forged body reaches the cleaner and is never reported for retry, the valid ranges are cleaned, and
 // the queue and its DLQ end empty.
 func TestHandlersRejectForgedInput(t *testing.T) {
 	ctx := context.Background()
