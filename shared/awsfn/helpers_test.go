@@ -6,7 +6,9 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"testing"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -126,4 +128,57 @@ func settleBatch(t *testing.T, sqsc *sqs.Client, queueURL string, msgs []sqstype
 		}
 	}
 	return len(failed)
+}
+
+// drainQueue receives batches from queueURL and passes each to handle (the
+// cleaner, returning its response), settling each batch as Lambda does,
+// until the queue holds no message, visible or not, or a minute passes.
+// SQS delivers at least once: a receive whose response is lost (the SDK
+// then retries it) leaves its messages hidden, so batches are hidden for
+// 5 s only and the loop waits for them rather than stopping at the first
+// empty receive. It returns, per body, how many times it was received and
+// how many times it was reported for retry.
+func drainQueue(t *testing.T, sqsc *sqs.Client, queueURL string, handle func(raw []byte) events.SQSEventResponse) (receives, retried map[string]int) {
+	t.Helper()
+	receives, retried = map[string]int{}, map[string]int{}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		raw, msgs := receiveEvent(t, sqsc, queueURL, 5)
+		if len(msgs) == 0 {
+			if queueDepth(t, sqsc, queueURL) == 0 {
+				return receives, retried
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("queue not drained after a minute: receives %v", receives)
+			}
+			continue
+		}
+		body := map[string]string{}
+		for _, m := range msgs {
+			receives[aws.ToString(m.Body)]++
+			body[aws.ToString(m.MessageId)] = aws.ToString(m.Body)
+		}
+		resp := handle(raw)
+		for _, f := range resp.BatchItemFailures {
+			retried[body[f.ItemIdentifier]]++
+		}
+		settleBatch(t, sqsc, queueURL, msgs, resp)
+	}
+}
+
+// queueDepth is the number of messages in the queue, visible or not.
+func queueDepth(t *testing.T, sqsc *sqs.Client, queueURL string) int {
+	t.Helper()
+	out, err := sqsc.GetQueueAttributes(context.Background(), &sqs.GetQueueAttributesInput{QueueUrl: aws.String(queueURL),
+		AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameApproximateNumberOfMessages,
+			sqstypes.QueueAttributeNameApproximateNumberOfMessagesNotVisible, sqstypes.QueueAttributeNameApproximateNumberOfMessagesDelayed}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, v := range out.Attributes {
+		k, _ := strconv.Atoi(v)
+		n += k
+	}
+	return n
 }

@@ -162,8 +162,12 @@ func startRIE(t *testing.T, name, bootstrap string, env []string) *rie {
 	}
 }
 
+// waitListening waits until addr accepts connections: false if the
+// emulator exited first (a port taken: startRIE retries on new ports) or
+// after 30 s, a bound that a slow start on a loaded machine does not reach.
 func waitListening(addr string, exited chan struct{}) bool {
-	for i := 0; i < 100; i++ {
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
 		select {
 		case <-exited:
 			return false

@@ -200,10 +200,14 @@ func TestSQSLambdaPartialBatchFailureRedelivers(t *testing.T) {
 		}
 	}
 	// Long-poll (the one real wait in these tests) until it is visible again.
+	// The poll starts after the receive, so a message hidden for the
+	// queue's 1 s is visible within its 2 s wait, however long the steps
+	// above took on a loaded machine (a bound on the time since the
+	// receive would depend on that).
 	lq := NewSQS(client, url, SQSOptions{WaitTime: 2 * time.Second})
 	again, err := lq.Receive(ctx, 10, 30*time.Second)
-	if elapsed := time.Since(start); err != nil || len(again) != 1 || elapsed > 2500*time.Millisecond {
-		t.Fatalf("redelivery after %v: %+v %v", elapsed, again, err)
+	if err != nil || len(again) != 1 {
+		t.Fatalf("redelivery %v after the receive: %+v %v", time.Since(start), again, err)
 	}
 	if d := again[0]; d.ID != failedID || d.ReceiveCount != 2 {
 		t.Errorf("redelivered %+v, want %s with receive count 2", d, failedID)

@@ -12,8 +12,11 @@
 //
 // Rules fire by probability (Prob, drawn from a generator seeded by Seed)
 // or on every Nth matching request (Every), so a run is reproducible up to
-// the interleaving of concurrent requests. SigV4 signatures stay valid: the
-// Host header is passed through unchanged.
+// the interleaving of concurrent requests. A rule also fires on the
+// matching requests listed in Nth, whatever Prob draws: a test that checks
+// that every kind of fault was injected sets Nth instead of relying on
+// chance (or on a long run). SigV4 signatures stay valid: the Host header
+// is passed through unchanged.
 package faultproxy
 
 import (
@@ -24,6 +27,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -75,6 +79,14 @@ type Rule struct {
 	// Every, if positive, faults every Every-th matching request (counted
 	// per rule) instead of by probability.
 	Every int
+	// Nth lists matching requests (1-based, counted per rule like Every)
+	// that get the fault in any case, in addition to those Prob or Every
+	// pick: the rule is certain to have fired once it has matched
+	// max(Nth) requests. Prob is drawn for them too, so adding Nth does
+	// not shift the random choices of other requests of this rule.
+	// Rules are tried in order and a request takes the first fault that
+	// fires: later rules do not see (or count) it.
+	Nth []int
 	// After forwards the request first and injects the fault instead of
 	// the server's response (the server has applied the request).
 	After bool
@@ -139,11 +151,14 @@ func (p *Proxy) Close() error {
 	return err
 }
 
-// SetRules replaces the rules (counters of Every restart).
+// SetRules replaces the rules (counters of Every and Nth restart).
 func (p *Proxy) SetRules(rules []Rule) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.rules = append([]Rule(nil), rules...)
+	for i := range p.rules {
+		p.rules[i].Nth = slices.Clone(p.rules[i].Nth)
+	}
 	p.matched = make([]int, len(rules))
 }
 
@@ -228,6 +243,7 @@ func (p *Proxy) pick(r *http.Request) *Rule {
 		} else {
 			hit = p.rng.Float64() < rule.Prob
 		}
+		hit = hit || slices.Contains(rule.Nth, p.matched[i])
 		if hit {
 			name := rule.Fault.String()
 			if rule.After {

@@ -5,6 +5,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/tablekeep/tablekeep/shared/internal/faultproxy"
@@ -109,5 +114,56 @@ func TestDeterministic(t *testing.T) {
 	}
 	if a, b := run(), run(); a != b {
 		t.Fatalf("same seed, different faults: %s vs %s", a, b)
+	}
+}
+
+// TestNth: a rule fires on the matching requests listed in Nth whatever
+// Prob draws (here never), counted per rule; a request faulted by an
+// earlier rule is not seen by later ones, so rules with Nth {1} fault
+// consecutive requests in rule order.
+func TestNth(t *testing.T) {
+	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "ok")
+	}))
+	t.Cleanup(backend.Close)
+	get := func(p *faultproxy.Proxy, path string) int {
+		t.Helper()
+		resp, err := http.Get(p.URL() + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	isX := func(r *http.Request) bool { return strings.HasPrefix(r.URL.Path, "/x") }
+	p, err := faultproxy.Start(backend.URL, faultproxy.Options{Seed: 1, Rules: []faultproxy.Rule{
+		{Fault: faultproxy.InternalError, Match: isX, Nth: []int{2, 4}},
+		{Fault: faultproxy.SlowDown, Match: isX, Nth: []int{1}, After: true},
+		{Fault: faultproxy.SlowDown, Match: isX, Nth: []int{2}},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	var got []int
+	for i := range 6 {
+		got = append(got, get(p, "/y"))                   // never matched
+		got = append(got, get(p, fmt.Sprintf("/x%d", i))) // rule 0 sees all six
+	}
+	// x0: rule 1 (its 1st); x1: rule 0 (its 2nd); x2: none (rule 2 sees
+	// its 1st); x3: rule 0 (4th); x4: rule 2 (its 2nd); x5: none.
+	want := []int{200, 503, 200, 500, 200, 200, 200, 500, 200, 503, 200, 200}
+	if !slices.Equal(got, want) {
+		t.Fatalf("statuses %v, want %v", got, want)
+	}
+	s := p.Stats()
+	if s.Requests != 12 || s.Injected["500"] != 2 || s.Injected["503-slowdown-after"] != 1 || s.Injected["503-slowdown"] != 1 || s.Total() != 4 {
+		t.Fatalf("%v", s)
+	}
+	// SetRules restarts the counts.
+	p.SetRules([]faultproxy.Rule{{Fault: faultproxy.InternalError, Nth: []int{1}}})
+	if a, b := get(p, "/x"), get(p, "/x"); a != 500 || b != 200 {
+		t.Fatalf("after SetRules: %d %d, want 500 200", a, b)
 	}
 }
