@@ -20,6 +20,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/tablekeep/tablekeep/shared/internal/awshttp"
 	"github.com/tablekeep/tablekeep/shared/internal/fakeclock"
 	"github.com/tablekeep/tablekeep/shared/internal/testenv"
 	"github.com/tablekeep/tablekeep/shared/table"
@@ -33,7 +34,7 @@ func awsConfig(t *testing.T) aws.Config {
 		t.Fatalf("aws config: %v", err)
 	}
 	cfg.BaseEndpoint = aws.String(endpoint)
-	return cfg
+	return awshttp.Config(cfg) // as the functions build their DynamoDB and SQS clients
 }
 
 func dynamoClient(t *testing.T) *dynamodb.Client { return dynamodb.NewFromConfig(awsConfig(t)) }

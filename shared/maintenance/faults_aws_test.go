@@ -21,6 +21,7 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/aws/smithy-go"
 
+	"github.com/tablekeep/tablekeep/shared/internal/awshttp"
 	"github.com/tablekeep/tablekeep/shared/internal/faultproxy"
 	"github.com/tablekeep/tablekeep/shared/internal/testenv"
 	"github.com/tablekeep/tablekeep/shared/lock"
@@ -46,6 +47,7 @@ func awsClients(t testing.TB, endpoint string) (*dynamodb.Client, *sqs.Client) {
 		t.Fatal(err)
 	}
 	cfg.BaseEndpoint = aws.String(endpoint)
+	cfg = awshttp.Config(cfg) // as awsfn builds them
 	return dynamodb.NewFromConfig(cfg), sqs.NewFromConfig(cfg)
 }
 

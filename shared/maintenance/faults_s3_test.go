@@ -45,10 +45,10 @@ func s3Workload(t *testing.T, w workload, rules []faultproxy.Rule) (workloadRepo
 func TestFaultsOverS3(t *testing.T) {
 	const p = 0.015
 	var rules []faultproxy.Rule
-	for _, f := range []faultproxy.Fault{faultproxy.InternalError, faultproxy.SlowDown, faultproxy.Timeout, faultproxy.Reset} {
+	for i, f := range []faultproxy.Fault{faultproxy.InternalError, faultproxy.SlowDown, faultproxy.Timeout, faultproxy.Reset} {
 		rules = append(rules,
-			faultproxy.Rule{Fault: f, Prob: p, Hold: 200 * time.Millisecond},
-			faultproxy.Rule{Fault: f, Prob: p, After: true, Hold: 200 * time.Millisecond})
+			faultproxy.Rule{Fault: f, Prob: p, Nth: []int{5 + 10*i}, Hold: 200 * time.Millisecond},
+			faultproxy.Rule{Fault: f, Prob: p, Nth: []int{10 + 10*i}, After: true, Hold: 200 * time.Millisecond})
 	}
 	// 412/409 on commits (conditional PUTs of manifests). Not on data files:
 	// their names are fresh random ids, which S3 never answers with 412/409;
@@ -58,8 +58,8 @@ func TestFaultsOverS3(t *testing.T) {
 		return faultproxy.IsConditionalPut(r) && strings.Contains(r.URL.Path, "/_versions/")
 	}
 	rules = append(rules,
-		faultproxy.Rule{Fault: faultproxy.PreconditionFailed, Match: commit, Prob: 0.05},
-		faultproxy.Rule{Fault: faultproxy.ConditionConflict, Match: commit, Prob: 0.05},
+		faultproxy.Rule{Fault: faultproxy.PreconditionFailed, Match: commit, Prob: 0.05, Nth: []int{2}},
+		faultproxy.Rule{Fault: faultproxy.ConditionConflict, Match: commit, Prob: 0.05, Nth: []int{3}},
 		// Every 7th delete request is applied and its answer lost.
 		faultproxy.Rule{Fault: faultproxy.InternalError, Match: faultproxy.IsDelete, Every: 7, After: true})
 	w := workload{Writers: 4, Cleaners: 2, Duration: loadDuration(t, 6*time.Second), MaintainEvery: time.Second, KeySpace: 60, Seed: 3}

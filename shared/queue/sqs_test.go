@@ -18,6 +18,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/tablekeep/tablekeep/shared/internal/awshttp"
 	"github.com/tablekeep/tablekeep/shared/internal/testenv"
 )
 
@@ -29,7 +30,7 @@ func sqsClient(t *testing.T) *sqs.Client {
 		t.Fatalf("aws config: %v", err)
 	}
 	cfg.BaseEndpoint = aws.String(endpoint)
-	return sqs.NewFromConfig(cfg)
+	return sqs.NewFromConfig(awshttp.Config(cfg)) // as awsfn builds it
 }
 
 func queueName(t *testing.T) string {
