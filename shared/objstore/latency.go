@@ -130,7 +130,9 @@ func (p Profile) String() string {
 	if p.IsZero() {
 		return ProfileNone
 	}
-	ms := func(d time.Duration) string { return strings.TrimSuffix(fmt.Sprintf("%g", float64(d)/1e6), ".0") + " ms" }
+	ms := func(d time.Duration) string {
+		return strings.TrimSuffix(fmt.Sprintf("%g", float64(d)/1e6), ".0") + " ms"
+	}
 	name := p.Name
 	if name == "" {
 		name = ProfileCustom
