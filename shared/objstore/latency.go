@@ -175,7 +175,9 @@ type Latency struct {
 var _ Store = (*Latency)(nil)
 
 // NewLatency wraps inner with profile p. sleep waits (nil: real time, Sleep);
-// tests pass a fake clock's Sleep.
+// tests pass a fake clock's Sleep. fakeclock.Clock.Sleep advances its clock
+// by each wait, so there concurrent waits add up; real timers inside a
+// testing/synctest bubble overlap as on the network (and take no real time).
 func NewLatency(inner Store, p Profile, sleep SleepFunc) *Latency {
 	if sleep == nil {
 		sleep = Sleep
