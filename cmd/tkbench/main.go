@@ -13,6 +13,7 @@ import (
 	"syscall"
 
 	"github.com/tablekeep/tablekeep/shared/bench"
+	"github.com/tablekeep/tablekeep/shared/objstore"
 )
 
 func main() {
@@ -22,8 +23,15 @@ func main() {
 	ops := flag.Int("churn-ops", 0, "writes per churn run (default 10000; quick 150)")
 	scales := flag.String("scales", "", "history sizes, comma-separated (default 10,1000,20000)")
 	repeat := flag.Int("repeat", 0, "timed repetitions per figure (default 20)")
+	latency := flag.String("latency", "none", "object-store latency added to every measured request: none, s3, s3-express, a duration, or get=20ms,put=30ms,list=40ms,delete=120ms")
 	flag.Parse()
 	cfg := bench.Defaults(*quick)
+	prof, err := objstore.ParseProfile(*latency)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "tkbench: -latency:", err)
+		os.Exit(2)
+	}
+	cfg.Latency = prof
 	cfg.DocsDir, cfg.Log = *docs, os.Stderr
 	if *ops > 0 {
 		cfg.ChurnOps = *ops

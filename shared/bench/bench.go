@@ -44,6 +44,18 @@ type Config struct {
 	CompactRows   int    // rows per fragment there
 	Log           io.Writer
 	Now           func() time.Time // report date
+	// Latency is added to every measured request (not to building the
+	// fixtures): `tkbench -latency s3`. Zero: local disk as it is.
+	Latency objstore.Profile
+	// OpenGetProfile is the profile of the "open + get at scale" section
+	// (default objstore.S3Profile()), whatever Latency is.
+	OpenGetProfile objstore.Profile
+}
+
+// measured wraps a store that measured requests go through with the run's
+// latency profile.
+func (c *Config) measured(st objstore.Store) objstore.Store {
+	return objstore.WithLatency(st, c.Latency)
 }
 
 // Defaults returns the sizes of `make bench` (or of -quick).
@@ -68,6 +80,7 @@ type Results struct {
 	Compaction []CompactionResult
 	Cleanup    CleanupResult
 	Growth     GrowthResult
+	OpenGet    OpenGetResult // open + get by key at the largest history, under OpenGetProfile
 	Elapsed    time.Duration
 }
 
@@ -82,6 +95,9 @@ func Run(ctx context.Context, cfg Config) (*Results, error) {
 	start := time.Now()
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if cfg.OpenGetProfile.IsZero() {
+		cfg.OpenGetProfile = objstore.S3Profile()
 	}
 	if err := os.MkdirAll(cfg.WorkDir, 0o755); err != nil {
 		return nil, err
@@ -170,7 +186,7 @@ func churn(ctx context.Context, cfg Config, dir string, maintain bool) (ChurnRes
 	}
 	clock := newFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	cs := fakeclock.NewStore(disk, clock)
-	writes, maint := objstore.NewCounting(cs), objstore.NewCounting(cs)
+	writes, maint := objstore.NewCounting(cfg.measured(cs)), objstore.NewCounting(cfg.measured(cs))
 	opts := table.Options{Clock: clock.Now, Sleep: noSleep}
 	t, err := table.Create(ctx, writes, "registry", Schema, "name", opts)
 	if err != nil {
@@ -313,7 +329,7 @@ func replay(ctx context.Context, cfg Config, ch ChurnResult) (ReplayResult, erro
 	// Two hours after the last write: everything but the newest versions
 	// is past the grace window.
 	clock := newFakeClock(time.Now().Add(2 * time.Hour))
-	cnt := objstore.NewCounting(disk)
+	cnt := objstore.NewCounting(cfg.measured(disk))
 	lookup := func() (Reqs, time.Duration, error) {
 		t0, err := table.Open(ctx, disk, "registry", table.Options{})
 		if err != nil {
@@ -446,7 +462,7 @@ func scale(ctx context.Context, cfg Config, dir string, n int, last bool, all *R
 	}
 	clock := newFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	cs := fakeclock.NewStore(disk, clock)
-	cnt := objstore.NewCounting(cs)
+	cnt := objstore.NewCounting(cfg.measured(cs))
 	opts := table.Options{Clock: clock.Now, Sleep: noSleep}
 	start := time.Now()
 	t, err := table.Create(ctx, cs, "hist", Schema, "name", opts)
@@ -487,6 +503,12 @@ func scale(ctx context.Context, cfg Config, dir string, n int, last bool, all *R
 	}
 	if res.Lookup, res.LookupTime, err = timed(cfg.Repeat, cnt, lookup); err != nil {
 		return res, err
+	}
+	if last {
+		cfg.logf("open + get by key at %d versions under the %s profile", n, cfg.OpenGetProfile.Name)
+		if all.OpenGet, err = openGet(ctx, cfg, cs, n); err != nil {
+			return res, err
+		}
 	}
 	// Commits add versions; measured after the reads, on a warm handle.
 	h, err := table.Open(ctx, cnt, "hist", opts)
@@ -579,6 +601,48 @@ func scale(ctx context.Context, cfg Config, dir string, n int, last bool, all *R
 	return res, nil
 }
 
+// OpenGetResult is open + get by key under a latency profile: a reader's
+// cold path (the seed's GET /rollouts/{name}), by requests and round trips.
+type OpenGetResult struct {
+	Versions int
+	Profile  objstore.Profile
+	Reqs     Reqs          // over Reqs.N runs
+	Path     objstore.Path // the longest critical path of any run
+	Time     time.Duration // mean wall time per run
+	Ideal    time.Duration // the path's latency under the profile
+}
+
+// openGet measures open + get by key on the "hist" table of n versions in
+// st, each run on a fresh handle, through the OpenGetProfile's latency
+// (real time) and a path tracker outside it.
+func openGet(ctx context.Context, cfg Config, st objstore.Store, n int) (OpenGetResult, error) {
+	prof := cfg.OpenGetProfile
+	res := OpenGetResult{Versions: n, Profile: prof}
+	cnt := objstore.NewCounting(st)
+	var total time.Duration
+	for i := range cfg.Repeat {
+		tr := objstore.NewPathTracker(objstore.NewLatency(cnt, prof, nil), prof)
+		start := time.Now()
+		h, err := table.Open(ctx, tr, "hist", table.Options{})
+		if err != nil {
+			return res, err
+		}
+		rec, err := h.Snapshot().Get(ctx, fmt.Sprintf("rollout-%06d", i%min(cfg.KeySpace, n-1)))
+		if err != nil {
+			return res, err
+		}
+		rec.Release()
+		total += time.Since(start)
+		if p := tr.Path(); p.Latency > res.Path.Latency || p.RoundTrips() > res.Path.RoundTrips() {
+			res.Path = p
+		}
+	}
+	res.Reqs = Reqs{C: cnt.Counts(), N: cfg.Repeat}
+	res.Time = total / time.Duration(max(cfg.Repeat, 1))
+	res.Ideal = res.Path.Latency
+	return res, nil
+}
+
 type staticResolver struct{ ref maintenance.TableRef }
 
 func (r staticResolver) Resolve(_ context.Context, name string) (maintenance.TableRef, error) {
@@ -605,7 +669,7 @@ func compactFixture(ctx context.Context, cfg Config, dir string) (CompactionResu
 	if err != nil {
 		return res, err
 	}
-	cnt := objstore.NewCounting(disk)
+	cnt := objstore.NewCounting(cfg.measured(disk))
 	opts := table.Options{Sleep: noSleep}
 	t, err := table.Create(ctx, disk, "frags", Schema, "name", opts)
 	if err != nil {
@@ -650,7 +714,7 @@ func growth(ctx context.Context, cfg Config, dir string) (GrowthResult, error) {
 	if err != nil {
 		return res, err
 	}
-	cnt := objstore.NewCounting(disk)
+	cnt := objstore.NewCounting(cfg.measured(disk))
 	t, err := table.Create(ctx, cnt, "grow", Schema, "name", table.Options{Sleep: noSleep})
 	if err != nil {
 		return res, err

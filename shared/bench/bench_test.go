@@ -41,6 +41,14 @@ func TestQuickReport(t *testing.T) {
 			t.Errorf("open at %d versions: %+v", s.Versions, s.Open)
 		}
 	}
+	// Open + get under the s3 profile: one LIST, the manifest and the
+	// fragment (the critical path is timing-dependent here: not checked).
+	if og := res.OpenGet; og.Reqs.Per("LIST") != 1 || og.Reqs.Per("GET") < 2 || og.Reqs.Per("PUT") != 0 || og.Path.RoundTrips() == 0 {
+		t.Errorf("open + get: %+v", og)
+	}
+	if !strings.Contains(string(md), "## Open + get by key at 200 versions under the s3 profile") {
+		t.Errorf("benchmarks.md lacks the open + get section")
+	}
 	// Maintenance bounds versions; without it every write is a version.
 	if res.Without.Final.Versions != cfg.ChurnOps+1 || res.With.Final.Versions >= res.Without.Final.Versions/2 {
 		t.Errorf("versions: without %d, with %d", res.Without.Final.Versions, res.With.Final.Versions)

@@ -22,6 +22,14 @@ const (
 	seedRows          = 10000
 )
 
+// latencyMethod is the method section's paragraph on latency injection.
+const latencyMethod = "Object-store latency is injected by a store wrapper, `objstore.NewLatency(store, profile, sleep)`: every request first waits its kind's latency, then goes to the disk store; concurrent requests wait concurrently, as on the network. " +
+	"Profiles (`objstore.ParseProfile`): `none`; `s3`, S3 Standard from the same region: GET 20 ms, HEAD 20, PUT 30, LIST 40, DeleteObjects 120 per request; `s3-express`, S3 Express One Zone: GET 4 ms, HEAD 4, PUT 6, LIST 8, DeleteObjects 10; " +
+	"custom per kind, `get=20ms,put=30ms,list=40ms,delete=120ms` (HEAD defaults to GET), or one duration for every kind. " +
+	"`tkbench -latency PROFILE` runs every measured request under a profile (fixtures are built without it), and `tkdemo --latency PROFILE` (`make demo DEMO_ARGS=\"--latency s3\"`) runs the demo's churn and maintenance under it. " +
+	"Round trips are counted by `objstore.PathTracker`: a request depends on every request that completed before it started, so the longest such chain is the critical path. " +
+	"Tests use the same wrapper with the sleep on a fake clock (`shared/internal/fakeclock`) or real timers inside a `testing/synctest` bubble, never real waits; the fault proxy (`faultproxy.Options.Latency`) adds a profile over real HTTP, for the Lambda functions under aws-lambda-rie."
+
 // Write writes benchmarks.md and the plot into r.Cfg.DocsDir.
 func Write(r *Results) error {
 	if err := os.MkdirAll(r.Cfg.DocsDir, 0o755); err != nil {
@@ -133,7 +141,12 @@ func Markdown(r *Results) string {
 	p("The primary figures are object-store requests by kind, counted by `objstore.Counting`; they are exact and repeatable. ")
 	p("Times are secondary: local disk, not S3 (on S3 each request costs roughly 10-100 ms whatever its kind, so multiply the request counts), ")
 	p("on a machine other builds may be loading. Registry-shaped table throughout: `name` utf8 key, `uri` utf8, `created_at` timestamp[us, UTC]. ")
-	p("Sizes: churn %s writes; histories %s versions; flags of `cmd/tkbench` scale them.\n\n", n(int64(cfg.ChurnOps)), joinInts(cfg.Scales))
+	p("Sizes: churn %s writes; histories %s versions; flags of `cmd/tkbench` scale them.", n(int64(cfg.ChurnOps)), joinInts(cfg.Scales))
+	if !cfg.Latency.IsZero() {
+		p(" **Latency**: every measured request first waits its kind's latency in profile %s (`objstore.Latency`, `tkbench -latency`); building the fixtures does not.", cfg.Latency)
+	}
+	p("\n\n")
+	p("%s\n\n", latencyMethod)
 
 	// Headline.
 	last := r.Scales[len(r.Scales)-1]
@@ -217,6 +230,20 @@ func Markdown(r *Results) string {
 	p("Upsert growth: %s upserts of new names into a fresh table, never compacted: %s per upsert; mean time %s in the first tenth, %s in the last; final manifest %s for %s fragments = **%.2f bytes per fragment** (the seed: ~84 B). ",
 		n(int64(g.Upserts)), reqText(perReq(g.Reqs)), dur(g.FirstTenth), dur(g.LastTenth), kb(g.FinalManifestBytes), n(int64(g.FragmentsAtMeasured)), g.BytesPerFragment)
 	p("The per-upsert cost is linear in the fragment count (the manifest is rewritten and the change record diffed on every commit); compaction keeps it small.\n\n")
+
+	if og := r.OpenGet; og.Reqs.N > 0 {
+		p("## Open + get by key at %s versions under the %s profile\n\n", n(int64(og.Versions)), og.Profile.Name)
+		p("A reader's cold path (the seed's `GET /rollouts/{name}`) on the %s-version history above, before maintenance: each of %d runs opens a fresh handle and gets one name, ", n(int64(og.Versions)), og.Reqs.N)
+		p("every request waiting its latency in real time (`objstore.Latency`, profile %s). ", og.Profile)
+		p("Round trips are the critical path measured by `objstore.PathTracker` (a request depends on every request completed before it started; concurrent requests overlap). The goal (issue 10) is at most 1 LIST + 2 GET round trips, ~80 ms.\n\n")
+		p("| versions | LIST | GET | HEAD | PUT | round trips (critical path) | path latency | measured time |\n| --- | --- | --- | --- | --- | --- | --- | --- |\n")
+		kinds := make([]string, len(og.Path.Kinds))
+		for i, k := range og.Path.Kinds {
+			kinds[i] = string(k)
+		}
+		p("| %s | %s | %s | %s | %s | %d: %s | %s | %s |\n\n", n(int64(og.Versions)), per(og.Reqs, "LIST"), per(og.Reqs, "GET"), per(og.Reqs, "HEAD"), per(og.Reqs, "PUT"),
+			og.Path.RoundTrips(), strings.Join(kinds, " -> "), dur(og.Ideal), dur(og.Time))
+	}
 
 	// Compaction and cleanup throughput.
 	p("## Compaction and cleanup throughput\n\n")

@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+
+	"github.com/tablekeep/tablekeep/shared/objstore"
 )
 
 // Main runs the tkdemo command line and returns the exit code (2 for usage
@@ -14,9 +16,10 @@ import (
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer, tty bool) int {
 	cfg := Config{Out: stdout, Maintain: Maintain}
 	var noMaintain bool
+	var latency string
 	usage := false
 	cmd := &cobra.Command{
-		Use:           "tkdemo [--dir D] [--ops N] [--writers W] [--seed S]",
+		Use:           "tkdemo [--dir D] [--ops N] [--writers W] [--seed S] [--latency PROFILE]",
 		Short:         "Reproduce the registry churn of the seed incident on a local table (no services needed)",
 		Args:          cobra.NoArgs,
 		SilenceErrors: true,
@@ -26,11 +29,16 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer, tty bool
 				usage = true
 				return fmt.Errorf("--ops and --writers must be positive")
 			}
+			var err error
+			if cfg.Latency, err = objstore.ParseProfile(latency); err != nil {
+				usage = true
+				return fmt.Errorf("--latency: %w", err)
+			}
 			if noMaintain {
 				cfg.Maintain = nil
 			}
 			cfg.Progress, cfg.ProgressOut = tty, stderr
-			_, err := Run(cmd.Context(), cfg)
+			_, err = Run(cmd.Context(), cfg)
 			return err
 		},
 	}
@@ -44,6 +52,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer, tty bool
 	f.IntVar(&cfg.Writers, "writers", 4, "concurrent writers, each with its own table handle")
 	f.Uint64Var(&cfg.Seed, "seed", 1, "random seed")
 	f.BoolVar(&noMaintain, "no-maintain", false, "skip the maintenance step")
+	f.StringVar(&latency, "latency", "none", "object-store latency added to every request: none, s3, s3-express, a duration, or get=20ms,put=30ms,list=40ms,delete=120ms")
 	ran := false
 	cmd.PreRun = func(*cobra.Command, []string) { ran = true }
 	err := cmd.ExecuteContext(ctx)

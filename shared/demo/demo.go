@@ -58,6 +58,9 @@ type Config struct {
 	Maintain MaintainFunc
 	// Options for every table handle (zero: defaults).
 	Options table.Options
+	// Latency is added to every request the churn and maintenance make
+	// (objstore.ParseProfile("s3"), say); the reports' own reads do not pay it.
+	Latency objstore.Profile
 }
 
 // Demo is one run's state. A MaintainFunc may use its exported fields and
@@ -65,8 +68,10 @@ type Config struct {
 // concurrently with maintenance), Report prints the table's state.
 type Demo struct {
 	Cfg   Config
-	Store *objstore.Counting // every handle goes through it
+	Store *objstore.Counting // every handle goes through it (with Cfg.Latency)
 	Root  string             // table root in Store: the table directory's name
+	// Raw is the local store under Store, with no latency and no counting.
+	Raw objstore.Store
 
 	mu      sync.Mutex
 	writers []*writer
@@ -84,6 +89,11 @@ type Report struct {
 	Objects     int // files under the table directory
 	ObjectBytes int64
 	Requests    objstore.Counts // during the phase being reported
+	// OpenGet is an open + get by key of a live name under Cfg.Latency:
+	// its requests and critical path (zero if the table has no rows).
+	OpenGet     objstore.Counts
+	OpenGetPath objstore.Path
+	OpenGetTime time.Duration
 }
 
 // Result is what a run did.
@@ -106,6 +116,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	res := &Result{}
 	fmt.Fprintf(d.Cfg.Out, "registry table at %s (name utf8 key, uri utf8, created_at timestamp)\n", d.Cfg.Dir)
+	if !d.Cfg.Latency.IsZero() {
+		fmt.Fprintf(d.Cfg.Out, "latency: %s, added to every request of the churn and maintenance\n", d.Cfg.Latency)
+	}
 	fmt.Fprintf(d.Cfg.Out, "churn: %d ops by %d writers, each op one commit (upsert of a new name, delete of a live one, or a retried create)\n",
 		d.Cfg.Ops, d.Cfg.Writers)
 	start := time.Now()
@@ -172,7 +185,8 @@ func Setup(ctx context.Context, cfg Config) (*Demo, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := &Demo{Cfg: cfg, Store: objstore.NewCounting(disk), Root: filepath.Base(abs), started: time.Now()}
+	d := &Demo{Cfg: cfg, Store: objstore.NewCounting(objstore.WithLatency(disk, cfg.Latency)), Raw: disk,
+		Root: filepath.Base(abs), started: time.Now()}
 	if _, err := table.Create(ctx, d.Store, d.Root, Schema, "name", cfg.Options); err != nil {
 		return nil, err
 	}
@@ -355,7 +369,7 @@ func (d *Demo) Report(ctx context.Context, label string) (Report, error) {
 
 	// A fresh handle on the raw disk store: the report's own reads are not
 	// counted as the phase's requests.
-	t, err := table.Open(ctx, d.Store.Inner(), d.Root, d.Cfg.Options)
+	t, err := table.Open(ctx, d.Raw, d.Root, d.Cfg.Options)
 	if err != nil {
 		return r, err
 	}
@@ -395,6 +409,13 @@ func (d *Demo) Report(ctx context.Context, label string) (Report, error) {
 		[2]string{"objects on disk", fmt.Sprintf("%d files, %s (%s)", r.Objects, cli.HumanBytes(r.ObjectBytes), byDir)},
 		[2]string{"requests", r.Requests.String()},
 	)
+	if err := d.openGet(ctx, &r); err != nil {
+		return r, err
+	}
+	if r.OpenGetPath.RoundTrips() > 0 {
+		lines = append(lines, [2]string{"open + get by key", fmt.Sprintf("%s; %s, took %s",
+			r.OpenGet, r.OpenGetPath, r.OpenGetTime.Round(time.Millisecond))})
+	}
 	check := "OK"
 	switch {
 	case dup != "":
@@ -418,6 +439,35 @@ func (d *Demo) Report(ctx context.Context, label string) (Report, error) {
 		}
 	}
 	return r, nil
+}
+
+// openGet opens the table and gets one live name, as a reader would, with
+// the run's latency but apart from Store's counts.
+func (d *Demo) openGet(ctx context.Context, r *Report) error {
+	var name string
+	for _, w := range d.writers {
+		if len(w.names) > 0 {
+			name = w.names[0]
+			break
+		}
+	}
+	if name == "" {
+		return nil
+	}
+	cnt := objstore.NewCounting(d.Raw)
+	tr := objstore.NewPathTracker(objstore.WithLatency(cnt, d.Cfg.Latency), d.Cfg.Latency)
+	start := time.Now()
+	t, err := table.Open(ctx, tr, d.Root, d.Cfg.Options)
+	if err != nil {
+		return err
+	}
+	rec, err := t.Snapshot().Get(ctx, name)
+	if err != nil {
+		return fmt.Errorf("get %q: %w", name, err)
+	}
+	rec.Release()
+	r.OpenGetTime, r.OpenGet, r.OpenGetPath = time.Since(start), cnt.Counts(), tr.Path()
+	return nil
 }
 
 // duByDir renders file counts per top-level directory.

@@ -109,3 +109,24 @@ func TestDemoMaintain(t *testing.T) {
 		t.Fatalf("rows %d -> %d, deleted keys %d", before.ScannedRows, after.ScannedRows, after.Requests.DeleteKeys)
 	}
 }
+
+// TestDemoLatency: --latency adds a profile's latency to the churn and
+// maintenance (a 1 ms profile here, to stay fast) and the reports show an
+// open + get by key with its requests and round trips; a bad profile is a
+// usage error.
+func TestDemoLatency(t *testing.T) {
+	var out, errb bytes.Buffer
+	dir := filepath.Join(t.TempDir(), "reg")
+	if code := Main(context.Background(), []string{"--dir", dir, "--ops", "8", "--writers", "2", "--latency", "1ms"}, &out, &errb, false); code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	for _, want := range []string{"latency: custom (GET 1 ms", "open + get by key:", "LIST=1", "round trips (LIST -> GET -> GET"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+	errb.Reset()
+	if code := Main(context.Background(), []string{"--dir", dir, "--latency", "s4"}, &out, &errb, false); code != 2 || !strings.Contains(errb.String(), "--latency") {
+		t.Fatalf("--latency s4: exit %d, %q", code, errb.String())
+	}
+}

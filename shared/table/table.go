@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/tablekeep/tablekeep/shared/objstore"
 )
@@ -164,7 +165,10 @@ func Create(ctx context.Context, store objstore.Store, root string, schema *arro
 	return t, nil
 }
 
-// Open opens an existing table at its latest version: one List, one Get.
+// Open opens an existing table at its latest version: one List, one Get,
+// one after the other (the List names the manifest). It reads no floor: the
+// latest version is never below it, and a snapshot whose files a cleaner
+// removes later reports ErrVersionPruned when it reads them.
 func Open(ctx context.Context, store objstore.Store, root string, opts Options) (*Table, error) {
 	t := newTable(store, root, opts)
 	if _, err := t.Refresh(ctx); err != nil {
@@ -417,24 +421,38 @@ func (t *Table) isTagged(ctx context.Context, v uint64) (bool, error) {
 // Checkout returns a read-only snapshot of version v. A version below the
 // retention floor is ErrVersionPruned unless a tag names it, whatever this
 // handle has cached: cleaners may be deleting its files.
+//
+// The floor and the manifest are read concurrently (one round trip: the
+// floor's List beside the manifest's Get); the floor decides before the
+// manifest is used. A version below the floor thus costs the manifest GET
+// too, which the refusal does not need.
 func (t *Table) Checkout(ctx context.Context, v uint64) (*Snapshot, error) {
 	pruned := func(floor uint64) error {
 		return objErr(t.key(manifestKey(v)), ErrVersionPruned, fmt.Sprintf("version %d is below the retention floor %d", v, floor))
 	}
-	floor, err := t.Floor(ctx)
-	if err != nil {
-		return nil, err
+	var (
+		g        errgroup.Group
+		floor    uint64
+		floorErr error
+	)
+	g.Go(func() error {
+		floor, floorErr = t.Floor(ctx)
+		return nil
+	})
+	m, err := t.readManifest(ctx, v)
+	g.Wait()
+	if floorErr != nil {
+		return nil, floorErr
 	}
 	if v < floor {
-		tagged, err := t.isTagged(ctx, v)
-		if err != nil {
-			return nil, err
+		tagged, terr := t.isTagged(ctx, v)
+		if terr != nil {
+			return nil, terr
 		}
 		if !tagged {
 			return nil, pruned(floor)
 		}
 	}
-	m, err := t.readManifest(ctx, v)
 	if errors.Is(err, objstore.ErrNotExist) {
 		if v < floor {
 			return nil, pruned(floor)

@@ -17,6 +17,12 @@
 // that every kind of fault was injected sets Nth instead of relying on
 // chance (or on a long run). SigV4 signatures stay valid: the Host header
 // is passed through unchanged.
+//
+// Options.Latency delays every S3 request by its kind's latency (an
+// objstore.Profile: GET, HEAD, PUT, LIST, DeleteObjects) before forwarding
+// or faulting it, so that code talking to the proxy over real HTTP (Lambda
+// functions under aws-lambda-rie) pays S3's round trips. AWS JSON protocol
+// requests (DynamoDB, SQS) are not delayed.
 package faultproxy
 
 import (
@@ -32,6 +38,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/tablekeep/tablekeep/shared/objstore"
 )
 
 // Fault is one kind of injected failure.
@@ -98,6 +106,16 @@ type Rule struct {
 type Options struct {
 	Seed  uint64
 	Rules []Rule
+	// Latency delays each S3 request by Latency.For(S3Kind(request))
+	// before it is forwarded or faulted (zero: no delay). For example
+	// objstore.S3Profile(), or objstore.ParseProfile("get=20ms,put=30ms").
+	Latency objstore.Profile
+	// Delay, if set, is used instead of Latency: the delay of each request
+	// (JSON protocol requests included), 0 for none.
+	Delay func(*http.Request) time.Duration
+	// Sleep waits out a delay (default: a real timer, cut short when the
+	// client goes away). Tests may record the delays instead.
+	Sleep objstore.SleepFunc
 }
 
 // Proxy is a running fault-injecting proxy.
@@ -107,7 +125,12 @@ type Proxy struct {
 	srv    *http.Server
 	tr     *http.Transport
 
+	sleep objstore.SleepFunc
+
 	mu       sync.Mutex
+	latency  objstore.Profile
+	delay    func(*http.Request) time.Duration
+	byKind   map[string]int
 	rng      *rand.Rand
 	rules    []Rule
 	matched  []int
@@ -134,6 +157,13 @@ func Start(target string, opts Options) (*Proxy, error) {
 		rng:      rand.New(rand.NewPCG(opts.Seed, 0x5eed)),
 		enabled:  true,
 		injected: map[string]int{},
+		byKind:   map[string]int{},
+		sleep:    opts.Sleep,
+		latency:  opts.Latency,
+		delay:    opts.Delay,
+	}
+	if p.sleep == nil {
+		p.sleep = objstore.Sleep
 	}
 	p.SetRules(opts.Rules)
 	p.srv = &http.Server{Handler: p, ReadHeaderTimeout: 10 * time.Second}
@@ -162,6 +192,14 @@ func (p *Proxy) SetRules(rules []Rule) {
 	p.matched = make([]int, len(rules))
 }
 
+// SetLatency replaces the latency profile (Options.Latency) and clears
+// Options.Delay.
+func (p *Proxy) SetLatency(profile objstore.Profile) {
+	p.mu.Lock()
+	p.latency, p.delay = profile, nil
+	p.mu.Unlock()
+}
+
 // Enable turns injection on or off (requests are always forwarded).
 func (p *Proxy) Enable(on bool) {
 	p.mu.Lock()
@@ -173,6 +211,9 @@ func (p *Proxy) Enable(on bool) {
 type Stats struct {
 	Requests int
 	Injected map[string]int // by "fault" or "fault-after"
+	// ByKind counts S3 requests by objstore.Kind ("GET", "LIST", ...);
+	// requests that are not S3 requests count under "other".
+	ByKind map[string]int
 }
 
 // Total is the number of injected faults.
@@ -201,9 +242,12 @@ func (s Stats) String() string {
 func (p *Proxy) Stats() Stats {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	s := Stats{Requests: p.requests, Injected: map[string]int{}}
+	s := Stats{Requests: p.requests, Injected: map[string]int{}, ByKind: map[string]int{}}
 	for k, v := range p.injected {
 		s.Injected[k] = v
+	}
+	for k, v := range p.byKind {
+		s.ByKind[k] = v
 	}
 	return s
 }
@@ -223,11 +267,50 @@ func IsList(r *http.Request) bool {
 	return r.Method == http.MethodGet && r.URL.Query().Get("list-type") == "2"
 }
 
-// pick decides the fault for one request (nil: none).
-func (p *Proxy) pick(r *http.Request) *Rule {
+// S3Kind classifies an S3 request by objstore.Kind: HEAD; GET with
+// list-type=2 is LIST, other GETs GET; PUT (and multipart POSTs) PUT;
+// DeleteObjects and DeleteObject DELETE. AWS JSON protocol requests
+// (X-Amz-Target: DynamoDB, SQS) and anything else are "".
+func S3Kind(r *http.Request) objstore.Kind {
+	if r.Header.Get("X-Amz-Target") != "" {
+		return ""
+	}
+	switch {
+	case r.Method == http.MethodHead:
+		return objstore.KindHead
+	case IsList(r):
+		return objstore.KindList
+	case r.Method == http.MethodGet:
+		return objstore.KindGet
+	case IsDelete(r):
+		return objstore.KindDelete
+	case r.Method == http.MethodPut, r.Method == http.MethodPost && (r.URL.Query().Has("uploads") || r.URL.Query().Has("uploadId")):
+		return objstore.KindPut
+	}
+	return ""
+}
+
+// pick decides the fault for one request (nil: none) and its delay.
+func (p *Proxy) pick(r *http.Request) (*Rule, time.Duration) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.requests++
+	kind := S3Kind(r)
+	if kind == "" {
+		p.byKind["other"]++
+	} else {
+		p.byKind[string(kind)]++
+	}
+	var delay time.Duration
+	if p.delay != nil {
+		delay = p.delay(r)
+	} else if kind != "" {
+		delay = p.latency.For(kind)
+	}
+	return p.pickFault(r), delay
+}
+
+func (p *Proxy) pickFault(r *http.Request) *Rule {
 	if !p.enabled {
 		return nil
 	}
@@ -258,7 +341,12 @@ func (p *Proxy) pick(r *http.Request) *Rule {
 }
 
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	rule := p.pick(r)
+	rule, delay := p.pick(r)
+	if delay > 0 {
+		if err := p.sleep(r.Context(), delay); err != nil {
+			return // the client went away
+		}
+	}
 	if rule != nil && !rule.After {
 		// The body is read so that the client is not stuck sending it.
 		io.Copy(io.Discard, r.Body)
