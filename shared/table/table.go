@@ -73,23 +73,12 @@ func (o Options) withDefaults() Options {
 		o.BackoffMax = 100 * time.Millisecond
 	}
 	if o.Sleep == nil {
-		o.Sleep = sleepCtx
+		o.Sleep = objstore.Sleep
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	return o
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }
 
 // Table is a handle on one table. It caches the latest manifest it has seen;
