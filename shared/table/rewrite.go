@@ -10,6 +10,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+	"golang.org/x/sync/errgroup"
+	"golang.org/x/sync/semaphore"
 
 	"github.com/tablekeep/tablekeep/shared/objstore"
 )
@@ -55,23 +57,87 @@ type rewriteWrittenKey struct {
 	sig   string // the inputs' deletion vector ids at the base
 }
 
+// DefaultReadConcurrency is how many of a group's fragments ReadGroup
+// reads at once when GroupReadOptions.Concurrency is 0.
+const DefaultReadConcurrency = 8
+
+// DefaultReadBudget is the default bound on the bytes of fragments being
+// fetched and decoded at once (GroupReadOptions.Budget unset): 64 MiB.
+const DefaultReadBudget int64 = 64 << 20
+
+// GroupReadOptions bound ReadGroupWith's parallel reads.
+type GroupReadOptions struct {
+	// Concurrency is the number of fragments read at once (0:
+	// DefaultReadConcurrency; 1: serial).
+	Concurrency int
+	// Budget, if set, bounds the bytes of fragments (their stored sizes)
+	// being fetched and decoded at once; it may be shared by several
+	// readers (a pipeline). A fragment larger than BudgetBytes takes the
+	// whole budget. nil: a budget of BudgetBytes for this call alone.
+	Budget *semaphore.Weighted
+	// BudgetBytes is Budget's size (0: DefaultReadBudget).
+	BudgetBytes int64
+}
+
+func (o GroupReadOptions) withDefaults() GroupReadOptions {
+	if o.Concurrency <= 0 {
+		o.Concurrency = DefaultReadConcurrency
+	}
+	if o.BudgetBytes <= 0 {
+		o.BudgetBytes = DefaultReadBudget
+	}
+	if o.Budget == nil {
+		o.Budget = semaphore.NewWeighted(o.BudgetBytes)
+	}
+	return o
+}
+
 // ReadGroup reads the live rows of input fragments (as of snapshot m) into
-// one batch and returns the group's inputs with the vectors applied.
+// one batch and returns the group's inputs with the vectors applied. It
+// reads with the default GroupReadOptions.
 func (t *Table) ReadGroup(ctx context.Context, m *Manifest, frags []Fragment) (arrow.RecordBatch, []RewriteInput, error) {
-	var recs []arrow.RecordBatch
+	return t.ReadGroupWith(ctx, m, frags, GroupReadOptions{})
+}
+
+// ReadGroupWith is ReadGroup with its parallelism bounded by o: fragments
+// and their deletion vectors are read concurrently (the same requests as a
+// serial read), at most o.Concurrency at once and at most o.BudgetBytes of
+// stored fragment bytes being fetched and decoded at once. The result is in
+// input order, whatever order the reads finish in.
+func (t *Table) ReadGroupWith(ctx context.Context, m *Manifest, frags []Fragment, o GroupReadOptions) (arrow.RecordBatch, []RewriteInput, error) {
+	o = o.withDefaults()
+	recs := make([]arrow.RecordBatch, len(frags))
 	defer func() {
 		for _, r := range recs {
-			r.Release()
+			if r != nil {
+				r.Release()
+			}
 		}
 	}()
-	inputs := make([]RewriteInput, 0, len(frags))
-	for _, f := range frags {
-		rec, deleted, err := t.ReadFragment(ctx, m.Schema, f, nil)
-		if err != nil {
-			return nil, nil, err
+	inputs := make([]RewriteInput, len(frags))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(o.Concurrency)
+	for i, f := range frags {
+		if gctx.Err() != nil {
+			break // a read failed (or ctx ended): g.Wait reports it
 		}
-		recs = append(recs, rec)
-		inputs = append(inputs, RewriteInput{Fragment: f, Deleted: deleted})
+		weight := min(max(int64(f.Bytes), 1), o.BudgetBytes)
+		g.Go(func() error {
+			if err := o.Budget.Acquire(gctx, weight); err != nil {
+				return err
+			}
+			defer o.Budget.Release(weight)
+			rec, deleted, err := t.ReadFragment(gctx, m.Schema, f, nil)
+			if err != nil {
+				return err
+			}
+			recs[i] = rec
+			inputs[i] = RewriteInput{Fragment: f, Deleted: deleted}
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, nil, err
 	}
 	// Concatenate into one batch so the output is written as one row group.
 	cols := make([]arrow.Array, m.Schema.NumFields())
