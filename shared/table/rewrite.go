@@ -139,6 +139,10 @@ func (t *Table) ReadGroupWith(ctx context.Context, m *Manifest, frags []Fragment
 	if err := g.Wait(); err != nil {
 		return nil, nil, err
 	}
+	if slices.Contains(recs, nil) {
+		// Fragments were skipped because ctx ended before they started.
+		return nil, nil, fmt.Errorf("read group: %w", context.Cause(ctx))
+	}
 	// Concatenate into one batch so the output is written as one row group.
 	cols := make([]arrow.Array, m.Schema.NumFields())
 	defer func() {
