@@ -32,12 +32,12 @@ type Planner interface {
 	Plan(m *table.Manifest, p Policy) CompactionPlan
 }
 
-// DefaultMaxGroupBytes bounds the stored bytes of a compaction group's
+// DefaultMaxGroupBytes (32 MiB) bounds the stored bytes of a compaction group's
 // inputs when SizePlanner.MaxGroupBytes is 0. A group is written as one
 // Parquet row group, so the compactor holds a whole group decoded (and the
 // next one being read ahead): this bound, not the row target alone, is what
 // keeps its heap bounded when fragments are large.
-const DefaultMaxGroupBytes uint64 = 64 << 20
+const DefaultMaxGroupBytes uint64 = 32 << 20
 
 // SizePlanner is the default planner. Candidates are fragments under the
 // target rows or with more than the deleted-rows threshold; adjacent
@@ -111,9 +111,11 @@ type Compactor struct {
 	// ReadConcurrency is how many fragments of a group are read at once
 	// (0: table.DefaultReadConcurrency).
 	ReadConcurrency int
-	// ReadBudget bounds the stored bytes of fragments being fetched and
-	// decoded at once, across the group being read and the one read ahead
-	// (0: table.DefaultReadBudget, 64 MiB).
+	// ReadBudget bounds the stored bytes of input held at once: the
+	// fragments being fetched and decoded, and the groups read but not yet
+	// written (the one being written and the one read ahead); a group
+	// larger than the budget is read alone (0: table.DefaultReadBudget,
+	// 48 MiB).
 	ReadBudget int64
 }
 
@@ -161,6 +163,13 @@ func (c *Compactor) Run(ctx context.Context, t *table.Table, p Policy) (Compacti
 		budget = table.DefaultReadBudget
 	}
 	ropts := table.GroupReadOptions{Concurrency: c.ReadConcurrency, Budget: semaphore.NewWeighted(budget), BudgetBytes: budget}
+	// A group holds its share of the budget (its input bytes, at most the
+	// whole budget) from the start of its read until its output is
+	// written: a group is read ahead only while the one being written
+	// leaves room, so at most budget bytes of input are held at once
+	// (beyond one group larger than the budget on its own).
+	held := semaphore.NewWeighted(budget)
+	weight := func(g CompactionGroup) int64 { return min(max(int64(g.InputBytes), 1), budget) }
 	readCtx, cancelReads := context.WithCancel(ctx)
 	var pending chan groupRead
 	defer func() {
@@ -169,14 +178,25 @@ func (c *Compactor) Run(ctx context.Context, t *table.Table, p Policy) (Compacti
 		if pending != nil {
 			if r := <-pending; r.rec != nil {
 				r.rec.Release()
+				held.Release(r.weight)
 			}
 		}
 	}()
 	start := func(i int) {
 		ch := make(chan groupRead, 1)
+		g := plan.Groups[i]
 		go func() {
-			rec, inputs, err := t.ReadGroupWith(readCtx, m, plan.Groups[i].Fragments, ropts)
-			ch <- groupRead{rec: rec, inputs: inputs, err: err}
+			w := weight(g)
+			if err := held.Acquire(readCtx, w); err != nil {
+				ch <- groupRead{err: err}
+				return
+			}
+			rec, inputs, err := t.ReadGroupWith(readCtx, m, g.Fragments, ropts)
+			if err != nil {
+				held.Release(w)
+				w = 0
+			}
+			ch <- groupRead{rec: rec, inputs: inputs, err: err, weight: w}
 		}()
 		pending = ch
 	}
@@ -201,6 +221,7 @@ func (c *Compactor) Run(ctx context.Context, t *table.Table, p Policy) (Compacti
 		}
 		out, err := t.WriteRewriteOutput(ctx, m, r.rec)
 		r.rec.Release()
+		held.Release(r.weight)
 		if err != nil {
 			return res, fmt.Errorf("compact group %d: %w", i, err)
 		}
@@ -246,6 +267,7 @@ type groupRead struct {
 	rec    arrow.RecordBatch
 	inputs []table.RewriteInput
 	err    error
+	weight int64 // held from the budget until the output is written
 }
 
 // checkGroup returns why group i of n must not start ("" if it may): the

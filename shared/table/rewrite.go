@@ -62,8 +62,8 @@ type rewriteWrittenKey struct {
 const DefaultReadConcurrency = 8
 
 // DefaultReadBudget is the default bound on the bytes of fragments being
-// fetched and decoded at once (GroupReadOptions.Budget unset): 64 MiB.
-const DefaultReadBudget int64 = 64 << 20
+// fetched and decoded at once (GroupReadOptions.Budget unset): 48 MiB.
+const DefaultReadBudget int64 = 48 << 20
 
 // GroupReadOptions bound ReadGroupWith's parallel reads.
 type GroupReadOptions struct {
