@@ -3,6 +3,7 @@ package maintenance_test
 import (
 	"context"
 	"fmt"
+	"math"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -17,13 +18,13 @@ import (
 )
 
 // inflightStore records the most GET requests in flight at once among those
-// whose key contains match. Until that number reached need, such a request
+// whose key match accepts. Until that number reached need, such a request
 // waits (at most gateWait) for others to join it: so a caller that sends
 // requests concurrently is seen doing so however fast the store is, and a
 // serial caller is not (each of its requests waits gateWait alone).
 type inflightStore struct {
 	objstore.Store
-	match string
+	match func(key string) bool
 	need  int
 
 	mu       sync.Mutex
@@ -35,13 +36,17 @@ type inflightStore struct {
 const gateWait = 2 * time.Second // only a serial caller ever waits this long
 
 func newInflight(s objstore.Store, match string, need int) *inflightStore {
+	return newInflightFunc(s, func(k string) bool { return strings.Contains(k, match) }, need)
+}
+
+func newInflightFunc(s objstore.Store, match func(string) bool, need int) *inflightStore {
 	st := &inflightStore{Store: s, match: match, need: need}
 	st.cond = sync.NewCond(&st.mu)
 	return st
 }
 
 func (s *inflightStore) enter(key string) func() {
-	if !strings.Contains(key, s.match) {
+	if !s.match(key) {
 		return func() {}
 	}
 	s.mu.Lock()
@@ -258,4 +263,69 @@ func TestSweepParallelSameResult(t *testing.T) {
 		}
 		t.Logf("dry run %v: requests %+v; change records in flight: parallel %d (limit %d)", dry, par.counts, par.peak, limit)
 	}
+}
+
+// TestPruneRepairParallelSameResult removes change records of a history
+// and runs maintenance serially and in parallel: the same records are
+// repaired, the same ranges enqueued, with the same requests of each kind;
+// the parallel run read the manifests of several repairs at once, never
+// more than its limit.
+func TestPruneRepairParallelSameResult(t *testing.T) {
+	p := crashPolicy()
+	h := buildHistory(t, p)
+	const lo, hi = 3, 10 // change records removed
+	manifest := map[string]bool{}
+	for v := uint64(lo - 1); v <= hi; v++ {
+		manifest[fmt.Sprintf("_versions/%020d.manifest", math.MaxUint64-v)] = true
+	}
+	type pruneRun struct {
+		repaired int
+		ranges   []maintenance.RangeMessage
+		counts   objstore.Counts
+		peak     int
+	}
+	run := func(concurrency int) pruneRun {
+		t.Helper()
+		dir := filepath.Join(t.TempDir(), "p")
+		copyDir(t, h.dir, dir)
+		e := newEnv(t, dir, p, queue.EmbeddedOptions{})
+		var del []string
+		for v := uint64(lo); v <= hi; v++ {
+			del = append(del, e.ref.Root+table.ChangeKey(v))
+		}
+		if err := e.disk.Delete(context.Background(), del); err != nil {
+			t.Fatal(err)
+		}
+		need := 2
+		if concurrency == 1 {
+			need = 1
+		}
+		in := newInflightFunc(e.disk, func(k string) bool { return manifest[strings.TrimPrefix(k, e.ref.Root)] }, need)
+		cs := objstore.NewCounting(in)
+		e.runner.Store = cs
+		rec := &bodies{}
+		e.runner.Queue = rec
+		e.clock.Advance(2 * time.Hour)
+		ctx := maintenance.WithConcurrency(context.Background(), concurrency)
+		tr, err := e.runner.MaintainTable(ctx, e.ref)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return pruneRun{repaired: tr.Prune.Repaired, ranges: tr.Prune.Ranges, counts: cs.Counts(), peak: in.peak()}
+	}
+	const limit = 4
+	serial, par := run(1), run(limit)
+	if serial.repaired < hi-lo || len(serial.ranges) == 0 {
+		t.Fatalf("too little repaired: %d records, %d ranges", serial.repaired, len(serial.ranges))
+	}
+	if serial.repaired != par.repaired || fmt.Sprint(serial.ranges) != fmt.Sprint(par.ranges) {
+		t.Fatalf("plans differ: serial %d repaired %v, parallel %d repaired %v", serial.repaired, serial.ranges, par.repaired, par.ranges)
+	}
+	if serial.counts != par.counts {
+		t.Fatalf("request counts differ: serial %+v, parallel %+v", serial.counts, par.counts)
+	}
+	if serial.peak != 1 || par.peak < 2 || par.peak > limit {
+		t.Fatalf("manifest reads of repairs in flight: serial %d, parallel %d, want 1 and 2..%d", serial.peak, par.peak, limit)
+	}
+	t.Logf("%d change records repaired; requests %+v; repair reads in flight: parallel %d (limit %d)", par.repaired, par.counts, par.peak, limit)
 }
