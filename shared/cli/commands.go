@@ -12,7 +12,9 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/spf13/cobra"
+	"golang.org/x/sync/errgroup"
 
+	"github.com/tablekeep/tablekeep/shared/maintenance"
 	"github.com/tablekeep/tablekeep/shared/table"
 )
 
@@ -414,24 +416,43 @@ func newVersionsCmd(app *App) *cobra.Command {
 				if r.Tags == nil {
 					r.Tags = []string{}
 				}
-				if long {
-					snap, err := t.Checkout(ctx, v.Version)
-					if errors.Is(err, table.ErrVersionPruned) {
-						r.Op, r.Pruned = "pruned", true
-						rows[i] = r
-						continue
-					}
-					if err != nil {
-						return err
-					}
-					m := snap.Manifest()
-					added, deleted, live := m.Op.RowsAdded, m.Op.RowsDeleted, m.Rows()
-					r.Op, r.RowsAdded, r.RowsDeleted, r.Rows = m.Op.Kind.String(), &added, &deleted, &live
-					if m.Op.Kind == table.OpRestore {
-						r.Op = fmt.Sprintf("restore(%d)", m.Op.RestoredFrom)
-					}
-				}
 				rows[i] = r
+			}
+			if long {
+				// The manifests are read at once (at most
+				// maintenance.Concurrency); each row is filled in place,
+				// so the output order is the listing's.
+				g, gctx := errgroup.WithContext(ctx)
+				g.SetLimit(maintenance.Concurrency(ctx))
+				for i := range rows {
+					if gctx.Err() != nil {
+						break
+					}
+					g.Go(func() error {
+						r := &rows[i]
+						snap, err := t.Checkout(gctx, r.Version)
+						if errors.Is(err, table.ErrVersionPruned) {
+							r.Op, r.Pruned = "pruned", true
+							return nil
+						}
+						if err != nil {
+							return err
+						}
+						m := snap.Manifest()
+						added, deleted, live := m.Op.RowsAdded, m.Op.RowsDeleted, m.Rows()
+						r.Op, r.RowsAdded, r.RowsDeleted, r.Rows = m.Op.Kind.String(), &added, &deleted, &live
+						if m.Op.Kind == table.OpRestore {
+							r.Op = fmt.Sprintf("restore(%d)", m.Op.RestoredFrom)
+						}
+						return nil
+					})
+				}
+				if err := g.Wait(); err != nil {
+					return err
+				}
+				if err := ctx.Err(); err != nil {
+					return err
+				}
 			}
 			if app.JSON() {
 				for _, r := range rows {
@@ -459,7 +480,7 @@ func newVersionsCmd(app *App) *cobra.Command {
 			return printTable(app.Stdout, header, lines)
 		},
 	}
-	cmd.Flags().BoolVarP(&long, "long", "l", false, "also show each version's operation and row counts (one List and one GET per version; a version below the retention floor shows as pruned)")
+	cmd.Flags().BoolVarP(&long, "long", "l", false, "also show each version's operation and row counts (one List and one GET per version, "+strconv.Itoa(maintenance.DefaultConcurrency)+" at once; a version below the retention floor shows as pruned)")
 	cmd.Flags().IntVar(&limit, "limit", 0, "show only the newest N versions (0: all)")
 	return cmd
 }

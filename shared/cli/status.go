@@ -1,11 +1,14 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/tablekeep/tablekeep/shared/lock"
 	"github.com/tablekeep/tablekeep/shared/maintenance"
@@ -37,6 +40,7 @@ type tableStatus struct {
 func newStatusCmd(app *App) *cobra.Command {
 	var dir string
 	var ahead time.Duration
+	parallel := defaultStatusParallel
 	cmd := &cobra.Command{
 		Use:   "status",
 		Short: "Show the health of every registered table: versions, backlog, fragments, garbage, last maintenance",
@@ -69,12 +73,26 @@ reads the tables' metadata.`,
 				app.Logger.Warn("_stats unreadable", "err", err)
 			}
 			bar := progress.New(app.Stderr, "status", len(refs))
-			var rows []tableStatus
-			for _, ref := range refs {
-				rows = append(rows, statusOf(cmd, w.Store, ref, stats[ref.Name], clock))
-				_ = bar.Add(1)
+			// Tables are read at once (at most --parallel), each with its
+			// own bounded fan-out; rows keep the registry's order.
+			rows := make([]tableStatus, len(refs))
+			var barMu sync.Mutex
+			var g errgroup.Group
+			g.SetLimit(max(parallel, 1))
+			for i, ref := range refs {
+				g.Go(func() error {
+					rows[i] = statusOf(ctx, w.Store, ref, stats[ref.Name], clock)
+					barMu.Lock()
+					_ = bar.Add(1)
+					barMu.Unlock()
+					return nil
+				})
 			}
+			_ = g.Wait()
 			_ = bar.Finish()
+			if err := ctx.Err(); err != nil {
+				return err
+			}
 			if app.JSON() {
 				return printJSON(app.Stdout, struct {
 					Tables []tableStatus `json:"tables"`
@@ -96,8 +114,12 @@ reads the tables' metadata.`,
 	}
 	warehouseFlag(cmd, &dir)
 	clockAheadFlag(cmd, &ahead)
+	cmd.Flags().IntVar(&parallel, "parallel", defaultStatusParallel, "tables read at once (each sends at most "+strconv.Itoa(maintenance.DefaultConcurrency)+" requests at once)")
 	return cmd
 }
+
+// defaultStatusParallel is how many tables `tablekeep status` reads at once.
+const defaultStatusParallel = 4
 
 func orNever(s string) string {
 	if s == "" {
@@ -106,8 +128,7 @@ func orNever(s string) string {
 	return s
 }
 
-func statusOf(cmd *cobra.Command, store objstore.Store, ref maintenance.TableRef, old maintenance.TableStats, clock lock.Clock) tableStatus {
-	ctx := cmd.Context()
+func statusOf(ctx context.Context, store objstore.Store, ref maintenance.TableRef, old maintenance.TableStats, clock lock.Clock) tableStatus {
 	r := tableStatus{Table: ref.Name, Root: ref.Root}
 	fail := func(err error) tableStatus { r.Error = oneLine(err.Error()); return r }
 	t, err := table.Open(ctx, store, ref.Root, table.Options{Clock: clock.Now, Grace: ref.Policy.Grace})
@@ -117,9 +138,16 @@ func statusOf(cmd *cobra.Command, store objstore.Store, ref maintenance.TableRef
 	if r.Floor, err = t.Floor(ctx); err != nil {
 		return fail(err)
 	}
-	s, err := maintenance.ComputeStats(ctx, t, ref, r.Floor)
-	if err != nil {
-		return fail(err)
+	// The stats and the dry-run sweep only read: they run at once.
+	var s maintenance.TableStats
+	var sr maintenance.SweepResult
+	var statsErr, sweepErr error
+	var g errgroup.Group
+	g.Go(func() error { s, statsErr = maintenance.ComputeStats(ctx, t, ref, r.Floor); return nil })
+	g.Go(func() error { sr, sweepErr = maintenance.Sweep(ctx, t, ref.Policy, clock.Now(), 0, true); return nil })
+	_ = g.Wait()
+	if statsErr != nil {
+		return fail(statsErr)
 	}
 	r.Latest = t.Cached().Version
 	r.Versions, r.Unreclaimed, r.Rows, r.Fragments, r.SmallFrags = s.Versions, s.Unreclaimed, s.Rows, s.Fragments, s.SmallFrags
@@ -127,9 +155,8 @@ func statusOf(cmd *cobra.Command, store objstore.Store, ref maintenance.TableRef
 	if s.Fragments > 0 {
 		r.SmallRatio = float64(s.SmallFrags) / float64(s.Fragments)
 	}
-	sr, err := maintenance.Sweep(ctx, t, ref.Policy, clock.Now(), 0, true)
-	if err != nil {
-		return fail(err)
+	if sweepErr != nil {
+		return fail(sweepErr)
 	}
 	r.GarbageFiles, r.GarbageBytes = len(sr.Planned), sr.Bytes
 	if !old.LastCompaction.IsZero() {

@@ -7,6 +7,9 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/apache/arrow-go/v18/arrow"
+	"golang.org/x/sync/semaphore"
+
 	"github.com/tablekeep/tablekeep/shared/lock"
 	"github.com/tablekeep/tablekeep/shared/table"
 )
@@ -29,14 +32,29 @@ type Planner interface {
 	Plan(m *table.Manifest, p Policy) CompactionPlan
 }
 
+// DefaultMaxGroupBytes (32 MiB) bounds the stored bytes of a compaction group's
+// inputs when SizePlanner.MaxGroupBytes is 0. A group is written as one
+// Parquet row group, so the compactor holds a whole group decoded (and the
+// next one being read ahead): this bound, not the row target alone, is what
+// keeps its heap bounded when fragments are large.
+const DefaultMaxGroupBytes uint64 = 32 << 20
+
 // SizePlanner is the default planner. Candidates are fragments under the
 // target rows or with more than the deleted-rows threshold; adjacent
-// candidates form groups up to the target; a lone candidate is left alone
-// unless it carries deletions worth dropping. Limits per run bound the work.
-type SizePlanner struct{}
+// candidates form groups up to the target rows and MaxGroupBytes; a lone
+// candidate is left alone unless it carries deletions worth dropping.
+// Limits per run bound the work.
+type SizePlanner struct {
+	// MaxGroupBytes bounds a group's input bytes (0: DefaultMaxGroupBytes).
+	MaxGroupBytes uint64
+}
 
-func (SizePlanner) Plan(m *table.Manifest, p Policy) CompactionPlan {
+func (sp SizePlanner) Plan(m *table.Manifest, p Policy) CompactionPlan {
 	p = p.WithDefaults()
+	maxBytes := sp.MaxGroupBytes
+	if maxBytes == 0 {
+		maxBytes = DefaultMaxGroupBytes
+	}
 	plan := CompactionPlan{Version: m.Version}
 	var cur CompactionGroup
 	var totalBytes uint64
@@ -55,7 +73,7 @@ func (SizePlanner) Plan(m *table.Manifest, p Policy) CompactionPlan {
 			flush()
 			continue
 		}
-		if len(cur.Fragments) > 0 && cur.LiveRows+f.LiveRows() > p.TargetRows {
+		if len(cur.Fragments) > 0 && (cur.LiveRows+f.LiveRows() > p.TargetRows || cur.InputBytes+f.Bytes > maxBytes) {
 			flush()
 		}
 		cur.Fragments = append(cur.Fragments, f)
@@ -90,6 +108,15 @@ type Compactor struct {
 	// Margin is the time kept in reserve before the context deadline: a
 	// group is not started unless this much time remains.
 	Margin time.Duration
+	// ReadConcurrency is how many fragments of a group are read at once
+	// (0: table.DefaultReadConcurrency).
+	ReadConcurrency int
+	// ReadBudget bounds the stored bytes of input held at once: the
+	// fragments being fetched and decoded, and the groups read but not yet
+	// written (the one being written and the one read ahead); a group
+	// larger than the budget is read alone (0: table.DefaultReadBudget,
+	// 48 MiB).
+	ReadBudget int64
 }
 
 // NewCompactor returns a compactor with the default planner.
@@ -115,6 +142,12 @@ func (c *Compactor) Plan(ctx context.Context, t *table.Table, p Policy) (Compact
 // Run compacts t. The table handle's Fence (if any) is checked before every
 // group and every commit, so a holder whose lease expired commits nothing,
 // and the run stops (Stopped) at the lease as it does near the deadline.
+//
+// Groups go through a two-stage pipeline: while group i is written and
+// committed, group i+1 is read (its fragments and deletion vectors in
+// parallel, bounded by ReadConcurrency and ReadBudget). At most one group
+// is read ahead, and only once its checks (context, deadline margin,
+// fence) passed, so a run sends the same requests as a serial one.
 func (c *Compactor) Run(ctx context.Context, t *table.Table, p Policy) (CompactionResult, error) {
 	var res CompactionResult
 	readAt := c.Clock()
@@ -124,62 +157,135 @@ func (c *Compactor) Run(ctx context.Context, t *table.Table, p Policy) (Compacti
 	}
 	plan := c.Planner.Plan(m, p)
 	res.Planned = len(plan.Groups)
-	for i, g := range plan.Groups {
-		if err := ctx.Err(); err != nil {
-			res.Stopped = "context: " + err.Error()
-			return res, nil
-		}
-		if dl, ok := ctx.Deadline(); ok && dl.Sub(c.Clock()) < c.Margin {
-			res.Stopped = fmt.Sprintf("deadline: %d of %d groups done", i, len(plan.Groups))
-			return res, nil
-		}
-		// The lease bounds the run as well as the deadline: the fence
-		// (which renews the lease when due) must pass before a group starts.
-		if fence := t.Options().Fence; fence != nil {
-			if err := fence(ctx); err != nil {
-				res.Stopped = fmt.Sprintf("lease: %d of %d groups done: %v", i, len(plan.Groups), err)
-				return res, nil
+	n := len(plan.Groups)
+	budget := c.ReadBudget
+	if budget <= 0 {
+		budget = table.DefaultReadBudget
+	}
+	ropts := table.GroupReadOptions{Concurrency: c.ReadConcurrency, Budget: semaphore.NewWeighted(budget), BudgetBytes: budget}
+	// A group holds its share of the budget (its input bytes, at most the
+	// whole budget) from the start of its read until its output is
+	// written: a group is read ahead only while the one being written
+	// leaves room, so at most budget bytes of input are held at once
+	// (beyond one group larger than the budget on its own).
+	held := semaphore.NewWeighted(budget)
+	weight := func(g CompactionGroup) int64 { return min(max(int64(g.InputBytes), 1), budget) }
+	readCtx, cancelReads := context.WithCancel(ctx)
+	var pending chan groupRead
+	defer func() {
+		// A run that returns early (error, lease) abandons the read ahead.
+		cancelReads()
+		if pending != nil {
+			if r := <-pending; r.rec != nil {
+				r.rec.Release()
+				held.Release(r.weight)
 			}
 		}
-		rec, inputs, err := t.ReadGroup(ctx, m, g.Fragments)
+	}()
+	start := func(i int) {
+		ch := make(chan groupRead, 1)
+		g := plan.Groups[i]
+		go func() {
+			w := weight(g)
+			if err := held.Acquire(readCtx, w); err != nil {
+				ch <- groupRead{err: err}
+				return
+			}
+			rec, inputs, err := t.ReadGroupWith(readCtx, m, g.Fragments, ropts)
+			if err != nil {
+				held.Release(w)
+				w = 0
+			}
+			ch <- groupRead{rec: rec, inputs: inputs, err: err, weight: w}
+		}()
+		pending = ch
+	}
+	if n > 0 {
+		if res.Stopped = c.checkGroup(ctx, t, 0, n); res.Stopped != "" {
+			return res, nil
+		}
+		start(0)
+	}
+	for i, g := range plan.Groups {
+		r := <-pending
+		pending = nil
+		if r.err != nil {
+			return res, fmt.Errorf("compact group %d: %w", i, r.err)
+		}
+		// Read the next group while this one is written and committed.
+		stopNext := ""
+		if i+1 < n {
+			if stopNext = c.checkGroup(ctx, t, i+1, n); stopNext == "" {
+				start(i + 1)
+			}
+		}
+		out, err := t.WriteRewriteOutput(ctx, m, r.rec)
+		r.rec.Release()
+		held.Release(r.weight)
 		if err != nil {
 			return res, fmt.Errorf("compact group %d: %w", i, err)
 		}
-		out, err := t.WriteRewriteOutput(ctx, m, rec)
-		rec.Release()
-		if err != nil {
-			return res, fmt.Errorf("compact group %d: %w", i, err)
-		}
-		rw := &table.Rewrite{Groups: []table.RewriteGroup{{Inputs: inputs, Output: out}}, ReadVersion: m.Version}
+		rw := &table.Rewrite{Groups: []table.RewriteGroup{{Inputs: r.inputs, Output: out}}, ReadVersion: m.Version}
 		cr, err := t.CommitRewrite(ctx, rw, readAt)
-		if errors.Is(err, table.ErrRewriteInvalidated) {
+		switch {
+		case errors.Is(err, table.ErrRewriteInvalidated):
 			// A concurrent writer removed an input: skip; the next run replans.
 			res.Dropped++
-			continue
-		}
-		if errors.Is(err, lock.ErrLeaseExpired) || errors.Is(err, lock.ErrLeaseLost) {
+		case errors.Is(err, lock.ErrLeaseExpired) || errors.Is(err, lock.ErrLeaseLost):
 			// The fence refused the commit: stop at the lease (the output
 			// is left to the orphan sweep); the caller's next fenced step
 			// reports the lease.
-			res.Stopped = fmt.Sprintf("lease: %d of %d groups done: %v", i, len(plan.Groups), err)
+			res.Stopped = fmt.Sprintf("lease: %d of %d groups done: %v", i, n, err)
+			return res, nil
+		case err != nil:
+			return res, fmt.Errorf("compact group %d: %w", i, err)
+		default:
+			res.Committed++
+			res.Dropped += rw.Dropped
+			res.Remapped += rw.Remapped
+			res.InputFrags += len(g.Fragments)
+			res.OutputFrags++
+			res.RowsWritten += out.Rows
+			res.BytesRead += g.InputBytes
+			res.BytesWritten += out.Bytes
+			res.Versions = append(res.Versions, cr.Version)
+		}
+		if stopNext != "" {
+			res.Stopped = stopNext
 			return res, nil
 		}
-		if err != nil {
-			return res, fmt.Errorf("compact group %d: %w", i, err)
-		}
-		res.Committed++
-		res.Dropped += rw.Dropped
-		res.Remapped += rw.Remapped
-		res.InputFrags += len(g.Fragments)
-		res.OutputFrags++
-		res.RowsWritten += out.Rows
-		res.BytesRead += g.InputBytes
-		res.BytesWritten += out.Bytes
-		res.Versions = append(res.Versions, cr.Version)
 		// Later groups were planned on m; their inputs are checked at commit.
 	}
 	c.Logger.DebugContext(ctx, "compaction run", "table", t.Root(), "planned", res.Planned, "committed", res.Committed,
 		"dropped", res.Dropped, "remapped_rows", res.Remapped, "input_fragments", res.InputFrags,
 		"rows_written", res.RowsWritten, "bytes_read", res.BytesRead, "bytes_written", res.BytesWritten)
 	return res, nil
+}
+
+// groupRead is a group read by the pipeline's read stage.
+type groupRead struct {
+	rec    arrow.RecordBatch
+	inputs []table.RewriteInput
+	err    error
+	weight int64 // held from the budget until the output is written
+}
+
+// checkGroup returns why group i of n must not start ("" if it may): the
+// context ended, less than Margin is left before the deadline, or the fence
+// (which renews the lease when due) refused.
+func (c *Compactor) checkGroup(ctx context.Context, t *table.Table, i, n int) string {
+	if err := ctx.Err(); err != nil {
+		return "context: " + err.Error()
+	}
+	if dl, ok := ctx.Deadline(); ok && dl.Sub(c.Clock()) < c.Margin {
+		return fmt.Sprintf("deadline: %d of %d groups done", i, n)
+	}
+	// The lease bounds the run as well as the deadline: the fence must pass
+	// before a group starts.
+	if fence := t.Options().Fence; fence != nil {
+		if err := fence(ctx); err != nil {
+			return fmt.Sprintf("lease: %d of %d groups done: %v", i, n, err)
+		}
+	}
+	return ""
 }

@@ -9,6 +9,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/tablekeep/tablekeep/shared/objstore"
@@ -223,7 +224,16 @@ func RetentionGrace(t *table.Table, p Policy) time.Duration {
 func PlanPrune(ctx context.Context, t *table.Table, name string, p Policy, now time.Time) (PrunePlan, error) {
 	p = p.WithDefaults()
 	plan := PrunePlan{name: name, policy: p, now: now}
-	vs, err := t.Versions(ctx)
+	// The version listing, the floor and the tags are independent reads:
+	// sent at once. (Tags read here only preview the plan (dry run):
+	// ApplyPrune reads them again after writing the raised floor.)
+	var vs []table.VersionInfo
+	var tags map[string]uint64
+	err := inParallel(ctx,
+		func(ctx context.Context) (err error) { vs, err = t.Versions(ctx); return err },
+		func(ctx context.Context) (err error) { plan.OldFloor, err = t.Floor(ctx); return err },
+		func(ctx context.Context) (err error) { tags, err = t.Tags(ctx); return err },
+	)
 	if err != nil {
 		return plan, err
 	}
@@ -233,9 +243,6 @@ func PlanPrune(ctx context.Context, t *table.Table, name string, p Policy, now t
 	plan.vs = vs
 	plan.Versions = len(vs)
 	plan.Latest = vs[len(vs)-1].Version
-	if plan.OldFloor, err = t.Floor(ctx); err != nil {
-		return plan, err
-	}
 	// The floor is the first version that must be kept: among the newest
 	// KeepLast, or superseded (its successor written) at most grace ago.
 	grace := RetentionGrace(t, p)
@@ -258,12 +265,6 @@ func PlanPrune(ctx context.Context, t *table.Table, name string, p Policy, now t
 		if plan.state, plan.stateKeys, err = readPruneState(ctx, t); err != nil {
 			return plan, err
 		}
-	}
-	// Tags read here only preview the plan (dry run): ApplyPrune reads
-	// them again after writing the raised floor.
-	tags, err := t.Tags(ctx)
-	if err != nil {
-		return plan, err
 	}
 	plan.planRanges(t.Root(), tags)
 	return plan, nil
@@ -416,12 +417,14 @@ func ApplyPrune(ctx context.Context, t *table.Table, plan *PrunePlan, q Enqueuer
 		// message's cleaner deletes it is deleted again by the range sent
 		// now (never left outside every range).
 		plan.Repaired = 0
-		for _, r := range plan.Ranges {
-			n, err := ensureChangeRecords(ctx, t, r.From+1, min(r.To+1, plan.Floor))
-			plan.Repaired += n
-			if err != nil {
-				return err
-			}
+		spans := make([][2]uint64, len(plan.Ranges))
+		for i, r := range plan.Ranges {
+			spans[i] = [2]uint64{r.From + 1, min(r.To+1, plan.Floor)}
+		}
+		n, err := ensureChangeRecords(ctx, t, spans)
+		plan.Repaired = n
+		if err != nil {
+			return err
 		}
 		bodies := make([][]byte, len(plan.Ranges))
 		for i, r := range plan.Ranges {
@@ -452,10 +455,46 @@ func (plan *PrunePlan) checkFence(ctx context.Context) error {
 	return plan.Fence(ctx)
 }
 
-// ensureChangeRecords rebuilds missing change records for versions
-// [from, through] from their manifests (a committer that crashed between
-// its manifest and its change record leaves one missing).
-func ensureChangeRecords(ctx context.Context, t *table.Table, from, through uint64) (int, error) {
+// ensureChangeRecords rebuilds missing change records for the versions of
+// each span [from, through] from their manifests (a committer that crashed
+// between its manifest and its change record leaves one missing). The
+// spans' listings are sent at once, then the missing records are rebuilt
+// at once (each bounded by Concurrency); the requests are those of a
+// serial run: one listing per span, one repair per missing record.
+func ensureChangeRecords(ctx context.Context, t *table.Table, spans [][2]uint64) (int, error) {
+	missing := make([][]uint64, len(spans))
+	err := forEach(ctx, len(spans), func(ctx context.Context, i int) error {
+		var err error
+		missing[i], err = missingChangeRecords(ctx, t, spans[i][0], spans[i][1])
+		return err
+	})
+	if err != nil {
+		return 0, err
+	}
+	var todo []uint64
+	for _, m := range missing {
+		todo = append(todo, m...)
+	}
+	slices.Sort(todo)
+	todo = slices.Compact(todo)
+	var repaired atomic.Int64
+	err = forEach(ctx, len(todo), func(ctx context.Context, i int) error {
+		v := todo[i]
+		if _, err := t.RepairChangeRecord(ctx, v); err != nil {
+			if errors.Is(err, objstore.ErrNotExist) {
+				return nil // version already pruned by an earlier pass
+			}
+			return fmt.Errorf("repair change record %d: %w", v, err)
+		}
+		repaired.Add(1)
+		return nil
+	})
+	return int(repaired.Load()), err
+}
+
+// missingChangeRecords lists the change records of [from, through] and
+// returns the versions whose record is missing.
+func missingChangeRecords(ctx context.Context, t *table.Table, from, through uint64) ([]uint64, error) {
 	have := map[uint64]bool{}
 	startAfter := t.Root() + table.ChangeKey(from-1)
 	if from <= 1 {
@@ -472,22 +511,15 @@ func ensureChangeRecords(ctx context.Context, t *table.Table, from, through uint
 		return nil
 	})
 	if err != nil && !errors.Is(err, errStopList) {
-		return 0, err
+		return nil, err
 	}
-	repaired := 0
+	var missing []uint64
 	for v := max(from, 1); v <= through; v++ {
-		if have[v] {
-			continue
+		if !have[v] {
+			missing = append(missing, v)
 		}
-		if _, err := t.RepairChangeRecord(ctx, v); err != nil {
-			if errors.Is(err, objstore.ErrNotExist) {
-				continue // version already pruned by an earlier pass
-			}
-			return repaired, fmt.Errorf("repair change record %d: %w", v, err)
-		}
-		repaired++
 	}
-	return repaired, nil
+	return missing, nil
 }
 
 var errStopList = errors.New("stop listing")

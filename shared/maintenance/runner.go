@@ -388,25 +388,37 @@ func (r *Runner) refreshStats(ctx context.Context, ref TableRef, t *table.Table,
 	return s, ""
 }
 
-// ComputeStats summarises a table for _stats.
+// ComputeStats summarises a table for _stats. Its reads (the table's
+// stats, the floor unless given, the version listing, the cleanup state)
+// are independent and sent at once.
 func ComputeStats(ctx context.Context, t *table.Table, ref TableRef, floor uint64) (TableStats, error) {
-	st, err := t.Stats(ctx)
-	if err != nil {
+	var st table.Stats
+	var vs []table.VersionInfo
+	var last time.Time
+	var errs [4]error
+	_ = inParallel(ctx,
+		func(ctx context.Context) error { st, errs[0] = t.Stats(ctx); return nil },
+		func(ctx context.Context) error {
+			if floor == 0 {
+				floor, errs[1] = t.Floor(ctx)
+			}
+			return nil
+		},
+		func(ctx context.Context) error { vs, errs[2] = t.Versions(ctx); return nil },
+		func(ctx context.Context) error { last, errs[3] = LastCleanup(ctx, t); return nil },
+	)
+	if err := ctx.Err(); err != nil {
 		return TableStats{Name: ref.Name}, err
 	}
-	if floor == 0 {
-		if floor, err = t.Floor(ctx); err != nil {
+	for _, err := range errs[:3] {
+		if err != nil {
 			return TableStats{Name: ref.Name}, err
 		}
 	}
-	vs, err := t.Versions(ctx)
-	if err != nil {
-		return TableStats{Name: ref.Name}, err
-	}
 	s := TableStats{Name: ref.Name, Rows: st.Rows, Fragments: st.Fragments, Versions: st.Versions,
-		DataBytes: st.DataBytes, ManifestBytes: st.ManifestBytes}
-	if s.LastCleanup, err = LastCleanup(ctx, t); err != nil {
-		return s, err
+		DataBytes: st.DataBytes, ManifestBytes: st.ManifestBytes, LastCleanup: last}
+	if errs[3] != nil {
+		return s, errs[3]
 	}
 	for _, v := range vs {
 		if v.Version < floor {

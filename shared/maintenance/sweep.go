@@ -8,6 +8,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/tablekeep/tablekeep/shared/objstore"
@@ -53,16 +54,27 @@ func Sweep(ctx context.Context, t *table.Table, p Policy, now time.Time, maxDele
 		mod  time.Time
 		size int64
 	}
-	var cands []cand
-	for _, prefix := range []string{table.DataPrefix, table.DeletionsPrefix} {
-		err := objstore.ListAll(ctx, t.Store(), t.Root()+prefix, "", func(o objstore.ObjectInfo) error {
-			res.Listed++
-			cands = append(cands, cand{o.Key, o.LastModified, o.Size})
-			return nil
-		})
-		if err != nil {
-			return res, err
+	// data/ and _deletions/ are listed at once; candidates keep the serial
+	// order (data files first).
+	prefixes := []string{table.DataPrefix, table.DeletionsPrefix}
+	listed := make([][]cand, len(prefixes))
+	fns := make([]func(context.Context) error, len(prefixes))
+	for i, prefix := range prefixes {
+		fns[i] = func(ctx context.Context) error {
+			return objstore.ListAll(ctx, t.Store(), t.Root()+prefix, "", func(o objstore.ObjectInfo) error {
+				listed[i] = append(listed[i], cand{o.Key, o.LastModified, o.Size})
+				return nil
+			})
 		}
+	}
+	err := inParallel(ctx, fns...)
+	var cands []cand
+	for _, l := range listed {
+		cands = append(cands, l...)
+	}
+	res.Listed = len(cands)
+	if err != nil {
+		return res, err
 	}
 	refs, dangling, err := retainedReferences(ctx, t)
 	res.DanglingTags = dangling
@@ -122,16 +134,28 @@ func Sweep(ctx context.Context, t *table.Table, p Policy, now time.Time, maxDele
 // have deleted it). Tags naming a version whose manifest is gone are
 // returned as dangling, not as an error.
 func retainedReferences(ctx context.Context, t *table.Table) (map[string]bool, []string, error) {
+	// The floor is read before the tags: a tag made after the tags are
+	// read names a version at or above the floor then, so its files are
+	// in the change records read below. The latest manifest and the tags
+	// are then read at once.
 	floor, err := t.Floor(ctx)
 	if err != nil {
 		return nil, nil, err
 	}
-	m, err := t.Refresh(ctx)
+	var m *table.Manifest
+	var tags map[string]uint64
+	err = inParallel(ctx,
+		func(ctx context.Context) (err error) { m, err = t.Refresh(ctx); return err },
+		func(ctx context.Context) (err error) { tags, err = t.Tags(ctx); return err },
+	)
 	if err != nil {
 		return nil, nil, err
 	}
+	var mu sync.Mutex
 	refs := map[string]bool{}
 	addManifest := func(m *table.Manifest) {
+		mu.Lock()
+		defer mu.Unlock()
 		for _, f := range m.Fragments {
 			refs[f.File.DataKey()] = true
 			if f.Deletion != nil {
@@ -140,41 +164,58 @@ func retainedReferences(ctx context.Context, t *table.Table) (map[string]bool, [
 		}
 	}
 	addManifest(m)
-	for r := max(floor, 1) + 1; r <= m.Version; r++ {
-		if err := ctx.Err(); err != nil {
-			return nil, nil, err
-		}
-		cr, err := t.ChangeRecord(ctx, r)
-		if errors.Is(err, objstore.ErrNotExist) {
-			if cr, err = t.ComputeChangeRecord(ctx, r); err != nil {
-				return nil, nil, fmt.Errorf("sweep: change record %d missing and not computable: %w", r, err)
+	// The change records of (floor, latest] and the tagged manifests are
+	// read concurrently (bounded); refs is a set, so the order they land in
+	// does not matter.
+	first := max(floor, 1) + 1
+	var records int
+	if m.Version >= first {
+		records = int(m.Version - first + 1)
+	}
+	names := slices.Sorted(maps.Keys(tags))
+	dangling := make([]string, len(names))
+	err = forEach(ctx, records+len(names), func(ctx context.Context, i int) error {
+		if i < records {
+			r := first + uint64(i)
+			cr, err := t.ChangeRecord(ctx, r)
+			if errors.Is(err, objstore.ErrNotExist) {
+				if cr, err = t.ComputeChangeRecord(ctx, r); err != nil {
+					return fmt.Errorf("sweep: change record %d missing and not computable: %w", r, err)
+				}
 			}
+			if err != nil {
+				return err
+			}
+			mu.Lock()
+			for _, rf := range cr.Removed {
+				refs[rf.Key] = true
+			}
+			mu.Unlock()
+			return nil
 		}
-		if err != nil {
-			return nil, nil, err
-		}
-		for _, rf := range cr.Removed {
-			refs[rf.Key] = true
-		}
-	}
-	tags, err := t.Tags(ctx)
-	if err != nil {
-		return nil, nil, err
-	}
-	var dangling []string
-	for _, name := range slices.Sorted(maps.Keys(tags)) {
+		name := names[i-records]
 		v := tags[name]
 		snap, err := t.Checkout(ctx, v)
 		if errors.Is(err, table.ErrVersionNotFound) || errors.Is(err, table.ErrVersionPruned) || errors.Is(err, objstore.ErrNotExist) {
-			dangling = append(dangling, fmt.Sprintf("%s@%d", name, v))
-			continue
+			dangling[i-records] = fmt.Sprintf("%s@%d", name, v)
+			return nil
 		}
 		if err != nil {
-			return nil, nil, fmt.Errorf("sweep: tagged version %d: %w", v, err)
+			return fmt.Errorf("sweep: tagged version %d: %w", v, err)
 		}
 		addManifest(snap.Manifest())
+		return nil
+	})
+	if err != nil {
+		return nil, nil, err
 	}
-	return refs, dangling, nil
+	var out []string
+	for _, d := range dangling {
+		if d != "" {
+			out = append(out, d)
+		}
+	}
+	return refs, out, nil
 }
 
 // SweepOptions configure SweepTable.

@@ -10,6 +10,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+	"golang.org/x/sync/errgroup"
+	"golang.org/x/sync/semaphore"
 
 	"github.com/tablekeep/tablekeep/shared/objstore"
 )
@@ -55,23 +57,93 @@ type rewriteWrittenKey struct {
 	sig   string // the inputs' deletion vector ids at the base
 }
 
+// DefaultReadConcurrency is how many of a group's fragments ReadGroup
+// reads at once when GroupReadOptions.Concurrency is 0. At 20 ms per GET,
+// 32 at once read 1,000 one-row fragments in ~1.2 s (serial: ~24 s), about
+// 1,600 GET/s, under S3's 5,500 per prefix; bytes are bounded by the budget.
+const DefaultReadConcurrency = 32
+
+// DefaultReadBudget is the default bound on the bytes of fragments being
+// fetched and decoded at once (GroupReadOptions.Budget unset): 48 MiB.
+const DefaultReadBudget int64 = 48 << 20
+
+// GroupReadOptions bound ReadGroupWith's parallel reads.
+type GroupReadOptions struct {
+	// Concurrency is the number of fragments read at once (0:
+	// DefaultReadConcurrency; 1: serial).
+	Concurrency int
+	// Budget, if set, bounds the bytes of fragments (their stored sizes)
+	// being fetched and decoded at once; it may be shared by several
+	// readers (a pipeline). A fragment larger than BudgetBytes takes the
+	// whole budget. nil: a budget of BudgetBytes for this call alone.
+	Budget *semaphore.Weighted
+	// BudgetBytes is Budget's size (0: DefaultReadBudget).
+	BudgetBytes int64
+}
+
+func (o GroupReadOptions) withDefaults() GroupReadOptions {
+	if o.Concurrency <= 0 {
+		o.Concurrency = DefaultReadConcurrency
+	}
+	if o.BudgetBytes <= 0 {
+		o.BudgetBytes = DefaultReadBudget
+	}
+	if o.Budget == nil {
+		o.Budget = semaphore.NewWeighted(o.BudgetBytes)
+	}
+	return o
+}
+
 // ReadGroup reads the live rows of input fragments (as of snapshot m) into
-// one batch and returns the group's inputs with the vectors applied.
+// one batch and returns the group's inputs with the vectors applied. It
+// reads with the default GroupReadOptions.
 func (t *Table) ReadGroup(ctx context.Context, m *Manifest, frags []Fragment) (arrow.RecordBatch, []RewriteInput, error) {
-	var recs []arrow.RecordBatch
+	return t.ReadGroupWith(ctx, m, frags, GroupReadOptions{})
+}
+
+// ReadGroupWith is ReadGroup with its parallelism bounded by o: fragments
+// and their deletion vectors are read concurrently (the same requests as a
+// serial read), at most o.Concurrency at once and at most o.BudgetBytes of
+// stored fragment bytes being fetched and decoded at once. The result is in
+// input order, whatever order the reads finish in.
+func (t *Table) ReadGroupWith(ctx context.Context, m *Manifest, frags []Fragment, o GroupReadOptions) (arrow.RecordBatch, []RewriteInput, error) {
+	o = o.withDefaults()
+	recs := make([]arrow.RecordBatch, len(frags))
 	defer func() {
 		for _, r := range recs {
-			r.Release()
+			if r != nil {
+				r.Release()
+			}
 		}
 	}()
-	inputs := make([]RewriteInput, 0, len(frags))
-	for _, f := range frags {
-		rec, deleted, err := t.ReadFragment(ctx, m.Schema, f, nil)
-		if err != nil {
-			return nil, nil, err
+	inputs := make([]RewriteInput, len(frags))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(o.Concurrency)
+	for i, f := range frags {
+		if gctx.Err() != nil {
+			break // a read failed (or ctx ended): g.Wait reports it
 		}
-		recs = append(recs, rec)
-		inputs = append(inputs, RewriteInput{Fragment: f, Deleted: deleted})
+		weight := min(max(int64(f.Bytes), 1), o.BudgetBytes)
+		g.Go(func() error {
+			if err := o.Budget.Acquire(gctx, weight); err != nil {
+				return err
+			}
+			defer o.Budget.Release(weight)
+			rec, deleted, err := t.readGroupFragment(gctx, m.Schema, f)
+			if err != nil {
+				return err
+			}
+			recs[i] = rec
+			inputs[i] = RewriteInput{Fragment: f, Deleted: deleted}
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, nil, err
+	}
+	if slices.Contains(recs, nil) {
+		// Fragments were skipped because ctx ended before they started.
+		return nil, nil, fmt.Errorf("read group: %w", context.Cause(ctx))
 	}
 	// Concatenate into one batch so the output is written as one row group.
 	cols := make([]arrow.Array, m.Schema.NumFields())
@@ -102,6 +174,44 @@ func (t *Table) ReadGroup(ctx context.Context, m *Manifest, frags []Fragment) (a
 		cols[i] = c
 	}
 	return array.NewRecordBatch(m.Schema, cols, rows), inputs, nil
+}
+
+// readGroupFragment is ReadFragment (all columns) with the fragment's data
+// file and deletion vector fetched at once: the same two requests, one
+// round trip.
+func (t *Table) readGroupFragment(ctx context.Context, schema *arrow.Schema, f Fragment) (arrow.RecordBatch, []uint32, error) {
+	if f.Deletion == nil {
+		return t.ReadFragment(ctx, schema, f, nil)
+	}
+	var deleted []uint32
+	var dvErr error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		deleted, dvErr = t.readDeletion(ctx, f)
+	}()
+	k := t.key(f.File.DataKey())
+	data, err := t.store.Get(ctx, k)
+	var rec arrow.RecordBatch
+	if err == nil {
+		rec, err = decodeParquet(ctx, k, data, schema, nil)
+	}
+	<-done
+	if err != nil {
+		return nil, nil, err
+	}
+	defer rec.Release()
+	if uint64(rec.NumRows()) != f.Rows {
+		return nil, nil, objErr(k, ErrCorruptObject, fmt.Sprintf("%d rows, manifest says %d", rec.NumRows(), f.Rows))
+	}
+	if dvErr != nil {
+		return nil, nil, dvErr
+	}
+	out, err := filterDeleted(ctx, rec, deleted)
+	if err != nil {
+		return nil, nil, err
+	}
+	return out, deleted, nil
 }
 
 func emptyColumns(s *arrow.Schema) []arrow.Array {
