@@ -32,6 +32,10 @@ import (
 // deletes in flight and the sends; the handlers' context ends Margin/4
 // before the deadline, and a message cut off by it (or whose continuation
 // could not be sent) is reported for retry, as before.
+// minCleanerWindow is the least time between an invocation's start and
+// StopBy for the cleaner to defer what it cannot start.
+const minCleanerWindow = 5 * time.Second
+
 func (d *Deps) Clean(ctx context.Context, raw json.RawMessage) (events.SQSEventResponse, error) {
 	log := d.logger(ctx)
 	ev, err := ParseSQS(RoleCleaner, raw)
@@ -50,7 +54,15 @@ func (d *Deps) Clean(ctx context.Context, raw json.RawMessage) (events.SQSEventR
 	}
 	if dl, ok := ctx.Deadline(); ok {
 		// On d.Clock, which the test-only offset shifts (see workContext).
-		cl.StopBy = dl.Add(-d.Config.Margin).Add(d.Config.ClockOffset)
+		stop := dl.Add(-d.Config.Margin).Add(d.Config.ClockOffset)
+		if stop.Sub(d.Clock.Now()) >= minCleanerWindow {
+			cl.StopBy = stop
+		} else {
+			// A margin that leaves no time would defer every message
+			// forever, silently: fail them instead, visibly (DLQ).
+			log.ErrorContext(ctx, "cleaner: the safety margin leaves no time to work; messages are not deferred",
+				"margin", d.Config.Margin.String(), "time_left", time.Until(dl).String())
+		}
 	}
 	var ok, dropped, keys, continued, deferred atomic.Int64
 	h := func(ctx context.Context, body []byte) error {

@@ -22,6 +22,10 @@ import (
 // some deletes, one tag) after a maintenance run whose prune ranges were
 // recorded, not sent: the directory to copy and the range bodies.
 func manyVersions(t *testing.T, p maintenance.Policy, n int) (string, [][]byte) {
+	return manyVersionsB(t, t, p, n)
+}
+
+func manyVersionsB(t testing.TB, _ *testing.T, p maintenance.Policy, n int) (string, [][]byte) {
 	t.Helper()
 	ctx := context.Background()
 	dir := t.TempDir()
@@ -414,3 +418,81 @@ func (s *latencyClockStore) Get(ctx context.Context, key string) ([]byte, error)
 }
 
 var _ = errors.Is
+
+// s3LatencyStore sleeps S3's round trips (GET 20 ms, PUT 30, LIST 40,
+// DeleteObjects 120) before each request: for the benchmark below only
+// (objstore's latency wrapper is the general tool; this keeps the cleaner's
+// measurement self-contained).
+type s3LatencyStore struct{ objstore.Store }
+
+func (s s3LatencyStore) Get(ctx context.Context, key string) ([]byte, error) {
+	time.Sleep(20 * time.Millisecond)
+	return s.Store.Get(ctx, key)
+}
+func (s s3LatencyStore) Head(ctx context.Context, key string) (objstore.ObjectInfo, error) {
+	time.Sleep(20 * time.Millisecond)
+	return s.Store.Head(ctx, key)
+}
+func (s s3LatencyStore) Put(ctx context.Context, key string, b []byte) error {
+	time.Sleep(30 * time.Millisecond)
+	return s.Store.Put(ctx, key, b)
+}
+func (s s3LatencyStore) PutIfAbsent(ctx context.Context, key string, b []byte) error {
+	time.Sleep(30 * time.Millisecond)
+	return s.Store.PutIfAbsent(ctx, key, b)
+}
+func (s s3LatencyStore) List(ctx context.Context, o objstore.ListOptions) (objstore.ListPage, error) {
+	time.Sleep(40 * time.Millisecond)
+	return s.Store.List(ctx, o)
+}
+func (s s3LatencyStore) Delete(ctx context.Context, keys []string) error {
+	time.Sleep(120 * time.Millisecond)
+	return s.Store.Delete(ctx, keys)
+}
+
+// BenchmarkCleanerRangeS3Latency: one 1,000-version range at S3 latency,
+// serial (1 read, 1 delete in flight) and with the defaults: the
+// per-message time the template's cleaner sizing is derived from
+// (docs/aws.md).
+//
+//	go test -run '^$' -bench CleanerRangeS3Latency -benchtime 1x ./shared/maintenance/
+func BenchmarkCleanerRangeS3Latency(b *testing.B) {
+	p := testPolicy()
+	p.RangeVersions = 1000
+	p.MaxKeysPerRun = 100000
+	dir, bs := manyVersionsB(b, nil, p, 1010)
+	var big []byte
+	for _, body := range bs {
+		if m, _ := maintenance.DecodeRangeMessage(body); m.To-m.From+1 >= 900 {
+			big = body
+		}
+	}
+	for _, c := range []struct {
+		name   string
+		limits maintenance.CleanerLimits
+	}{{"serial", maintenance.CleanerLimits{Reads: 1, Deletes: 1}}, {"default", maintenance.CleanerLimits{}}} {
+		b.Run(c.name, func(b *testing.B) {
+			for range b.N {
+				b.StopTimer()
+				d := filepath.Join(b.TempDir(), "s")
+				copyDir(b, dir, d)
+				e := newEnv(b, d, p, queue.EmbeddedOptions{})
+				e.clock.Advance(2 * time.Hour)
+				rec := &bodies{}
+				cl := &maintenance.Cleaner{Store: s3LatencyStore{e.disk}, Tables: e.cat, Requeue: rec, Logger: discard,
+					OpenOpts: table.Options{Clock: e.clock.Now}, Limits: c.limits}
+				b.StartTimer()
+				start := time.Now()
+				res, err := cl.Clean(context.Background(), big)
+				el := time.Since(start)
+				if err != nil || res.Continuation != nil {
+					b.Fatalf("%+v %v", res, err)
+				}
+				keys := res.DataKeys + res.ManifestKeys
+				b.ReportMetric(el.Seconds(), "s/message")
+				b.ReportMetric(float64(keys)/el.Seconds(), "keys/s")
+				b.Logf("%s: %d versions, %d keys in %s, requests %v", c.name, res.To-res.From+1, keys, el.Round(time.Millisecond), res.Requests)
+			}
+		})
+	}
+}
