@@ -4,10 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/tablekeep/tablekeep/shared/maintenance"
 	"github.com/tablekeep/tablekeep/shared/queue"
@@ -83,7 +85,7 @@ func (d *Deps) Clean(ctx context.Context, raw json.RawMessage) (events.SQSEventR
 	}
 	wctx, cancel := d.workContext(ctx, max(d.Config.Margin/4, time.Millisecond))
 	defer cancel()
-	resp, err := queue.HandleSQSEvent(wctx, ev, h, log)
+	resp, err := handleConcurrently(wctx, ev, h, log, CleanerMessagesInFlight)
 	m.Count("MessagesCleaned", int(ok.Load()))
 	m.Count("MessagesDropped", int(dropped.Load()))
 	m.Count("MessagesRetried", len(resp.BatchItemFailures))
@@ -96,4 +98,39 @@ func (d *Deps) Clean(ctx context.Context, raw json.RawMessage) (events.SQSEventR
 		"continued", continued.Load(), "deferred", deferred.Load(),
 		"retry", len(resp.BatchItemFailures), "keys_deleted", keys.Load())
 	return resp, err
+}
+
+// CleanerMessagesInFlight is how many messages of a batch one cleaner
+// invocation works on at once. Two overlap one message's change-record
+// reads with another's deletes; the deletes of both share the invocation's
+// keys-per-second limiter, so the rate per prefix does not grow with it.
+// Ranges are independent (each deletes only what its own change records
+// list, in any order), so their order does not matter.
+const CleanerMessagesInFlight = 2
+
+// handleConcurrently is queue.HandleSQSEvent over ev's records, n at a
+// time: each record is handled as a batch of one and the responses merged
+// (the failures listed; an error if any record without an id failed).
+func handleConcurrently(ctx context.Context, ev events.SQSEvent, h queue.Handler, log *slog.Logger, n int) (events.SQSEventResponse, error) {
+	resps := make([]events.SQSEventResponse, len(ev.Records))
+	errs := make([]error, len(ev.Records))
+	var g errgroup.Group
+	g.SetLimit(max(1, n))
+	for i, rec := range ev.Records {
+		g.Go(func() error {
+			one := ev
+			one.Records = []events.SQSMessage{rec}
+			resps[i], errs[i] = queue.HandleSQSEvent(ctx, one, h, log)
+			return nil
+		})
+	}
+	_ = g.Wait()
+	var resp events.SQSEventResponse
+	for i := range resps {
+		if errs[i] != nil {
+			return events.SQSEventResponse{}, errors.Join(errs...)
+		}
+		resp.BatchItemFailures = append(resp.BatchItemFailures, resps[i].BatchItemFailures...)
+	}
+	return resp, nil
 }

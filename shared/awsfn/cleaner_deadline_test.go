@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -38,13 +40,16 @@ type bodySink struct{ b [][]byte }
 // sendLog records what is sent through a queue.
 type sendLog struct {
 	queue.Queue
+	mu   sync.Mutex
 	sent [][]byte
 }
 
 func (s *sendLog) Send(ctx context.Context, msgs []queue.Message) error {
+	s.mu.Lock()
 	for _, m := range msgs {
 		s.sent = append(s.sent, m.Body)
 	}
+	s.mu.Unlock()
 	return s.Queue.Send(ctx, msgs)
 }
 
@@ -188,11 +193,11 @@ func TestCleanerFitsDeadline(t *testing.T) {
 	if n != len(batch) || len(resp.BatchItemFailures) != 0 {
 		t.Fatalf("first invocation: %d messages, failures %+v; want none reported", n, resp.BatchItemFailures)
 	}
+	// Two messages run at once (CleanerMessagesInFlight): the 1,000-version
+	// range and whichever came next were started; the started big ranges
+	// continue part-way, the rest went back unchanged.
 	back := sent.sent
 	sent.sent = nil
-	if len(back) != len(batch) {
-		t.Fatalf("%d messages sent by the first invocation, want %d (1 continuation, 4 deferred)", len(back), len(batch))
-	}
 	var conts, same int
 	for _, b := range back {
 		m, err := maintenance.DecodeRangeMessage(b)
@@ -202,12 +207,14 @@ func TestCleanerFitsDeadline(t *testing.T) {
 		switch {
 		case m.Cursor > m.From && m.Cursor < m.To:
 			conts++
-		case m.Cursor == 0:
+		case m.Cursor == 0 && slices.ContainsFunc(batch, func(x []byte) bool { return string(x) == string(b) }):
 			same++
+		default:
+			t.Fatalf("sent %s", b)
 		}
 	}
-	if conts != 1 || same != len(batch)-1 {
-		t.Fatalf("queue after the first invocation: %d continuations, %d unchanged; want 1 and %d", conts, same, len(batch)-1)
+	if conts < 1 || same < len(batch)-awsfn.CleanerMessagesInFlight || conts+same > len(batch) {
+		t.Fatalf("queue after the first invocation: %d continuations, %d unchanged; want >= 1 and >= %d of %d", conts, same, len(batch)-awsfn.CleanerMessagesInFlight, len(batch))
 	}
 	if vs, _ := tb.Versions(ctx); len(vs) < 1000 {
 		t.Fatalf("%d versions after a partial range: manifests deleted before the range was finished", len(vs))
