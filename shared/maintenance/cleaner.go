@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/tablekeep/tablekeep/shared/objstore"
@@ -30,14 +31,17 @@ type Resolver interface {
 
 // CleanResult reports one cleaner invocation.
 type CleanResult struct {
-	Table           string
-	From, To        uint64
-	ChangeRecords   int // change records read
-	DataKeys        int // data and deletion files deleted
-	ManifestKeys    int // manifests and change records deleted
-	KeptForTags     int // files kept because a tagged version references them
-	DeleteRequests  int
-	Continuation    *RangeMessage // the rest, if the invocation hit its key budget
+	Table          string
+	From, To       uint64
+	ChangeRecords  int // change records read
+	DataKeys       int // data and deletion files deleted
+	ManifestKeys   int // manifests and change records deleted
+	KeptForTags    int // files kept because a tagged version references them
+	DeleteRequests int
+	Continuation   *RangeMessage // the rest, if the invocation hit its key budget or StopBy
+	// Deferred: the message arrived after StopBy and was sent back
+	// unchanged, with nothing read or deleted.
+	Deferred        bool
 	VersionsDeleted int
 	Bytes           int64           // bytes of the keys deleted, where a bounded listing found them
 	Requests        objstore.Counts // object-store requests of this invocation
@@ -56,7 +60,45 @@ type Cleaner struct {
 	// Metrics, if set, records VersionsPruned, ObjectsDeleted, BytesDeleted
 	// and MessagesFailed.
 	Metrics *telemetry.Metrics
+	// Limits bound the requests in flight and their rates (zero: defaults).
+	Limits CleanerLimits
+	// GetLimit and DeleteLimit pace change-record GETs (per second) and
+	// deleted keys (per second); nil: built from Limits on first use and
+	// kept for the Cleaner's life, so that a SlowDown seen by one message
+	// slows the next. Share one Cleaner (or limiter) per worker.
+	GetLimit, DeleteLimit *AIMDLimiter
+	// StopBy, if set, is when this cleaner stops starting work (read on
+	// OpenOpts.Clock): a message found after it is sent back unchanged
+	// (CleanResult.Deferred) and acknowledged; a range being read stops
+	// at the next change record and its rest goes back as a continuation.
+	// The caller leaves time after StopBy for the deletes in flight, the
+	// range's manifests and the continuation's send.
+	StopBy time.Time
+
+	once sync.Once
 }
+
+func (c *Cleaner) limiters() (get, del *AIMDLimiter) {
+	c.once.Do(func() {
+		l := c.Limits.withDefaults()
+		if c.GetLimit == nil {
+			c.GetLimit = NewAIMDLimiter(AIMDOptions{Cap: l.GetRate, Burst: l.Reads})
+		}
+		if c.DeleteLimit == nil {
+			c.DeleteLimit = NewAIMDLimiter(AIMDOptions{Cap: l.DeleteRate, Burst: objstore.MaxDeleteKeys})
+		}
+	})
+	return c.GetLimit, c.DeleteLimit
+}
+
+func (c *Cleaner) now() time.Time {
+	if c.OpenOpts.Clock != nil {
+		return c.OpenOpts.Clock()
+	}
+	return time.Now()
+}
+
+func (c *Cleaner) pastStop() bool { return !c.StopBy.IsZero() && !c.now().Before(c.StopBy) }
 
 // Handle processes one message body. Errors that retrying cannot fix wrap
 // queue.ErrPermanent (and ErrInvalidMessage, ErrUnknownTable, ErrForeignKey
@@ -95,6 +137,16 @@ func (c *Cleaner) clean(ctx context.Context, store objstore.Store, body []byte) 
 		return res, fmt.Errorf("%w: %w", queue.ErrPermanent, err)
 	}
 	res.Table, res.From, res.To = msg.Table, msg.From, msg.To
+	if c.pastStop() {
+		// Not started: sent back as it came (a continuation at its start)
+		// and acknowledged, so that running out of time never counts a
+		// receive towards the dead-letter queue.
+		if err := c.Requeue.Send(ctx, [][]byte{msg.Encode()}); err != nil {
+			return res, fmt.Errorf("defer message: %w", err)
+		}
+		res.Continuation, res.Deferred = &msg, true
+		return res, nil
+	}
 	ref, err := c.Tables.Resolve(ctx, msg.Table)
 	if err != nil {
 		if errors.Is(err, ErrUnknownTable) {
@@ -121,14 +173,29 @@ func (c *Cleaner) clean(ctx context.Context, store objstore.Store, body []byte) 
 	if msg.To >= floor {
 		return res, fmt.Errorf("%w: %w: [%d, %d] with floor %d", queue.ErrPermanent, ErrAboveFloor, msg.From, msg.To, floor)
 	}
-	rp, err := PlanRange(ctx, t, ref, msg, p.MaxKeysPerRun)
+	lim := c.Limits.withDefaults()
+	getLimit, delLimit := c.limiters()
+	// Every change record of the slice is read (and checked) before
+	// anything is deleted: a forged record deletes nothing, not even the
+	// keys listed before it (TestForgedChangeRecord). The size listings
+	// run meanwhile.
+	sz := newSizer(ctx, t.Store(), ref.Root, sizeListPages)
+	rp, err := scanRange(ctx, t, ref, msg, scanOpts{
+		maxKeys: p.MaxKeysPerRun, reads: lim.Reads, stop: c.pastStop, onKey: sz.see,
+		limit: getLimit, retries: lim.Retries,
+	})
+	rp.DataBytes, _ = sz.dataBytes(rp.DataKeys)
 	if err != nil {
 		return res, err
 	}
 	res.ChangeRecords, res.KeptForTags = rp.ChangeRecords, rp.KeptForTags
-	res.Bytes = rp.Sizes(ctx, t.Store(), ref.Root, sizeListPages)
-	n, reqs, err := deleteKeys(ctx, store, rp.DataKeys, p.DeleteBatch)
+	// Data keys in batches of DeleteBatch, Limits.Deletes requests in
+	// flight, in any order: each is unreferenced by every retained version.
+	del := newDeleter(ctx, store, p.DeleteBatch, lim.Deletes, delLimit, lim.Retries)
+	del.add(rp.DataKeys...)
+	n, reqs, err := del.wait()
 	res.DataKeys, res.DeleteRequests = n, reqs
+	res.Bytes = rp.DataBytes
 	if err != nil {
 		return res, err
 	}
@@ -141,18 +208,19 @@ func (c *Cleaner) clean(ctx context.Context, store objstore.Store, body []byte) 
 	}
 	// Data first, then the range's manifests and change records last, so a
 	// crash part-way leaves manifests whose files may be gone only below the
-	// floor, where nobody may read them.
+	// floor, where nobody may read them. The meta batches go one at a time,
+	// in order (change records before manifests, which the prune planner
+	// relies on): at most three requests for a range of 1,000 versions.
 	res.VersionsDeleted = rp.VersionsDeleted
-	n, reqs, err = deleteKeys(ctx, store, rp.MetaKeys, p.DeleteBatch)
+	res.Bytes += rp.metaSizes(ctx, t.Store(), ref.Root)
+	mdel := newDeleter(ctx, store, p.DeleteBatch, 1, delLimit, lim.Retries)
+	mdel.add(rp.MetaKeys...)
+	n, reqs, err = mdel.wait()
 	res.ManifestKeys, res.DeleteRequests = n, res.DeleteRequests+reqs
 	if err != nil {
 		return res, err
 	}
-	now := time.Now()
-	if c.OpenOpts.Clock != nil {
-		now = c.OpenOpts.Clock()
-	}
-	c.markCleaned(ctx, t, msg, now)
+	c.markCleaned(ctx, t, msg, c.now())
 	return res, nil
 }
 
@@ -184,84 +252,7 @@ func (p RangePlan) Keys() int { return len(p.DataKeys) + len(p.MetaKeys) }
 // (0: no bound). Files removed at version r were referenced by versions
 // [Since, r-1]; the range [From, To] owns r in [From+1, To+1].
 func PlanRange(ctx context.Context, t *table.Table, ref TableRef, msg RangeMessage, maxKeys int) (RangePlan, error) {
-	rp := RangePlan{Range: msg}
-	// Tags are read after the floor: a tag written before the floor was
-	// raised is seen here, and Tag withdraws itself if it lost that race.
-	tags, err := t.Tags(ctx)
-	if err != nil {
-		return rp, err
-	}
-	tagged := map[uint64]bool{}
-	for _, v := range tags {
-		tagged[v] = true
-	}
-	taggedIn := func(lo, hi uint64) bool {
-		for v := range tagged {
-			if v >= lo && v <= hi {
-				return true
-			}
-		}
-		return false
-	}
-	first := max(msg.From+1, msg.Cursor+1)
-	last := first - 1
-	for r := first; r <= msg.To+1; r++ {
-		if err := ctx.Err(); err != nil {
-			return rp, err
-		}
-		if maxKeys > 0 && len(rp.DataKeys) >= maxKeys {
-			break
-		}
-		cr, err := t.ChangeRecord(ctx, r)
-		if errors.Is(err, objstore.ErrNotExist) {
-			// Processed and deleted by an earlier delivery, or never written
-			// and not repairable now: the orphan sweep covers what remains.
-			rp.Missing++
-			last = r
-			continue
-		}
-		if err != nil {
-			return rp, err
-		}
-		rp.ChangeRecords++
-		for _, rf := range cr.Removed {
-			if err := checkDataKey(ref, rf.Key); err != nil {
-				return rp, fmt.Errorf("%w: change record %d: %w", queue.ErrPermanent, r, err)
-			}
-			if taggedIn(rf.Since, r-1) {
-				rp.KeptForTags++
-				continue
-			}
-			rp.DataKeys = append(rp.DataKeys, ref.Root+rf.Key)
-		}
-		last = r
-	}
-	if last < msg.To+1 {
-		cont := msg
-		cont.Cursor = last
-		rp.Continuation = &cont
-		return rp, nil
-	}
-	// The change records deleted are the ones this range read, [From+1,
-	// To+1] (and version 1's, which has nothing to remove): deleting
-	// [From, To] removed record From, which the range below still needs,
-	// so a reordered delivery left that range's files behind. Records go
-	// before the manifests: a crash between the delete batches leaves
-	// manifests, which the planner sees and re-plans, never records alone.
-	if msg.From == 1 {
-		rp.MetaKeys = append(rp.MetaKeys, ref.Root+table.ChangeKey(1))
-	}
-	for v := msg.From + 1; v <= msg.To+1; v++ {
-		rp.MetaKeys = append(rp.MetaKeys, ref.Root+table.ChangeKey(v))
-	}
-	for v := msg.From; v <= msg.To; v++ {
-		if tagged[v] {
-			continue
-		}
-		rp.MetaKeys = append(rp.MetaKeys, ref.Root+table.ManifestKey(v))
-		rp.VersionsDeleted++
-	}
-	return rp, nil
+	return scanRange(ctx, t, ref, msg, scanOpts{maxKeys: maxKeys, reads: DefaultCleanerReads})
 }
 
 // sizeListPages bounds the listing a cleaner does to size what it deletes.
@@ -299,6 +290,16 @@ func (rp *RangePlan) Sizes(ctx context.Context, st objstore.Store, root string, 
 			return nil
 		})
 	}
+	rp.SizesComplete = found == len(rp.DataKeys)
+	rp.metaSizes(ctx, st, root)
+	return rp.DataBytes + rp.MetaBytes
+}
+
+// metaSizes fills MetaBytes from listings of the range's manifests and
+// change records, and returns it; SizesComplete stays true only if every
+// meta key was found too.
+func (rp *RangePlan) metaSizes(ctx context.Context, st objstore.Store, root string) int64 {
+	found := 0
 	meta := map[string]bool{}
 	for _, k := range rp.MetaKeys {
 		meta[k] = true
@@ -333,8 +334,8 @@ func (rp *RangePlan) Sizes(ctx context.Context, st objstore.Store, root string, 
 			return nil
 		})
 	}
-	rp.SizesComplete = found == rp.Keys()
-	return rp.DataBytes + rp.MetaBytes
+	rp.SizesComplete = rp.SizesComplete && found == len(rp.MetaKeys)
+	return rp.MetaBytes
 }
 
 func (c *Cleaner) log(ctx context.Context, res CleanResult, err error) {
@@ -387,15 +388,6 @@ func LastCleanup(ctx context.Context, t *table.Table) (time.Time, error) {
 		return time.Time{}, fmt.Errorf("%s%s: %w: %v", t.Root(), cleanupStateKey, table.ErrCorruptObject, err)
 	}
 	return s.At, nil
-}
-
-func deleteKeys(ctx context.Context, store objstore.Store, keys []string, batch int) (deleted, requests int, err error) {
-	if len(keys) == 0 {
-		return 0, 0, nil
-	}
-	requests = (len(keys) + batch - 1) / batch
-	deleted, err = objstore.DeleteAll(ctx, store, keys, batch)
-	return deleted, requests, err
 }
 
 // checkDataKey accepts only data and deletion files of this format, relative

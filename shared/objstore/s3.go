@@ -25,6 +25,12 @@ import (
 // connection errors.
 const DefaultS3MaxAttempts = 6
 
+// ErrSlowDown: S3 answered 503 SlowDown (request rate too high for the
+// prefix) on every attempt the SDK's retryer made. Callers pacing their
+// requests lower their rate on it; a per-key SlowDown inside a
+// DeleteObjects answer comes back as a KeyError with Code "SlowDown".
+var ErrSlowDown = errors.New("slow down")
+
 // S3 is a Store over one S3 bucket. Each method is one S3 API call; the SDK
 // may retry that call on throttling or transient errors.
 type S3 struct {
@@ -108,7 +114,7 @@ func (s *S3) Get(ctx context.Context, key string) ([]byte, error) {
 	}
 	out, err := s.client.GetObject(ctx, &s3.GetObjectInput{Bucket: &s.bucket, Key: &key})
 	if err != nil {
-		return nil, fmt.Errorf("get %s: %w", key, mapNotFound(err))
+		return nil, fmt.Errorf("get %s: %w", key, mapSlowDown(mapNotFound(err)))
 	}
 	defer out.Body.Close()
 	b, err := io.ReadAll(out.Body)
@@ -195,7 +201,7 @@ func (s *S3) List(ctx context.Context, opts ListOptions) (ListPage, error) {
 	}
 	out, err := s.client.ListObjectsV2(ctx, in)
 	if err != nil {
-		return ListPage{}, fmt.Errorf("list %s: %w", opts.Prefix, err)
+		return ListPage{}, fmt.Errorf("list %s: %w", opts.Prefix, mapSlowDown(err))
 	}
 	page := ListPage{Truncated: aws.ToBool(out.IsTruncated), Objects: make([]ObjectInfo, 0, len(out.Contents))}
 	for _, o := range out.Contents {
@@ -227,7 +233,7 @@ func (s *S3) Delete(ctx context.Context, keys []string) error {
 		Delete: &types.Delete{Objects: objs, Quiet: aws.Bool(true)},
 	})
 	if err != nil {
-		return fmt.Errorf("delete %d keys: %w", len(keys), err)
+		return fmt.Errorf("delete %d keys: %w", len(keys), mapSlowDown(err))
 	}
 	var failed []KeyError
 	for _, e := range out.Errors {
@@ -279,6 +285,14 @@ func mapNotFound(err error) error {
 	if errors.As(err, &nsk) || errors.As(err, &nf) || code == "NoSuchKey" || code == "NotFound" ||
 		(httpStatus(err) == http.StatusNotFound && code != "NoSuchBucket") {
 		return fmt.Errorf("%w: %w", ErrNotExist, err)
+	}
+	return err
+}
+
+// mapSlowDown wraps ErrSlowDown into a SlowDown answer.
+func mapSlowDown(err error) error {
+	if errorCode(err) == "SlowDown" || httpStatus(err) == http.StatusServiceUnavailable {
+		return fmt.Errorf("%w: %w", ErrSlowDown, err)
 	}
 	return err
 }
