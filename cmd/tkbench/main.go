@@ -24,6 +24,8 @@ func main() {
 	scales := flag.String("scales", "", "history sizes, comma-separated (default 10,1000,20000)")
 	repeat := flag.Int("repeat", 0, "timed repetitions per figure (default 20)")
 	latency := flag.String("latency", "none", "object-store latency added to every measured request: none, s3, s3-express, a duration, or get=20ms,put=30ms,list=40ms,delete=120ms")
+	only := flag.String("only", "", "measure one section only and print it instead of writing the docs: latency")
+	backlog := flag.Int("backlog", 0, "versions in the latency section's cleanup backlog (default bench.BacklogFull; quick 60)")
 	flag.Parse()
 	cfg := bench.Defaults(*quick)
 	prof, err := objstore.ParseProfile(*latency)
@@ -50,6 +52,16 @@ func main() {
 			cfg.Scales = append(cfg.Scales, v)
 		}
 	}
+	if *backlog > 0 {
+		cfg.BacklogVersions = *backlog
+	}
+	switch *only {
+	case "", "latency":
+		cfg.Only = *only
+	default:
+		fmt.Fprintf(os.Stderr, "tkbench: -only: unknown section %q (want latency)\n", *only)
+		os.Exit(2)
+	}
 	cfg.WorkDir = *work
 	if cfg.WorkDir == "" {
 		dir, err := os.MkdirTemp("", "tkbench-")
@@ -69,6 +81,11 @@ func main() {
 			os.RemoveAll(cfg.WorkDir)
 		}
 		os.Exit(1)
+	}
+	if cfg.Only == "latency" {
+		fmt.Print(bench.MarkdownLatency(res.Latency))
+		fmt.Printf("(section measured in %s; nothing written to %s)\n", res.Elapsed.Round(1e9), cfg.DocsDir)
+		return
 	}
 	fmt.Printf("wrote %s/benchmarks.md and %s/%s in %s\n", cfg.DocsDir, cfg.DocsDir, bench.PlotName, res.Elapsed.Round(1e9))
 }

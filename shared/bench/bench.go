@@ -3,8 +3,10 @@
 // disk — the seed's registry churn with and without maintenance, a seed
 // replay (churn, then one maintenance pass), compaction and cleanup
 // throughput, open/commit requests at 10 / 1,000 / 20,000 versions,
-// get-by-key before and after maintenance — each with object-store requests
-// by kind, and writes docs/benchmarks.md, a PNG plot and a monthly cost
+// get-by-key before and after maintenance, maintenance at object-store
+// latency (one pass under the none and s3 profiles, a cleanup backlog drained
+// by 1 and 5 cleaners; latency.go) — each with object-store requests by kind,
+// and writes docs/benchmarks.md, a PNG plot and a monthly cost
 // estimate from the counted requests.
 package bench
 
@@ -50,6 +52,15 @@ type Config struct {
 	// OpenGetProfile is the profile of the "open + get at scale" section
 	// (default objstore.S3Profile()), whatever Latency is.
 	OpenGetProfile objstore.Profile
+	// The section "Maintenance at object-store latency": the demo's churn
+	// (LatencyOps writes by LatencyWriters writers), one pass under the
+	// none and s3 profiles; a cleanup backlog of BacklogVersions versions
+	// drained by 1 and 5 cleaner workers under s3. LatencyOps 0 skips it.
+	LatencyOps, LatencyWriters int
+	BacklogVersions            int
+	// Only, if "latency", measures only that section and writes nothing
+	// to DocsDir (Run returns it; tkbench prints it).
+	Only string
 }
 
 // measured wraps a store that measured requests go through with the run's
@@ -62,10 +73,12 @@ func (c *Config) measured(st objstore.Store) objstore.Store {
 func Defaults(quick bool) Config {
 	if quick {
 		return Config{Quick: true, ChurnOps: 150, CompactEvery: 15, SweepEvery: 60, Samples: 15,
-			Scales: []int{10, 50, 200}, KeySpace: 50, Repeat: 3, GrowthUpserts: 50, CompactFrags: 40, CompactRows: 10}
+			Scales: []int{10, 50, 200}, KeySpace: 50, Repeat: 3, GrowthUpserts: 50, CompactFrags: 40, CompactRows: 10,
+			LatencyOps: 40, LatencyWriters: 4, BacklogVersions: 60}
 	}
 	return Config{ChurnOps: 10000, CompactEvery: 15, SweepEvery: 1440, Samples: 60,
-		Scales: []int{10, 1000, 20000}, KeySpace: 1000, Repeat: 20, GrowthUpserts: 1000, CompactFrags: 2000, CompactRows: 50}
+		Scales: []int{10, 1000, 20000}, KeySpace: 1000, Repeat: 20, GrowthUpserts: 1000, CompactFrags: 2000, CompactRows: 50,
+		LatencyOps: 2000, LatencyWriters: 4, BacklogVersions: BacklogFull}
 }
 
 // Results is everything one run measured.
@@ -81,6 +94,7 @@ type Results struct {
 	Cleanup    CleanupResult
 	Growth     GrowthResult
 	OpenGet    OpenGetResult // open + get by key at the largest history, under OpenGetProfile
+	Latency    LatencyResult // maintenance at object-store latency (none and s3)
 	Elapsed    time.Duration
 }
 
@@ -105,6 +119,13 @@ func Run(ctx context.Context, cfg Config) (*Results, error) {
 	res := &Results{Cfg: cfg, Date: cfg.Now().UTC(),
 		Machine: fmt.Sprintf("%s/%s, %d CPUs, %s, local disk", runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.Version())}
 	var err error
+	if cfg.Only == "latency" {
+		if res.Latency, err = latencySection(ctx, cfg, filepath.Join(cfg.WorkDir, "latency")); err != nil {
+			return nil, fmt.Errorf("maintenance at latency: %w", err)
+		}
+		res.Elapsed = time.Since(start)
+		return res, nil
+	}
 	cfg.logf("churn without maintenance: %d writes", cfg.ChurnOps)
 	if res.Without, err = churn(ctx, cfg, filepath.Join(cfg.WorkDir, "churn-without"), false); err != nil {
 		return nil, fmt.Errorf("churn without maintenance: %w", err)
@@ -134,6 +155,12 @@ func Run(ctx context.Context, cfg Config) (*Results, error) {
 	cfg.logf("upsert growth: %d upserts", cfg.GrowthUpserts)
 	if res.Growth, err = growth(ctx, cfg, filepath.Join(cfg.WorkDir, "growth")); err != nil {
 		return nil, fmt.Errorf("growth: %w", err)
+	}
+	if cfg.LatencyOps > 0 {
+		cfg.logf("maintenance at object-store latency: %d churn writes by %d writers", cfg.LatencyOps, cfg.LatencyWriters)
+		if res.Latency, err = latencySection(ctx, cfg, filepath.Join(cfg.WorkDir, "latency")); err != nil {
+			return nil, fmt.Errorf("maintenance at latency: %w", err)
+		}
 	}
 	res.Elapsed = time.Since(start)
 	if err := Write(res); err != nil {

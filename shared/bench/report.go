@@ -245,6 +245,8 @@ func Markdown(r *Results) string {
 			og.Path.RoundTrips(), strings.Join(kinds, " -> "), dur(og.Ideal), dur(og.Time))
 	}
 
+	p("%s", MarkdownLatency(r.Latency))
+
 	// Compaction and cleanup throughput.
 	p("## Compaction and cleanup throughput\n\n")
 	p("| compaction | groups | fragments in -> out | rows | bytes read -> written | requests | time | rows/s |\n| --- | --- | --- | --- | --- | --- | --- | --- |\n")
