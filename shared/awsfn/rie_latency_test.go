@@ -155,11 +155,13 @@ func TestLambdaCleanerAtS3Latency(t *testing.T) {
 		var resp events.SQSEventResponse
 		cleaner.invoke(t, raw, &resp)
 		took := time.Since(began)
-		keys := lastKeysDeleted(cleaner.log.String())
+		out := cleaner.log.String()
+		keys := lastBatchField(out, "keys_deleted")
 		totalKeys += keys
 		totalTime += took
-		t.Logf("invocation %d: %d messages in %s, %d keys deleted (%.0f keys/s), %d failed; S3 requests %s",
-			inv, len(msgs), took.Round(time.Millisecond), keys, float64(keys)/took.Seconds(), len(resp.BatchItemFailures),
+		t.Logf("invocation %d: %d messages in %s, %d keys deleted (%.0f keys/s), %d cleaned, %d continued, %d deferred, %d failed; S3 requests %s",
+			inv, len(msgs), took.Round(time.Millisecond), keys, float64(keys)/took.Seconds(), lastBatchField(out, "cleaned"),
+			lastBatchField(out, "continued"), lastBatchField(out, "deferred"), len(resp.BatchItemFailures),
 			statsDiff(before, proxy.Stats()))
 		if len(resp.BatchItemFailures) != 0 {
 			t.Fatalf("invocation %d: %d messages reported failed: %+v", inv, len(resp.BatchItemFailures), resp.BatchItemFailures)
@@ -282,8 +284,9 @@ func receiveN(t *testing.T, sqsc *sqs.Client, queueURL string, n int) ([]byte, [
 	return raw, all
 }
 
-// lastKeysDeleted is keys_deleted of the cleaner's last "cleaner batch" log line.
-func lastKeysDeleted(log string) int {
+// lastBatchField is the integer field of the cleaner's last "cleaner batch"
+// log line (keys_deleted, cleaned, continued, deferred), 0 if absent.
+func lastBatchField(log, field string) int {
 	i := strings.LastIndex(log, `"msg":"cleaner batch"`)
 	if i < 0 {
 		return 0
@@ -292,7 +295,7 @@ func lastKeysDeleted(log string) int {
 	if j := strings.IndexByte(line, '\n'); j >= 0 {
 		line = line[:j]
 	}
-	const k = `"keys_deleted":`
+	k := `"` + field + `":`
 	j := strings.Index(line, k)
 	if j < 0 {
 		return 0
