@@ -17,7 +17,7 @@ import (
 
 // Cleaner concurrency and rate defaults (CleanerLimits).
 const (
-	DefaultCleanerReads   = 32 // change-record GETs in flight
+	DefaultCleanerReads   = 64 // change-record GETs in flight (64 x 50 GET/s at 20 ms = 3,200 GET/s, under S3's 5,500 per prefix)
 	DefaultCleanerDeletes = 4  // DeleteObjects requests in flight
 	// DefaultSlowDownRetries is how often one request is retried after a
 	// SlowDown answer (on top of the SDK's own retries), the rate halved
