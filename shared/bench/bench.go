@@ -95,6 +95,7 @@ type Results struct {
 	Growth     GrowthResult
 	OpenGet    OpenGetResult // open + get by key at the largest history, under OpenGetProfile
 	Latency    LatencyResult // maintenance at object-store latency (none and s3)
+	Heap       []HeapResult  // compaction peak heap (CompactionHeapCases; not in -quick)
 	Elapsed    time.Duration
 }
 
@@ -160,6 +161,16 @@ func Run(ctx context.Context, cfg Config) (*Results, error) {
 		cfg.logf("maintenance at object-store latency: %d churn writes by %d writers", cfg.LatencyOps, cfg.LatencyWriters)
 		if res.Latency, err = latencySection(ctx, cfg, filepath.Join(cfg.WorkDir, "latency")); err != nil {
 			return nil, fmt.Errorf("maintenance at latency: %w", err)
+		}
+	}
+	if !cfg.Quick {
+		for i, c := range CompactionHeapCases() {
+			cfg.logf("compaction peak heap: %s", c.Label)
+			hr, err := CompactionHeap(ctx, filepath.Join(cfg.WorkDir, fmt.Sprintf("heap-%d", i)), c)
+			if err != nil {
+				return nil, fmt.Errorf("compaction heap %s: %w", c.Label, err)
+			}
+			res.Heap = append(res.Heap, hr)
 		}
 	}
 	res.Elapsed = time.Since(start)

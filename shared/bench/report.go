@@ -247,6 +247,17 @@ func Markdown(r *Results) string {
 
 	p("%s", MarkdownLatency(r.Latency))
 
+	if len(r.Heap) > 0 {
+		p("## Compaction peak heap\n\n")
+		p("One compaction with the default policy and the compactor's default read limits (32 fragments and 48 MiB of stored fragment bytes in flight, groups capped at 32 MiB of input, one group read ahead), at zero latency; heap in use (`runtime.MemStats.HeapInuse`) sampled every 2 ms, so slightly under the true peak. The Lambda functions have 1,024 MB and `GOMEMLIMIT=800MiB` (template.yaml).\n\n")
+		p("| input | groups committed | output fragments | requests | time | peak heap in use (base) |\n| --- | --- | --- | --- | --- | --- |\n")
+		for _, h := range r.Heap {
+			p("| %s (%s fragments of %s) | %d | %d | %s | %s | %.0f MB (%.0f MB) |\n", h.Case.Label, n(int64(h.Case.Fragments)), kb(int64(h.FragmentBytes)),
+				h.Res.Committed, h.Res.OutputFrags, reqText(h.Reqs.C), dur(h.Time), float64(h.PeakHeap)/(1<<20), float64(h.BaseHeap)/(1<<20))
+		}
+		p("\n")
+	}
+
 	// Compaction and cleanup throughput.
 	p("## Compaction and cleanup throughput\n\n")
 	p("| compaction | groups | fragments in -> out | rows | bytes read -> written | requests | time | rows/s |\n| --- | --- | --- | --- | --- | --- | --- | --- |\n")
