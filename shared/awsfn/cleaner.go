@@ -15,6 +15,10 @@ import (
 	"github.com/tablekeep/tablekeep/shared/queue"
 )
 
+// minCleanerWindow is the least time between an invocation's start and
+// StopBy for the cleaner to defer what it cannot start.
+const minCleanerWindow = 5 * time.Second
+
 // Clean is the cleaner's handler: an SQS batch of prune ranges, each
 // processed with no lock held, a bounded number of deletes per message (the
 // policy's MaxKeysPerRun; the rest goes back to the queue as a
@@ -34,10 +38,6 @@ import (
 // deletes in flight and the sends; the handlers' context ends Margin/4
 // before the deadline, and a message cut off by it (or whose continuation
 // could not be sent) is reported for retry, as before.
-// minCleanerWindow is the least time between an invocation's start and
-// StopBy for the cleaner to defer what it cannot start.
-const minCleanerWindow = 5 * time.Second
-
 func (d *Deps) Clean(ctx context.Context, raw json.RawMessage) (events.SQSEventResponse, error) {
 	log := d.logger(ctx)
 	ev, err := ParseSQS(RoleCleaner, raw)
