@@ -129,7 +129,7 @@ func (t *Table) ReadGroupWith(ctx context.Context, m *Manifest, frags []Fragment
 				return err
 			}
 			defer o.Budget.Release(weight)
-			rec, deleted, err := t.readGroupFragment(gctx, m.Schema, f)
+			rec, deleted, err := t.ReadFragment(gctx, m.Schema, f, nil)
 			if err != nil {
 				return err
 			}
@@ -174,44 +174,6 @@ func (t *Table) ReadGroupWith(ctx context.Context, m *Manifest, frags []Fragment
 		cols[i] = c
 	}
 	return array.NewRecordBatch(m.Schema, cols, rows), inputs, nil
-}
-
-// readGroupFragment is ReadFragment (all columns) with the fragment's data
-// file and deletion vector fetched at once: the same two requests, one
-// round trip.
-func (t *Table) readGroupFragment(ctx context.Context, schema *arrow.Schema, f Fragment) (arrow.RecordBatch, []uint32, error) {
-	if f.Deletion == nil {
-		return t.ReadFragment(ctx, schema, f, nil)
-	}
-	var deleted []uint32
-	var dvErr error
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		deleted, dvErr = t.readDeletion(ctx, f)
-	}()
-	k := t.key(f.File.DataKey())
-	data, err := t.store.Get(ctx, k)
-	var rec arrow.RecordBatch
-	if err == nil {
-		rec, err = decodeParquet(ctx, k, data, schema, nil)
-	}
-	<-done
-	if err != nil {
-		return nil, nil, err
-	}
-	defer rec.Release()
-	if uint64(rec.NumRows()) != f.Rows {
-		return nil, nil, objErr(k, ErrCorruptObject, fmt.Sprintf("%d rows, manifest says %d", rec.NumRows(), f.Rows))
-	}
-	if dvErr != nil {
-		return nil, nil, dvErr
-	}
-	out, err := filterDeleted(ctx, rec, deleted)
-	if err != nil {
-		return nil, nil, err
-	}
-	return out, deleted, nil
 }
 
 func emptyColumns(s *arrow.Schema) []arrow.Array {
