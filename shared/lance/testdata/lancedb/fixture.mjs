@@ -1,0 +1,116 @@
+// LanceDB fixture for tablekeep's shared/lance tests. Subcommands print one
+// JSON document on stdout:
+//   create <dbdir> <table> <commits> [v1]  the seed's churn (see below); prints versions, tags, timestamps
+//   dump <dbdir> <table>               checks out EVERY listed version, prints its rows (sorted by id)
+//   write <dbdir> <table>              one more upsert on the latest version (it still accepts writes)
+//   optimize <dbdir> <table> <cutoffMs> LanceDB's own optimize({cleanupOlderThan}) with that cut-off
+import * as lancedb from "@lancedb/lancedb";
+
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+function rows(ids, gen) {
+  return ids.map((id) => ({ id, name: `row-${id}-g${gen}`, val: id * 1.5 + gen }));
+}
+
+async function create(dir, name, commits, scheme) {
+  // scheme "v1": plain {n}.manifest names; default: the inverted 20-digit names
+  const storageOptions = { new_table_enable_v2_manifest_paths: scheme === "v1" ? "false" : "true" };
+  const db = await lancedb.connect(dir, { storageOptions });
+  let nextId = 0;
+  const initial = [];
+  for (let i = 0; i < 20; i++) initial.push(nextId++);
+  const tbl = await db.createTable(name, rows(initial, 0), { mode: "overwrite" });
+  const tags = {};
+  let gen = 1;
+  for (let i = 0; i < commits; i++, gen++) {
+    await sleep(3); // distinct manifest timestamps, so a cut-off falls between two versions
+    switch (i % 5) {
+      case 0: // delete + add (the seed's registry churn): two commits
+        await tbl.delete(`id = ${(i * 7) % nextId}`);
+        await tbl.add(rows([nextId++], gen));
+        break;
+      case 1: // mergeInsert upsert: one existing key, one new key
+      case 3: {
+        const ids = [(i * 3) % nextId, nextId++];
+        await tbl.mergeInsert("id").whenMatchedUpdateAll().whenNotMatchedInsertAll().execute(rows(ids, gen));
+        break;
+      }
+      case 2: // a deletion only (deletion file)
+        await tbl.delete(`id = ${(i * 11) % nextId}`);
+        break;
+      case 4: // plain append
+        await tbl.add(rows([nextId++, nextId++], gen));
+        break;
+    }
+    if (i === 3) {
+      await tbl.createIndex("id", { config: lancedb.Index.btree() });
+    }
+    if (i === Math.floor(commits / 3) || i === Math.floor(commits / 2)) {
+      const v = await tbl.version();
+      const tagName = `t${v}`;
+      await (await tbl.tags()).create(tagName, v);
+      tags[tagName] = v;
+    }
+  }
+  if (commits > 8) {
+    // re-index (a new index uuid; the old one is only referenced by old versions)
+    await tbl.optimize({ cleanupOlderThan: new Date(0) }).catch(() => {});
+  }
+  const versions = (await tbl.listVersions()).map((v) => ({ version: v.version, ts: v.timestamp.getTime() }));
+  return { versions, tags, latest: await tbl.version() };
+}
+
+async function dump(dir, name) {
+  const db = await lancedb.connect(dir);
+  const tbl = await db.openTable(name);
+  const versions = (await tbl.listVersions()).map((v) => v.version);
+  const out = {};
+  for (const v of versions) {
+    await tbl.checkout(v);
+    const rs = await tbl.query().toArray();
+    out[v] = rs
+      .map((r) => ({ id: Number(r.id), name: r.name, val: r.val }))
+      .sort((a, b) => a.id - b.id);
+    // the scalar index, where present, still answers
+    if (v === versions[versions.length - 1]) {
+      await tbl.query().where("id = 1").toArray();
+    }
+  }
+  await tbl.checkoutLatest();
+  const tags = await (await tbl.tags()).list();
+  const tagOut = {};
+  for (const [k, c] of Object.entries(tags)) tagOut[k] = Number(c.version);
+  for (const t of Object.keys(tagOut)) {
+    await tbl.checkout(t);
+    await tbl.query().toArray();
+  }
+  return { versions, rows: out, tags: tagOut };
+}
+
+async function write(dir, name) {
+  const db = await lancedb.connect(dir);
+  const tbl = await db.openTable(name);
+  await tbl.mergeInsert("id").whenMatchedUpdateAll().whenNotMatchedInsertAll().execute(rows([1, 100000], 999));
+  await tbl.delete("id = 2");
+  return { latest: await tbl.version(), rows: await tbl.countRows() };
+}
+
+async function optimize(dir, name, cutoffMs) {
+  const db = await lancedb.connect(dir);
+  const tbl = await db.openTable(name);
+  const stats = await tbl.optimize({ cleanupOlderThan: new Date(Number(cutoffMs)) });
+  return { prune: stats.prune, compaction: stats.compaction, latest: await tbl.version() };
+}
+
+const [cmd, dir, name, arg, arg2] = process.argv.slice(2);
+let res;
+switch (cmd) {
+  case "create": res = await create(dir, name, Number(arg), arg2); break;
+  case "dump": res = await dump(dir, name); break;
+  case "write": res = await write(dir, name); break;
+  case "optimize": res = await optimize(dir, name, arg); break;
+  default:
+    console.error(`usage: node fixture.mjs create|dump|write|optimize <dbdir> <table> [arg]`);
+    process.exit(2);
+}
+process.stdout.write(JSON.stringify(res) + "\n");
