@@ -126,4 +126,3 @@ func dumpDataset(t testing.TB, dir string) dumped {
 	node(t, &d, "dump", dir, "t")
 	return d
 }
-

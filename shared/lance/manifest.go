@@ -112,6 +112,37 @@ type Manifest struct {
 	HasMaxFragment  bool
 	// FileMajor and FileMinor are the footer's format version.
 	FileMajor, FileMinor uint16
+	// Operation is the field number of the operation of the transaction
+	// that wrote this version (OpAppend, OpRestore, ...), read from the
+	// transaction inlined in the manifest file; 0 if it is not inlined.
+	Operation int
+}
+
+// Transaction operations (the oneof field numbers of lance.table.Transaction).
+const (
+	OpAppend           = 100
+	OpDelete           = 101
+	OpOverwrite        = 102
+	OpCreateIndex      = 103
+	OpRewrite          = 104
+	OpMerge            = 105
+	OpRestore          = 106
+	OpReserveFragments = 107
+	OpUpdate           = 108
+	OpClone            = 113
+)
+
+// DecodeOperation returns the operation field number of a serialized
+// Transaction message (0 if none).
+func DecodeOperation(key string, b []byte) (int, error) {
+	op := 0
+	err := fields(key, "Transaction", b, func(num protowire.Number, _ protowire.Type, _ []byte, _ uint64) error {
+		if num >= 100 && num < 200 {
+			op = int(num)
+		}
+		return nil
+	})
+	return op, err
 }
 
 // Keys lists every object the version references, relative to the dataset
@@ -162,7 +193,7 @@ func DecodeManifest(key string, b []byte) (*Manifest, error) {
 	if err != nil {
 		return nil, err
 	}
-	indexPos := int64(-1)
+	indexPos, txnPos := int64(-1), int64(-1)
 	if err := fields(key, "Manifest", msg, func(num protowire.Number, typ protowire.Type, v []byte, u uint64) error {
 		switch num {
 		case 1, 5, 13, 15, 16, 19, 14: // schema, schema metadata, writer version, data format, config, table metadata, next row id
@@ -193,6 +224,7 @@ func DecodeManifest(key string, b []byte) (*Manifest, error) {
 		case 12:
 			m.TransactionFile = string(v)
 		case 21: // transaction_section: inline in this file
+			txnPos = int64(u)
 		case 18:
 			return unsupported(key, "base paths (files outside the dataset root)")
 		case 20:
@@ -211,6 +243,15 @@ func DecodeManifest(key string, b []byte) (*Manifest, error) {
 	}
 	if strings.ContainsAny(m.TransactionFile, "/\\") || m.TransactionFile == "." || m.TransactionFile == ".." {
 		return nil, corrupt(key, "transaction file %q", m.TransactionFile)
+	}
+	if txnPos >= 0 {
+		txn, err := message(key, b[:len(b)-16], txnPos)
+		if err != nil {
+			return nil, err
+		}
+		if m.Operation, err = DecodeOperation(key, txn); err != nil {
+			return nil, err
+		}
 	}
 	if indexPos >= 0 {
 		sec, err := message(key, b[:len(b)-16], indexPos)

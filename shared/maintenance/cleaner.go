@@ -22,6 +22,9 @@ type TableRef struct {
 	Name   string
 	Root   string // key prefix in the store, ending in "/"
 	Policy Policy
+	// Format is "" for a tablekeep table, else the format of a dataset
+	// maintained through a Source ("lance"): Cleaner.Sources opens it.
+	Format string
 }
 
 // Resolver looks a table up by name (the _registry in production).
@@ -74,6 +77,9 @@ type Cleaner struct {
 	// The caller leaves time after StopBy for the deletes in flight, the
 	// range's manifests and the continuation's send.
 	StopBy time.Time
+	// Sources opens the datasets of other formats (TableRef.Format set);
+	// nil: such messages fail permanently.
+	Sources SourceOpener
 
 	once sync.Once
 }
@@ -158,6 +164,9 @@ func (c *Cleaner) clean(ctx context.Context, store objstore.Store, body []byte) 
 	// normalizes to it ("/wh/t/", "wh/t") is forged (TestHandlersRejectForgedInput).
 	if msg.Root != ref.Root {
 		return res, fmt.Errorf("%w: %w: message root %q, table %q is at %q", queue.ErrPermanent, ErrForeignKey, msg.Root, msg.Table, ref.Root)
+	}
+	if ref.Format != "" {
+		return c.cleanSource(ctx, store, ref, msg)
 	}
 	p := ref.Policy.WithDefaults()
 	opts := c.OpenOpts

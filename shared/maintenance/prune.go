@@ -144,7 +144,14 @@ func pruneStateKey(token uint64) string { return fmt.Sprintf("%s%020d.json", pru
 
 // readPruneState returns the state of the highest fencing token (or the
 // legacy object if there is none) and the keys of every state object.
-func readPruneState(ctx context.Context, t *table.Table) (pruneState, []objstore.ObjectInfo, error) {
+// stateLocation is where a prune state lives: a *table.Table, or a
+// Source's state prefix (stateAt).
+type stateLocation interface {
+	Store() objstore.Store
+	Root() string
+}
+
+func readPruneState(ctx context.Context, t stateLocation) (pruneState, []objstore.ObjectInfo, error) {
 	var s pruneState
 	var keys []objstore.ObjectInfo
 	err := objstore.ListAll(ctx, t.Store(), t.Root()+pruneStatePrefix, "", func(o objstore.ObjectInfo) error {
@@ -189,7 +196,7 @@ const StateRestartAge = 24 * time.Hour
 // that token writes it), then deletes the states of lower tokens and the
 // legacy object, best effort. A stale holder's state, written late under
 // its lower token, is ignored by readers and deleted by the next holder.
-func writePruneState(ctx context.Context, t *table.Table, s pruneState, token uint64, old []objstore.ObjectInfo, now time.Time) error {
+func writePruneState(ctx context.Context, t stateLocation, s pruneState, token uint64, old []objstore.ObjectInfo, now time.Time) error {
 	s.Token = token
 	b, _ := json.Marshal(s)
 	key := t.Root() + pruneStateKey(token)

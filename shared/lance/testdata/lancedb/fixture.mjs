@@ -23,7 +23,11 @@ async function create(dir, name, commits, scheme) {
   const tags = {};
   let gen = 1;
   for (let i = 0; i < commits; i++, gen++) {
-    await sleep(3); // distinct manifest timestamps, so a cut-off falls between two versions
+    // Distinct manifest timestamps, so a cut-off falls between two versions;
+    // wider apart in the last commits, where the tests put their cut-off
+    // (LanceDB's optimize turns its cut-off into an age, which moves by the
+    // time optimize takes before it cleans).
+    await sleep(i >= commits - 12 ? 60 : 3);
     switch (i % 5) {
       case 0: // delete + add (the seed's registry churn): two commits
         await tbl.delete(`id = ${(i * 7) % nextId}`);
@@ -98,6 +102,9 @@ async function write(dir, name) {
 async function optimize(dir, name, cutoffMs) {
   const db = await lancedb.connect(dir);
   const tbl = await db.openTable(name);
+  // Compact first (its cleanup, with a cut-off at the epoch, deletes
+  // nothing), so that the second call's cleanup starts at once.
+  await tbl.optimize({ cleanupOlderThan: new Date(0) });
   const stats = await tbl.optimize({ cleanupOlderThan: new Date(Number(cutoffMs)) });
   return { prune: stats.prune, compaction: stats.compaction, latest: await tbl.version() };
 }

@@ -1,0 +1,368 @@
+package lance
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/tablekeep/tablekeep/shared/objstore"
+	"github.com/tablekeep/tablekeep/shared/table"
+)
+
+// SidecarDir is where tablekeep keeps what it derives from a Lance
+// dataset, under the dataset's root: Lance readers, writers and Lance's
+// own cleanup never look there (they read _versions, data, _deletions,
+// _indices, _transactions and _refs only).
+//
+//	_tablekeep/head.json                  the last version diffed and the files it references
+//	_tablekeep/changes/{v, 20 digits}.json the change record of version v
+//	_tablekeep/floor/{MaxUint64-f, 20}     floor markers (the highest wins)
+//	_tablekeep/_maintenance/prune-state/   the prune planner's state
+const SidecarDir = "_tablekeep/"
+
+const (
+	headKey       = SidecarDir + "head.json"
+	changesDir    = SidecarDir + "changes/"
+	floorDir      = SidecarDir + "floor/"
+	headFormat    = "tablekeep-lance-head/1"
+	changeFormat  = "tablekeep-lance-change/1"
+	headSaveEvery = 500 // versions diffed between head checkpoints
+)
+
+// Source adapts a Lance dataset to the maintenance pipeline (it satisfies
+// maintenance.Source). Prepare, under the table's lock, reads every
+// manifest not yet diffed exactly once, diffs it against the files of the
+// previous version (kept in head.json) and writes the version's change
+// record to the sidecar; the cleaner then reads only those records, never
+// an old manifest.
+type Source struct {
+	ds *Dataset
+	// filled by Prepare
+	versions []VersionFile
+	times    map[uint64]time.Time
+	scheme   NamingScheme
+	// Stats of the last Prepare.
+	ManifestsRead   int
+	RecordsWritten  int
+	prepared        bool
+	schemeListedErr error
+}
+
+// NewSource returns the Source of the dataset at root.
+func NewSource(store objstore.Store, root string) *Source {
+	return &Source{ds: Open(store, root)}
+}
+
+// Dataset is the dataset the source reads.
+func (s *Source) Dataset() *Dataset { return s.ds }
+
+func (s *Source) Root() string          { return s.ds.root }
+func (s *Source) Store() objstore.Store { return s.ds.store }
+func (s *Source) StateRoot() string     { return s.ds.root + SidecarDir }
+
+// head is the sidecar's record of the last version diffed.
+type head struct {
+	Format  string `json:"format"`
+	Version uint64 `json:"version"`
+	// Keys are the files Version references, with the first version of
+	// the unbroken run of versions that referenced each.
+	Keys          map[string]uint64 `json:"keys"`
+	MaxFragmentID uint64            `json:"max_fragment_id"`
+	HasMaxFrag    bool              `json:"has_max_fragment_id"`
+	// Times are the manifest timestamps (Unix ns) of the versions the
+	// floor has not passed: what the retention rule compares.
+	Times map[string]int64 `json:"times"`
+}
+
+// changeDoc is a change record in the sidecar.
+type changeDoc struct {
+	Format string             `json:"format"`
+	Record table.ChangeRecord `json:"record"`
+}
+
+func recordKey(v uint64) string { return fmt.Sprintf("%s%020d.json", changesDir, v) }
+
+func (s *Source) readHead(ctx context.Context) (*head, error) {
+	b, err := s.ds.store.Get(ctx, s.ds.root+headKey)
+	if errors.Is(err, objstore.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var h head
+	if err := json.Unmarshal(b, &h); err != nil || h.Format != headFormat {
+		return nil, corrupt(s.ds.root+headKey, "sidecar head (format %q): %v", h.Format, err)
+	}
+	return &h, nil
+}
+
+func (s *Source) writeHead(ctx context.Context, h *head, floor uint64) error {
+	for k := range h.Times {
+		if v, _ := strconv.ParseUint(k, 10, 64); v < floor {
+			delete(h.Times, k)
+		}
+	}
+	h.Format = headFormat
+	b, _ := json.Marshal(h)
+	return s.ds.store.Put(ctx, s.ds.root+headKey, b)
+}
+
+// Prepare refuses what the reader does not understand (branches, mixed
+// naming schemes, any manifest feature that could reference unknown
+// files), then diffs every manifest newer than the sidecar's head against
+// its predecessor, once, writing one change record each.
+func (s *Source) Prepare(ctx context.Context) error {
+	if err := s.ds.CheckRefs(ctx); err != nil {
+		return err
+	}
+	vs, err := s.ds.ListVersions(ctx)
+	if err != nil {
+		return err
+	}
+	if len(vs) == 0 {
+		return fmt.Errorf("%s: %w", s.ds.root, ErrNotADataset)
+	}
+	for _, vf := range vs[1:] {
+		if vf.Scheme != vs[0].Scheme {
+			return unsupported(s.ds.root, "manifests in both naming schemes")
+		}
+	}
+	s.scheme = vs[0].Scheme
+	floor, err := s.Floor(ctx)
+	if err != nil {
+		return err
+	}
+	h, err := s.readHead(ctx)
+	if err != nil {
+		return err
+	}
+	s.ManifestsRead, s.RecordsWritten = 0, 0
+	dirty := 0
+	for _, vf := range vs {
+		if h != nil && vf.Version <= h.Version {
+			continue
+		}
+		m, err := s.ds.ReadManifest(ctx, vf)
+		if err != nil {
+			return err
+		}
+		s.ManifestsRead++
+		if m.Operation == 0 && m.TransactionFile != "" && h != nil {
+			// Not inlined: the transaction file says what the commit did.
+			tb, err := s.ds.store.Get(ctx, s.ds.root+TransactionsDir+m.TransactionFile)
+			if err != nil {
+				return fmt.Errorf("read the transaction of version %d: %w", m.Version, err)
+			}
+			if m.Operation, err = DecodeOperation(m.TransactionFile, tb); err != nil {
+				return err
+			}
+		}
+		next, rec, err := diff(s.ds.root, h, m)
+		if err != nil {
+			return err
+		}
+		if rec != nil {
+			b, _ := json.Marshal(changeDoc{Format: changeFormat, Record: *rec})
+			if err := s.ds.store.Put(ctx, s.ds.root+recordKey(m.Version), b); err != nil {
+				return err
+			}
+			s.RecordsWritten++
+		}
+		h = next
+		if dirty++; dirty >= headSaveEvery {
+			if err := s.writeHead(ctx, h, floor); err != nil {
+				return err
+			}
+			dirty = 0
+		}
+	}
+	if dirty > 0 {
+		if err := s.writeHead(ctx, h, floor); err != nil {
+			return err
+		}
+	}
+	s.versions = vs
+	s.times = map[uint64]time.Time{}
+	for k, ns := range h.Times {
+		v, _ := strconv.ParseUint(k, 10, 64)
+		s.times[v] = time.Unix(0, ns).UTC()
+	}
+	s.prepared = true
+	return nil
+}
+
+// diff derives version m's change record from the head (nil for the
+// first version diffed: no record, everything it references starts its
+// run at m) and returns the new head. A restore (or clone) is refused: it
+// references again files that may already be recorded as removed, and
+// deleting them would break the restored version; so is a version whose
+// operation is unknown.
+func diff(root string, h *head, m *Manifest) (*head, *table.ChangeRecord, error) {
+	next := &head{Version: m.Version, Keys: map[string]uint64{}, MaxFragmentID: m.MaxFragmentID, HasMaxFrag: m.HasMaxFragment, Times: map[string]int64{}}
+	if h != nil {
+		for k, t := range h.Times {
+			next.Times[k] = t
+		}
+	}
+	next.Times[strconv.FormatUint(m.Version, 10)] = m.Timestamp.UnixNano()
+	keys := m.Keys()
+	if h == nil {
+		for _, k := range keys {
+			next.Keys[k] = m.Version
+		}
+		return next, nil, nil
+	}
+	if m.Version <= h.Version {
+		return nil, nil, corrupt(root, "version %d after head %d", m.Version, h.Version)
+	}
+	switch m.Operation {
+	case 0:
+		return nil, nil, unsupported(root, "version %d: no transaction says what its commit did (a restore cannot be ruled out)", m.Version)
+	case OpRestore, OpClone:
+		return nil, nil, unsupported(root, "version %d restores or clones an earlier version: it may reference files recorded as removed", m.Version)
+	}
+	rec := &table.ChangeRecord{Version: m.Version, CommitTime: m.Timestamp}
+	for _, k := range keys {
+		if since, ok := h.Keys[k]; ok {
+			next.Keys[k] = since
+			continue
+		}
+		next.Keys[k] = m.Version
+		rec.Added = append(rec.Added, k)
+	}
+	for k, since := range h.Keys {
+		if _, ok := next.Keys[k]; !ok {
+			rec.Removed = append(rec.Removed, table.RemovedFile{Key: k, Since: since})
+		}
+	}
+	slices.SortFunc(rec.Removed, func(a, b table.RemovedFile) int { return strings.Compare(a.Key, b.Key) })
+	return next, rec, nil
+}
+
+// Versions lists the stored versions with their manifest timestamps (from
+// the sidecar: versions below the floor have none, and are below it anyway).
+func (s *Source) Versions(ctx context.Context) ([]table.VersionInfo, error) {
+	if !s.prepared {
+		if err := s.Prepare(ctx); err != nil {
+			return nil, err
+		}
+	}
+	out := make([]table.VersionInfo, 0, len(s.versions))
+	for _, vf := range s.versions {
+		out = append(out, table.VersionInfo{Version: vf.Version, Time: s.times[vf.Version], ManifestBytes: vf.Size})
+	}
+	return out, nil
+}
+
+func floorMarker(f uint64) string { return fmt.Sprintf("%s%020d", floorDir, math.MaxUint64-f) }
+
+// Floor is the highest floor marker (0 if none): one List.
+func (s *Source) Floor(ctx context.Context) (uint64, error) {
+	p, err := s.ds.store.List(ctx, objstore.ListOptions{Prefix: s.ds.root + floorDir, MaxKeys: 1})
+	if err != nil || len(p.Objects) == 0 {
+		return 0, err
+	}
+	name := strings.TrimPrefix(p.Objects[0].Key, s.ds.root+floorDir)
+	inv, err := strconv.ParseUint(name, 10, 64)
+	if err != nil || len(name) != 20 {
+		return 0, corrupt(p.Objects[0].Key, "floor marker")
+	}
+	return math.MaxUint64 - inv, nil
+}
+
+// SetFloor writes a floor marker (put-if-absent: the floor only rises).
+func (s *Source) SetFloor(ctx context.Context, f uint64) error {
+	err := s.ds.store.PutIfAbsent(ctx, s.ds.root+floorMarker(f), []byte(strconv.FormatUint(f, 10)))
+	if errors.Is(err, objstore.ErrExists) {
+		return nil
+	}
+	return err
+}
+
+// Tags reads the dataset's tags.
+func (s *Source) Tags(ctx context.Context) (map[string]uint64, error) { return s.ds.Tags(ctx) }
+
+// ChangeRecord reads version v's record from the sidecar.
+func (s *Source) ChangeRecord(ctx context.Context, v uint64) (*table.ChangeRecord, error) {
+	key := s.ds.root + recordKey(v)
+	b, err := s.ds.store.Get(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	var d changeDoc
+	if err := json.Unmarshal(b, &d); err != nil || d.Format != changeFormat || d.Record.Version != v {
+		return nil, corrupt(key, "change record: %v", err)
+	}
+	return &d.Record, nil
+}
+
+// EnsureChangeRecords has nothing to rebuild: Prepare wrote every record
+// up to the latest version before the floor rose, and a record missing
+// below the floor was consumed by its range.
+func (s *Source) EnsureChangeRecords(context.Context, [][2]uint64) (int, error) { return 0, nil }
+
+// CheckKey accepts the files a Lance manifest names: data/*.lance,
+// _deletions/*.arrow|.bin, _transactions/*.txn, and _indices/<uuid>/.
+func (s *Source) CheckKey(rel string) error {
+	ok := false
+	switch {
+	case strings.HasPrefix(rel, DataDir):
+		ok = len(rel) > len(DataDir) && !strings.HasSuffix(rel, "/")
+	case strings.HasPrefix(rel, DeletionsDir):
+		name := strings.TrimPrefix(rel, DeletionsDir)
+		ok = !strings.Contains(name, "/") && (strings.HasSuffix(name, ".arrow") || strings.HasSuffix(name, ".bin"))
+	case strings.HasPrefix(rel, TransactionsDir):
+		name := strings.TrimPrefix(rel, TransactionsDir)
+		ok = !strings.Contains(name, "/") && strings.HasSuffix(name, ".txn")
+	case strings.HasPrefix(rel, IndicesDir):
+		uuid, rest, found := strings.Cut(strings.TrimPrefix(rel, IndicesDir), "/")
+		ok = found && rest == "" && len(uuid) == 36 && strings.Count(uuid, "-") == 4
+	}
+	for _, seg := range strings.Split(strings.TrimSuffix(rel, "/"), "/") {
+		if seg == "" || seg == "." || seg == ".." {
+			ok = false
+		}
+	}
+	if !ok {
+		return fmt.Errorf("%q is not a file a Lance manifest references", rel)
+	}
+	return nil
+}
+
+// ManifestKeys names version v's manifest in the dataset's naming scheme
+// (found by one List if Prepare did not run in this process).
+func (s *Source) ManifestKeys(ctx context.Context, v uint64) ([]string, error) {
+	if s.scheme == 0 {
+		p, err := s.ds.store.List(ctx, objstore.ListOptions{Prefix: s.ds.root + VersionsDir, MaxKeys: 1000})
+		if err != nil {
+			return nil, err
+		}
+		for _, o := range p.Objects {
+			if _, sc, ok := ParseManifestName(strings.TrimPrefix(o.Key, s.ds.root+VersionsDir)); ok {
+				s.scheme = sc
+				break
+			}
+		}
+		if s.scheme == 0 {
+			return nil, fmt.Errorf("%s: %w", s.ds.root, ErrNotADataset)
+		}
+	}
+	return []string{VersionsDir + ManifestName(v, s.scheme)}, nil
+}
+
+// RecordKey is version v's change record in the sidecar.
+func (s *Source) RecordKey(v uint64) string { return recordKey(v) }
+
+// Grace is the policy's grace plus tablekeep's safety margin for clock
+// skew and commit duration: a version is pruned only once its own manifest
+// timestamp is older than that, as cleanup_old_versions(older_than) does.
+func (s *Source) Grace(policyGrace time.Duration) time.Duration {
+	return policyGrace + table.SafetyMargin
+}

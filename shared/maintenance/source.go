@@ -1,0 +1,183 @@
+package maintenance
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/tablekeep/tablekeep/shared/objstore"
+	"github.com/tablekeep/tablekeep/shared/table"
+)
+
+// Source is what the prune pipeline (planner, prune state, cleaner) needs
+// of a versioned dataset, whatever its format: its versions, change
+// records, floor, tags and the keys a version owns. A tablekeep table
+// (TableSource) and a Lance dataset (lance.Source) implement it, so this
+// package does not learn Lance and the Lance package does not learn queues.
+//
+// Every key a Source returns is relative to Root(). A key ending in "/" is
+// a directory the format treats as one file (a Lance index): the cleaner
+// deletes everything under it.
+type Source interface {
+	// Root is the dataset's key prefix, ending in "/".
+	Root() string
+	Store() objstore.Store
+	// StateRoot is where maintenance keeps this dataset's prune state (a
+	// prefix the format's own readers ignore), ending in "/".
+	StateRoot() string
+	// Prepare brings the change records up to date (a format whose writers
+	// do not write them derives them here, each manifest read once). Called
+	// under the table's lock, before Versions.
+	Prepare(ctx context.Context) error
+	// Versions lists the stored versions, oldest first. Time is when the
+	// version's grace window starts: a version is retained while now - Time
+	// is at most Grace (tablekeep: when its successor was written; Lance:
+	// its own manifest timestamp, as cleanup_old_versions(older_than)).
+	Versions(ctx context.Context) ([]table.VersionInfo, error)
+	// Floor is the retention floor: versions below it may be pruned.
+	Floor(ctx context.Context) (uint64, error)
+	// SetFloor raises the floor (never lowers it).
+	SetFloor(ctx context.Context, floor uint64) error
+	// Tags maps tag names to versions.
+	Tags(ctx context.Context) (map[string]uint64, error)
+	// ChangeRecord is version v's record (an error wrapping
+	// objstore.ErrNotExist if there is none): its Removed files were
+	// referenced by exactly the versions [Since, v-1].
+	ChangeRecord(ctx context.Context, v uint64) (*table.ChangeRecord, error)
+	// EnsureChangeRecords rebuilds missing records of the spans [from,
+	// through] where it can; it returns how many it rebuilt.
+	EnsureChangeRecords(ctx context.Context, spans [][2]uint64) (int, error)
+	// CheckKey accepts only keys the format's change records may name
+	// (data files, deletion files, ...): a forged record deletes nothing.
+	CheckKey(rel string) error
+	// ManifestKeys are the keys of version v's manifest; RecordKey is its
+	// change record's. The cleaner deletes them after the files.
+	ManifestKeys(ctx context.Context, v uint64) ([]string, error)
+	RecordKey(v uint64) string
+	// Grace is how long a version is retained past its Time, and how old
+	// an unreferenced file must be before anything may delete it, given
+	// the policy's grace.
+	Grace(policyGrace time.Duration) time.Duration
+}
+
+// SourceOpener opens the Source of a registered dataset whose format is
+// not tablekeep's (TableRef.Format); the Cleaner calls it for such tables.
+type SourceOpener func(ctx context.Context, store objstore.Store, ref TableRef) (Source, error)
+
+// stateAt is the prune state's location: a store and a prefix.
+type stateAt struct {
+	store objstore.Store
+	root  string
+}
+
+func (s stateAt) Store() objstore.Store { return s.store }
+func (s stateAt) Root() string          { return s.root }
+
+// PlanSourcePrune is PlanPrune for any Source: it prepares the change
+// records, then computes the floor (the newest KeepLast versions and every
+// version whose grace window is not over are kept) and the ranges to
+// enqueue. Call it under the table's lock (Prepare may write).
+func PlanSourcePrune(ctx context.Context, src Source, name string, p Policy, now time.Time) (PrunePlan, error) {
+	p = p.WithDefaults()
+	plan := PrunePlan{name: name, policy: p, now: now}
+	if err := src.Prepare(ctx); err != nil {
+		return plan, fmt.Errorf("prepare %s: %w", src.Root(), err)
+	}
+	var vs []table.VersionInfo
+	var tags map[string]uint64
+	err := inParallel(ctx,
+		func(ctx context.Context) (err error) { vs, err = src.Versions(ctx); return err },
+		func(ctx context.Context) (err error) { plan.OldFloor, err = src.Floor(ctx); return err },
+		func(ctx context.Context) (err error) { tags, err = src.Tags(ctx); return err },
+	)
+	if err != nil {
+		return plan, err
+	}
+	if len(vs) == 0 {
+		return plan, fmt.Errorf("%s: %w", src.Root(), table.ErrNotATable)
+	}
+	plan.vs = vs
+	plan.Versions = len(vs)
+	plan.Latest = vs[len(vs)-1].Version
+	grace := src.Grace(p.Grace)
+	floor := uint64(1)
+	if plan.Latest > uint64(p.KeepLast) {
+		floor = plan.Latest - uint64(p.KeepLast) + 1
+	}
+	for _, v := range vs {
+		if now.Sub(v.Time) <= grace {
+			floor = min(floor, v.Version)
+			break
+		}
+	}
+	plan.Floor = max(floor, plan.OldFloor)
+	if vs[0].Version < plan.Floor {
+		st := stateAt{src.Store(), src.StateRoot()}
+		if plan.state, plan.stateKeys, err = readPruneState(ctx, st); err != nil {
+			return plan, err
+		}
+	}
+	plan.planRanges(src.Root(), tags)
+	return plan, nil
+}
+
+// ApplySourcePrune is ApplyPrune for any Source: the floor first, then the
+// tags read again, the ranges' change records ensured, the ranges sent and
+// the prune state written under plan.Token. Call it under the table's lock.
+func ApplySourcePrune(ctx context.Context, src Source, plan *PrunePlan, q Enqueuer) error {
+	if plan.Floor > plan.OldFloor {
+		if err := src.SetFloor(ctx, plan.Floor); err != nil {
+			return fmt.Errorf("set floor: %w", err)
+		}
+		tags, err := src.Tags(ctx)
+		if err != nil {
+			return fmt.Errorf("read tags: %w", err)
+		}
+		plan.planRanges(src.Root(), tags)
+	}
+	if len(plan.Ranges) == 0 && !plan.changed {
+		return nil
+	}
+	if len(plan.Ranges) > 0 {
+		spans := make([][2]uint64, len(plan.Ranges))
+		for i, r := range plan.Ranges {
+			spans[i] = [2]uint64{r.From + 1, min(r.To+1, plan.Floor)}
+		}
+		n, err := src.EnsureChangeRecords(ctx, spans)
+		plan.Repaired = n
+		if err != nil {
+			return err
+		}
+		bodies := make([][]byte, len(plan.Ranges))
+		for i, r := range plan.Ranges {
+			bodies[i] = r.Encode()
+		}
+		if err := plan.checkFence(ctx); err != nil {
+			return err
+		}
+		if err := q.Send(ctx, bodies); err != nil {
+			return fmt.Errorf("enqueue %d ranges: %w", len(bodies), err)
+		}
+	}
+	if err := plan.checkFence(ctx); err != nil {
+		return err
+	}
+	st := stateAt{src.Store(), src.StateRoot()}
+	if err := writePruneState(ctx, st, plan.StateAfter, plan.Token, plan.stateKeys, plan.now); err != nil {
+		return fmt.Errorf("record prune state: %w", err)
+	}
+	return nil
+}
+
+// checkSourceKey applies src's key check and the store's, to a key
+// relative to the root.
+func checkSourceKey(src Source, rel string) error {
+	if strings.Contains(rel, "..") || strings.HasPrefix(rel, "/") {
+		return fmt.Errorf("%w: %q under %q", ErrForeignKey, rel, src.Root())
+	}
+	if err := src.CheckKey(rel); err != nil {
+		return fmt.Errorf("%w: %w", ErrForeignKey, err)
+	}
+	return objstore.ValidateKey(src.Root() + rel)
+}
