@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/tablekeep/tablekeep/shared/objstore"
 	"github.com/tablekeep/tablekeep/shared/table"
 )
@@ -33,6 +35,8 @@ const (
 	headFormat    = "tablekeep-lance-head/1"
 	changeFormat  = "tablekeep-lance-change/1"
 	headSaveEvery = 500 // versions diffed between head checkpoints
+	prepareWindow = 256 // manifests read ahead of the diff
+	prepareReads  = 32  // manifest GETs in flight
 )
 
 // Source adapts a Lance dataset to the maintenance pipeline (it satisfies
@@ -144,43 +148,49 @@ func (s *Source) Prepare(ctx context.Context) error {
 		return err
 	}
 	s.ManifestsRead, s.RecordsWritten = 0, 0
-	dirty := 0
+	var todo []VersionFile
 	for _, vf := range vs {
-		if h != nil && vf.Version <= h.Version {
-			continue
+		if h == nil || vf.Version > h.Version {
+			todo = append(todo, vf)
 		}
-		m, err := s.ds.ReadManifest(ctx, vf)
-		if err != nil {
+	}
+	dirty := 0
+	for len(todo) > 0 {
+		// Read a window of manifests at once, then diff them in order.
+		chunk := todo[:min(len(todo), prepareWindow)]
+		todo = todo[len(chunk):]
+		ms := make([]*Manifest, len(chunk))
+		g, gctx := errgroup.WithContext(ctx)
+		g.SetLimit(prepareReads)
+		for i, vf := range chunk {
+			g.Go(func() (err error) {
+				ms[i], err = s.readForDiff(gctx, vf)
+				return err
+			})
+		}
+		if err := g.Wait(); err != nil {
 			return err
 		}
-		s.ManifestsRead++
-		if m.Operation == 0 && m.TransactionFile != "" && h != nil {
-			// Not inlined: the transaction file says what the commit did.
-			tb, err := s.ds.store.Get(ctx, s.ds.root+TransactionsDir+m.TransactionFile)
+		s.ManifestsRead += len(chunk)
+		for _, m := range ms {
+			next, rec, err := diff(s.ds.root, h, m)
 			if err != nil {
-				return fmt.Errorf("read the transaction of version %d: %w", m.Version, err)
-			}
-			if m.Operation, err = DecodeOperation(m.TransactionFile, tb); err != nil {
 				return err
 			}
-		}
-		next, rec, err := diff(s.ds.root, h, m)
-		if err != nil {
-			return err
-		}
-		if rec != nil {
-			b, _ := json.Marshal(changeDoc{Format: changeFormat, Record: *rec})
-			if err := s.ds.store.Put(ctx, s.ds.root+recordKey(m.Version), b); err != nil {
-				return err
+			if rec != nil {
+				b, _ := json.Marshal(changeDoc{Format: changeFormat, Record: *rec})
+				if err := s.ds.store.Put(ctx, s.ds.root+recordKey(m.Version), b); err != nil {
+					return err
+				}
+				s.RecordsWritten++
 			}
-			s.RecordsWritten++
-		}
-		h = next
-		if dirty++; dirty >= headSaveEvery {
-			if err := s.writeHead(ctx, h, floor); err != nil {
-				return err
+			h = next
+			if dirty++; dirty >= headSaveEvery {
+				if err := s.writeHead(ctx, h, floor); err != nil {
+					return err
+				}
+				dirty = 0
 			}
-			dirty = 0
 		}
 	}
 	if dirty > 0 {
@@ -196,6 +206,25 @@ func (s *Source) Prepare(ctx context.Context) error {
 	}
 	s.prepared = true
 	return nil
+}
+
+// readForDiff reads a manifest and, if its transaction is not inlined,
+// the transaction file, to learn the operation.
+func (s *Source) readForDiff(ctx context.Context, vf VersionFile) (*Manifest, error) {
+	m, err := s.ds.ReadManifest(ctx, vf)
+	if err != nil {
+		return nil, err
+	}
+	if m.Operation == 0 && m.TransactionFile != "" {
+		tb, err := s.ds.store.Get(ctx, s.ds.root+TransactionsDir+m.TransactionFile)
+		if err != nil {
+			return nil, fmt.Errorf("read the transaction of version %d: %w", m.Version, err)
+		}
+		if m.Operation, err = DecodeOperation(m.TransactionFile, tb); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
 }
 
 // diff derives version m's change record from the head (nil for the

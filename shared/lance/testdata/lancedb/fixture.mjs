@@ -4,6 +4,9 @@
 //   dump <dbdir> <table>               checks out EVERY listed version, prints its rows (sorted by id)
 //   write <dbdir> <table>              one more upsert on the latest version (it still accepts writes)
 //   optimize <dbdir> <table> <cutoffMs> LanceDB's own optimize({cleanupOlderThan}) with that cut-off
+//   churn <dbdir> <table> <versions>   single-commit upserts until that many versions (benchmark)
+//   compact <dbdir> <table>            optimize with a cut-off at the epoch: compaction, no cleanup
+//   timed-cleanup <dbdir> <table> <cutoffMs> optimize after compact: the time of LanceDB's cleanup
 import * as lancedb from "@lancedb/lancedb";
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
@@ -64,6 +67,33 @@ async function create(dir, name, commits, scheme) {
   return { versions, tags, latest: await tbl.version() };
 }
 
+// churn: the seed's pattern, single-commit upserts (mergeInsert of one
+// row), until the table has `versions` versions; no sleeps.
+async function churn(dir, name, versions) {
+  const db = await lancedb.connect(dir);
+  const tbl = await db.createTable(name, rows([0, 1, 2, 3, 4, 5, 6, 7, 8, 9], 0), { mode: "overwrite" });
+  await tbl.createIndex("id", { config: lancedb.Index.btree() });
+  let gen = 1;
+  const start = Date.now();
+  while ((await tbl.version()) < versions) {
+    const id = gen % 2 === 0 ? gen % 10 : 10 + gen;
+    await tbl.mergeInsert("id").whenMatchedUpdateAll().whenNotMatchedInsertAll().execute(rows([id], gen));
+    gen++;
+  }
+  return { latest: await tbl.version(), ms: Date.now() - start };
+}
+
+// timed optimize: compaction first (untimed), then the timed call whose
+// work is the cleanup with the cut-off.
+async function timedCleanup(dir, name, cutoffMs) {
+  const db = await lancedb.connect(dir);
+  const tbl = await db.openTable(name);
+  const start = process.hrtime.bigint();
+  const stats = await tbl.optimize({ cleanupOlderThan: new Date(Number(cutoffMs)) });
+  const ms = Number(process.hrtime.bigint() - start) / 1e6;
+  return { ms, prune: stats.prune, latest: await tbl.version() };
+}
+
 async function dump(dir, name) {
   const db = await lancedb.connect(dir);
   const tbl = await db.openTable(name);
@@ -116,6 +146,9 @@ switch (cmd) {
   case "dump": res = await dump(dir, name); break;
   case "write": res = await write(dir, name); break;
   case "optimize": res = await optimize(dir, name, arg); break;
+  case "churn": res = await churn(dir, name, Number(arg)); break;
+  case "compact": res = await optimize(dir, name, 0); break;
+  case "timed-cleanup": res = await timedCleanup(dir, name, arg); break;
   default:
     console.error(`usage: node fixture.mjs create|dump|write|optimize <dbdir> <table> [arg]`);
     process.exit(2);
