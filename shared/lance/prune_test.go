@@ -12,7 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tablekeep/tablekeep/shared/internal/fakeclock"
 	"github.com/tablekeep/tablekeep/shared/lance"
+	"github.com/tablekeep/tablekeep/shared/lock"
 	"github.com/tablekeep/tablekeep/shared/maintenance"
 	"github.com/tablekeep/tablekeep/shared/objstore"
 	"github.com/tablekeep/tablekeep/shared/queue"
@@ -104,13 +106,16 @@ func pruneLance(t testing.TB, store objstore.Store, root string, p maintenance.P
 	t.Helper()
 	ctx := context.Background()
 	src := lance.NewSource(store, root)
-	plan, err := maintenance.PlanSourcePrune(ctx, src, "t", p, now)
+	q := queue.NewEmbedded(queue.EmbeddedOptions{})
+	clock := fakeclock.New(now)
+	ref := maintenance.TableRef{Name: "t", Root: root, Policy: p, Format: "lance"}
+	r := &maintenance.Runner{Locker: lock.NewInProcess(clock), Clock: clock, Queue: maintenance.QueueEnqueuer{Q: q}, Owner: "test"}
+	plan, err := r.PruneSource(ctx, ref, src)
 	if err != nil {
 		t.Fatal(err)
 	}
-	q := queue.NewEmbedded(queue.EmbeddedOptions{})
-	if err := maintenance.ApplySourcePrune(ctx, src, &plan, maintenance.QueueEnqueuer{Q: q}); err != nil {
-		t.Fatal(err)
+	if plan.Token == 0 {
+		t.Fatal("prune applied without a lease token")
 	}
 	c := &maintenance.Cleaner{
 		Store:   store,

@@ -267,3 +267,27 @@ func TestBranchesAndBranchTagsRefused(t *testing.T) {
 		t.Fatalf("%v %v", tags, err)
 	}
 }
+
+// TestInspect: what register --format lance checks, on a LanceDB dataset
+// and on refused ones.
+func TestInspect(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	c := createDataset(t, dir, 6, "")
+	store, _ := objstore.NewDisk(dir)
+	s, err := lance.Inspect(ctx, store, "t.lance")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Versions != len(c.Versions) || s.Latest != c.Latest || s.Scheme != lance.SchemeV2 || s.Fragments == 0 || s.Indices != 1 || len(s.Tags) != len(c.Tags) {
+		t.Fatalf("%+v (created %+v)", s, c)
+	}
+	if _, err := lance.Inspect(ctx, store, "nothing"); !errors.Is(err, lance.ErrNotADataset) {
+		t.Fatalf("empty root: %v", err)
+	}
+	_ = os.MkdirAll(filepath.Join(dir, "t.lance/_refs/branches"), 0o755)
+	_ = os.WriteFile(filepath.Join(dir, "t.lance/_refs/branches/dev.json"), []byte(`{}`), 0o644)
+	if _, err := lance.Inspect(ctx, store, "t.lance"); !errors.Is(err, lance.ErrUnsupported) {
+		t.Fatalf("branches: %v", err)
+	}
+}
