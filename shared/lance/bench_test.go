@@ -86,7 +86,7 @@ func BenchmarkLancePrune(b *testing.B) {
 		}
 		total := cnt.Counts()
 		rows = append(rows, fmt.Sprintf("| tablekeep, %d cleaner worker(s) | %s | %s | %s | %d (plan %d, drain %d) | %d, once each |",
-			workers, planDur.Round(time.Millisecond), drainDur.Round(time.Millisecond), (planDur + drainDur).Round(time.Millisecond),
+			workers, planDur.Round(time.Millisecond), drainDur.Round(time.Millisecond), (planDur+drainDur).Round(time.Millisecond),
 			total.Total(), planReqs.Total(), total.Total()-planReqs.Total(), src.ManifestsRead))
 		b.ReportMetric(drainDur.Seconds(), fmt.Sprintf("drain-s/%dw", workers))
 		b.ReportMetric((planDur + drainDur).Seconds(), fmt.Sprintf("total-s/%dw", workers))
@@ -104,7 +104,7 @@ func BenchmarkLancePrune(b *testing.B) {
 	}
 	node(b, &lr, "timed-cleanup", lanceDir, "t", strconv.FormatInt(cutoff.UnixMilli(), 10))
 	rows = append(rows, fmt.Sprintf("| LanceDB optimize({cleanupOlderThan}) after compaction, inline | - | - | %s | (not countable on a local disk) | every manifest (%d) |",
-		(time.Duration(lr.MS * float64(time.Millisecond))).Round(time.Millisecond), len(vs)))
+		(time.Duration(lr.MS*float64(time.Millisecond))).Round(time.Millisecond), len(vs)))
 	b.ReportMetric(lr.MS/1000, "lance-cleanup-s")
 	for _, r := range rows {
 		b.Log(r)
