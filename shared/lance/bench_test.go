@@ -26,27 +26,8 @@ import (
 //
 //	go test -run '^$' -bench BenchmarkLancePrune -benchtime 1x ./shared/lance/
 func BenchmarkLancePrune(b *testing.B) {
-	n := 5000
-	if s := os.Getenv("LANCE_BENCH_VERSIONS"); s != "" {
-		n, _ = strconv.Atoi(s)
-	}
-	base := b.TempDir()
-	var churn struct {
-		Latest uint64 `json:"latest"`
-		MS     int64  `json:"ms"`
-	}
-	node(b, &churn, "churn", base, "t", strconv.Itoa(n))
-	node(b, nil, "compact", base, "t")
-	cutoff := time.Now()
+	base, cutoff, vs := lanceBenchBase(b)
 	ctx := context.Background()
-	// The manifest of the latest version.
-	ds := lance.Open(mustDisk(b, base), "t.lance")
-	vs, err := ds.ListVersions(ctx)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Logf("dataset: %d versions by single-commit upserts in %.1f s; latest manifest %d B", len(vs), float64(churn.MS)/1000, vs[len(vs)-1].Size)
-
 	p := maintenance.Policy{Grace: time.Hour, KeepLast: 1}
 	now := cutoff.Add(lance.NewSource(nil, "").Grace(p.Grace))
 	rows := []string{"| run | plan | drain | total | requests | manifests read |", "|---|---|---|---|---|---|"}
@@ -109,6 +90,44 @@ func BenchmarkLancePrune(b *testing.B) {
 	for _, r := range rows {
 		b.Log(r)
 	}
+}
+
+var benchBase struct {
+	sync.Once
+	dir    string
+	cutoff time.Time
+	vs     []lance.VersionFile
+}
+
+// lanceBenchBase makes the benchmark's dataset once per process: LanceDB,
+// LANCE_BENCH_VERSIONS single-commit upserts (default 5,000), compacted.
+func lanceBenchBase(b *testing.B) (string, time.Time, []lance.VersionFile) {
+	benchBase.Do(func() {
+		n := 5000
+		if s := os.Getenv("LANCE_BENCH_VERSIONS"); s != "" {
+			n, _ = strconv.Atoi(s)
+		}
+		dir, err := os.MkdirTemp("", "lancebench")
+		if err != nil {
+			b.Fatal(err)
+		}
+		var churn struct {
+			MS int64 `json:"ms"`
+		}
+		node(b, &churn, "churn", dir, "t", strconv.Itoa(n))
+		node(b, nil, "compact", dir, "t")
+		benchBase.dir, benchBase.cutoff = dir, time.Now()
+		benchBase.vs, err = lance.Open(mustDisk(b, dir), "t.lance").ListVersions(context.Background())
+		if err != nil {
+			b.Fatal(err)
+		}
+		vs := benchBase.vs
+		b.Logf("dataset: %d versions by single-commit upserts (LanceDB, %.1f s), compacted; latest manifest %d B", len(vs), float64(churn.MS)/1000, vs[len(vs)-1].Size)
+	})
+	if benchBase.dir == "" {
+		b.Fatal("no benchmark dataset")
+	}
+	return benchBase.dir, benchBase.cutoff, benchBase.vs
 }
 
 func mustDisk(t testing.TB, dir string) objstore.Store {

@@ -69,11 +69,17 @@ func installFixture() string {
 // node runs the fixture script and decodes its JSON answer into out.
 func node(t testing.TB, out any, args ...string) {
 	t.Helper()
+	nodeEnv(t, nil, out, args...)
+}
+
+// nodeEnv is node with extra environment variables.
+func nodeEnv(t testing.TB, env []string, out any, args ...string) {
+	t.Helper()
 	fixture(t)
 	script, _ := filepath.Abs(filepath.Join(fixtureDir, "fixture.mjs"))
 	cmd := exec.CommandContext(context.Background(), "node", append([]string{script}, args...)...)
 	cmd.Dir = fixtureDir
-	cmd.Env = append(os.Environ(), "RUST_LOG=error", "LANCE_LOG=error")
+	cmd.Env = append(append(os.Environ(), "RUST_LOG=error", "LANCE_LOG=error"), env...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {

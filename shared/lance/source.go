@@ -34,7 +34,7 @@ const (
 	floorDir      = SidecarDir + "floor/"
 	headFormat    = "tablekeep-lance-head/1"
 	changeFormat  = "tablekeep-lance-change/1"
-	headSaveEvery = 500 // versions diffed between head checkpoints
+	headSaveEvery = 512 // versions diffed between head checkpoints
 	prepareWindow = 256 // manifests read ahead of the diff
 	prepareReads  = 32  // manifest GETs in flight
 )
@@ -172,25 +172,35 @@ func (s *Source) Prepare(ctx context.Context) error {
 			return err
 		}
 		s.ManifestsRead += len(chunk)
+		var recs []*table.ChangeRecord
 		for _, m := range ms {
 			next, rec, err := diff(s.ds.root, h, m)
 			if err != nil {
 				return err
 			}
 			if rec != nil {
-				b, _ := json.Marshal(changeDoc{Format: changeFormat, Record: *rec})
-				if err := s.ds.store.Put(ctx, s.ds.root+recordKey(m.Version), b); err != nil {
-					return err
-				}
-				s.RecordsWritten++
+				recs = append(recs, rec)
 			}
 			h = next
-			if dirty++; dirty >= headSaveEvery {
-				if err := s.writeHead(ctx, h, floor); err != nil {
-					return err
-				}
-				dirty = 0
+		}
+		// The chunk's records go at once; the head only after all of them.
+		g, gctx = errgroup.WithContext(ctx)
+		g.SetLimit(prepareReads)
+		for _, rec := range recs {
+			g.Go(func() error {
+				b, _ := json.Marshal(changeDoc{Format: changeFormat, Record: *rec})
+				return s.ds.store.Put(gctx, s.ds.root+recordKey(rec.Version), b)
+			})
+		}
+		if err := g.Wait(); err != nil {
+			return err
+		}
+		s.RecordsWritten += len(recs)
+		if dirty += len(chunk); dirty >= headSaveEvery {
+			if err := s.writeHead(ctx, h, floor); err != nil {
+				return err
 			}
+			dirty = 0
 		}
 	}
 	if dirty > 0 {

@@ -11,14 +11,18 @@ import * as lancedb from "@lancedb/lancedb";
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
+// LANCE_STORAGE_OPTIONS (JSON) is passed to LanceDB: an S3 endpoint and
+// credentials, when <dbdir> is an s3:// URI (the benchmark on versitygw).
+const envOptions = process.env.LANCE_STORAGE_OPTIONS ? JSON.parse(process.env.LANCE_STORAGE_OPTIONS) : {};
+const connect = (dir, extra = {}) => lancedb.connect(dir, { storageOptions: { ...envOptions, ...extra } });
+
 function rows(ids, gen) {
   return ids.map((id) => ({ id, name: `row-${id}-g${gen}`, val: id * 1.5 + gen }));
 }
 
 async function create(dir, name, commits, scheme) {
   // scheme "v1": plain {n}.manifest names; default: the inverted 20-digit names
-  const storageOptions = { new_table_enable_v2_manifest_paths: scheme === "v1" ? "false" : "true" };
-  const db = await lancedb.connect(dir, { storageOptions });
+  const db = await connect(dir, { new_table_enable_v2_manifest_paths: scheme === "v1" ? "false" : "true" });
   let nextId = 0;
   const initial = [];
   for (let i = 0; i < 20; i++) initial.push(nextId++);
@@ -70,7 +74,7 @@ async function create(dir, name, commits, scheme) {
 // churn: the seed's pattern, single-commit upserts (mergeInsert of one
 // row), until the table has `versions` versions; no sleeps.
 async function churn(dir, name, versions) {
-  const db = await lancedb.connect(dir);
+  const db = await connect(dir);
   const tbl = await db.createTable(name, rows([0, 1, 2, 3, 4, 5, 6, 7, 8, 9], 0), { mode: "overwrite" });
   await tbl.createIndex("id", { config: lancedb.Index.btree() });
   let gen = 1;
@@ -86,7 +90,7 @@ async function churn(dir, name, versions) {
 // timed optimize: compaction first (untimed), then the timed call whose
 // work is the cleanup with the cut-off.
 async function timedCleanup(dir, name, cutoffMs) {
-  const db = await lancedb.connect(dir);
+  const db = await connect(dir);
   const tbl = await db.openTable(name);
   const start = process.hrtime.bigint();
   const stats = await tbl.optimize({ cleanupOlderThan: new Date(Number(cutoffMs)) });
@@ -95,7 +99,7 @@ async function timedCleanup(dir, name, cutoffMs) {
 }
 
 async function dump(dir, name) {
-  const db = await lancedb.connect(dir);
+  const db = await connect(dir);
   const tbl = await db.openTable(name);
   const versions = (await tbl.listVersions()).map((v) => v.version);
   const out = {};
@@ -122,7 +126,7 @@ async function dump(dir, name) {
 }
 
 async function write(dir, name) {
-  const db = await lancedb.connect(dir);
+  const db = await connect(dir);
   const tbl = await db.openTable(name);
   await tbl.mergeInsert("id").whenMatchedUpdateAll().whenNotMatchedInsertAll().execute(rows([1, 100000], 999));
   await tbl.delete("id = 2");
@@ -130,7 +134,7 @@ async function write(dir, name) {
 }
 
 async function optimize(dir, name, cutoffMs) {
-  const db = await lancedb.connect(dir);
+  const db = await connect(dir);
   const tbl = await db.openTable(name);
   // Compact first (its cleanup, with a cut-off at the epoch, deletes
   // nothing), so that the second call's cleanup starts at once.
