@@ -34,6 +34,8 @@ tools:
 	  $(GO) install github.com/aws/aws-lambda-runtime-interface-emulator/cmd/aws-lambda-rie@$(RIE_VERSION); fi
 	@command -v moto_server >/dev/null || { echo "tools: moto_server not found: pip install 'moto[server]'" >&2; exit 1; }
 	@command -v aws >/dev/null || { echo "tools: aws CLI not found: pip install awscli" >&2; exit 1; }
+	@{ command -v node && command -v npm; } >/dev/null || { echo "tools: installing nodejs and npm (shared/lance tests run LanceDB)"; \
+	  apt-get update -qq && apt-get install -y -qq nodejs npm; } || { echo "tools: node/npm not found: apt-get install nodejs npm" >&2; exit 1; }
 	@command -v cfn-lint >/dev/null || echo "tools: warning: cfn-lint not found (pip install cfn-lint); needed to check SAM templates" >&2
 
 ## build: compile every package, and bin/tablekeep once ./cmd/tablekeep exists.
