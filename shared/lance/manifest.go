@@ -241,8 +241,8 @@ func DecodeManifest(key string, b []byte) (*Manifest, error) {
 	if f := m.ReaderFlags | m.WriterFlags; f&^understoodFlags != 0 {
 		return nil, unsupported(key, "feature flags %#x (understood: %#x)", f, understoodFlags)
 	}
-	if strings.ContainsAny(m.TransactionFile, "/\\") || m.TransactionFile == "." || m.TransactionFile == ".." {
-		return nil, corrupt(key, "transaction file %q", m.TransactionFile)
+	if m.TransactionFile != "" && (strings.ContainsAny(m.TransactionFile, "/\\") || !strings.HasSuffix(m.TransactionFile, ".txn") || m.TransactionFile == ".txn") {
+		return nil, unsupported(key, "transaction file %q", m.TransactionFile)
 	}
 	if txnPos >= 0 {
 		txn, err := message(key, b[:len(b)-16], txnPos)
