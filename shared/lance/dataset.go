@@ -43,14 +43,21 @@ type VersionFile struct {
 
 // ListVersions lists every manifest under _versions/, oldest first (List
 // requests only). Both naming schemes are read; a version named in both
-// (a dataset part-way through a migration) is refused. Other objects there
-// (latest_version_hint.json, .tmp files of writers) are ignored.
+// (a dataset part-way through a migration) is refused, and so is any other
+// *.manifest (detached versions, d{n}.manifest, reference files outside the
+// version chain). Other objects there (latest_version_hint.json, writers'
+// temporary files) are ignored.
 func (d *Dataset) ListVersions(ctx context.Context) ([]VersionFile, error) {
 	var out []VersionFile
 	err := objstore.ListAll(ctx, d.store, d.root+VersionsDir, "", func(o objstore.ObjectInfo) error {
 		name := strings.TrimPrefix(o.Key, d.root+VersionsDir)
 		v, s, ok := ParseManifestName(name)
 		if !ok {
+			if strings.HasSuffix(name, ".manifest") && !strings.Contains(name, "/") && !strings.HasPrefix(name, ".") {
+				// A detached version (d{n}.manifest) or a name this reader
+				// does not know: its manifest references files too.
+				return unsupported(o.Key, "manifest name not in either naming scheme (a detached version?)")
+			}
 			return nil
 		}
 		out = append(out, VersionFile{Version: v, Key: o.Key, Size: o.Size, LastModified: o.LastModified, Scheme: s})

@@ -285,6 +285,12 @@ func TestInspect(t *testing.T) {
 	if _, err := lance.Inspect(ctx, store, "nothing"); !errors.Is(err, lance.ErrNotADataset) {
 		t.Fatalf("empty root: %v", err)
 	}
+	detached := filepath.Join(dir, "t.lance/_versions/d9223372036854775809.manifest")
+	_ = os.WriteFile(detached, []byte("x"), 0o644)
+	if _, err := lance.Inspect(ctx, store, "t.lance"); !errors.Is(err, lance.ErrUnsupported) {
+		t.Fatalf("detached version: %v", err)
+	}
+	_ = os.Remove(detached)
 	_ = os.MkdirAll(filepath.Join(dir, "t.lance/_refs/branches"), 0o755)
 	_ = os.WriteFile(filepath.Join(dir, "t.lance/_refs/branches/dev.json"), []byte(`{}`), 0o644)
 	if _, err := lance.Inspect(ctx, store, "t.lance"); !errors.Is(err, lance.ErrUnsupported) {
