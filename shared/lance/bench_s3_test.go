@@ -139,7 +139,7 @@ func BenchmarkLancePruneS3(b *testing.B) {
 	}
 	left, _ := lance.Open(st, prefixes[2]).ListVersions(ctx)
 	rows = append(rows, fmt.Sprintf("| LanceDB optimize({cleanupOlderThan}) after compaction, inline | - | - | %s | %d (%s; the optimize call, compaction check included) | every manifest (%d); %d versions removed, %d left |",
-		(time.Duration(lr.MS * float64(time.Millisecond))).Round(time.Millisecond), s1.Requests-s0.Requests, strings.Join(kinds, ", "), len(vs), lr.Prune.OldVersionsRemoved, len(left)))
+		(time.Duration(lr.MS*float64(time.Millisecond))).Round(time.Millisecond), s1.Requests-s0.Requests, strings.Join(kinds, ", "), len(vs), lr.Prune.OldVersionsRemoved, len(left)))
 	b.ReportMetric(lr.MS/1000, "lance-cleanup-s")
 	for _, r := range rows {
 		b.Log(r)
