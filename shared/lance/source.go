@@ -36,7 +36,7 @@ const (
 	changeFormat  = "tablekeep-lance-change/1"
 	headSaveEvery = 512 // versions diffed between head checkpoints
 	prepareWindow = 256 // manifests read ahead of the diff
-	prepareReads  = 32  // manifest GETs in flight
+	prepareReads  = 64  // manifest GETs and change-record PUTs in flight
 )
 
 // Source adapts a Lance dataset to the maintenance pipeline (it satisfies
@@ -244,12 +244,13 @@ func (s *Source) readForDiff(ctx context.Context, vf VersionFile) (*Manifest, er
 // deleting them would break the restored version; so is a version whose
 // operation is unknown.
 func diff(root string, h *head, m *Manifest) (*head, *table.ChangeRecord, error) {
-	next := &head{Version: m.Version, Keys: map[string]uint64{}, MaxFragmentID: m.MaxFragmentID, HasMaxFrag: m.HasMaxFragment, Times: map[string]int64{}}
-	if h != nil {
-		for k, t := range h.Times {
-			next.Times[k] = t
-		}
+	// The times carry over (the map is handed on, not copied: a diff is
+	// linear in the manifest's files, never in the versions diffed).
+	times := map[string]int64{}
+	if h != nil && h.Times != nil {
+		times = h.Times
 	}
+	next := &head{Version: m.Version, Keys: make(map[string]uint64, len(m.Fragments)+4), MaxFragmentID: m.MaxFragmentID, HasMaxFrag: m.HasMaxFragment, Times: times}
 	next.Times[strconv.FormatUint(m.Version, 10)] = m.Timestamp.UnixNano()
 	keys := m.Keys()
 	if h == nil {

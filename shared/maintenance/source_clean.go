@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strings"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/tablekeep/tablekeep/shared/objstore"
 	"github.com/tablekeep/tablekeep/shared/queue"
 	"github.com/tablekeep/tablekeep/shared/table"
@@ -40,15 +42,23 @@ func PlanSourceRange(ctx context.Context, src Source, msg RangeMessage, maxKeys,
 	first := max(msg.From+1, msg.Cursor+1)
 	end := msg.To + 1
 	reads = max(1, reads)
+	// Windows of 4 x reads records, reads GETs in flight, consumed in
+	// version order (a stop wastes at most one window of reads).
+	window := uint64(4 * reads)
 	last := first - 1
-	for lo := first; lo <= end; lo += uint64(reads) {
-		hi := min(end, lo+uint64(reads)-1)
+	for lo := first; lo <= end; lo += window {
+		hi := min(end, lo+window-1)
 		recs := make([]*table.ChangeRecord, hi-lo+1)
 		errs := make([]error, len(recs))
-		_ = forEach(ctx, len(recs), func(ctx context.Context, i int) error {
-			recs[i], errs[i] = src.ChangeRecord(ctx, lo+uint64(i))
-			return nil
-		})
+		var g errgroup.Group
+		g.SetLimit(reads)
+		for i := range recs {
+			g.Go(func() error {
+				recs[i], errs[i] = src.ChangeRecord(ctx, lo+uint64(i))
+				return nil
+			})
+		}
+		_ = g.Wait()
 		stop := false
 		for i, cr := range recs {
 			r := lo + uint64(i)
