@@ -132,3 +132,12 @@ func dumpDataset(t testing.TB, dir string) dumped {
 	node(t, &d, "dump", dir, "t")
 	return d
 }
+
+// TestMain removes the benchmarks' shared dataset (made once per process).
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if benchBase.dir != "" {
+		_ = os.RemoveAll(benchBase.dir)
+	}
+	os.Exit(code)
+}
