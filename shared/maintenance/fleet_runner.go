@@ -26,6 +26,9 @@ type rooted interface{ Root() string }
 // DefaultScanConcurrency is how many tables a scan lists at once.
 const DefaultScanConcurrency = 32
 
+// DefaultScanTimeout bounds one table's LIST in a scan.
+const DefaultScanTimeout = 10 * time.Second
+
 // DefaultFailureBackoff is the first retry delay of a failed table; it
 // doubles with each consecutive failure, up to 6 h.
 const DefaultFailureBackoff = 15 * time.Minute
@@ -109,11 +112,14 @@ func (r *Runner) Scan(ctx context.Context) (*FleetScan, error) {
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(r.ScanConcurrency)
 	for i, ref := range refs {
-		if _, known := sc.index.Tables[ref.Name]; !known {
-			continue // in need whatever its version: not listed
+		m, known := sc.index.Tables[ref.Name]
+		if !known || (m.Failures > 0 && sc.At.Before(m.RetryAt)) {
+			continue // in need whatever its version, or backing off: not listed
 		}
 		g.Go(func() error {
-			latest[i], errs[i] = LatestVersion(gctx, r.Store, ref.Root)
+			lctx, cancel := context.WithTimeout(gctx, r.ScanTimeout)
+			defer cancel()
+			latest[i], errs[i] = LatestVersion(lctx, r.Store, ref.Root)
 			return nil
 		})
 	}

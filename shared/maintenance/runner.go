@@ -90,6 +90,9 @@ type Runner struct {
 	Everything bool
 	// ScanConcurrency is how many tables a scan lists at once (default 32).
 	ScanConcurrency int
+	// ScanTimeout bounds one table's LIST in a scan (default 10 s): a
+	// table whose listing hangs is in need, fails, and backs off.
+	ScanTimeout time.Duration
 	// TableTimeout bounds one table's maintenance within a run (0: only the
 	// run's deadline). A table that times out is recorded as failed.
 	TableTimeout time.Duration
@@ -122,6 +125,9 @@ func (r *Runner) defaults() {
 	}
 	if r.ScanConcurrency <= 0 {
 		r.ScanConcurrency = DefaultScanConcurrency
+	}
+	if r.ScanTimeout <= 0 {
+		r.ScanTimeout = DefaultScanTimeout
 	}
 	if r.FailureBackoff <= 0 {
 		r.FailureBackoff = DefaultFailureBackoff
