@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/tablekeep/tablekeep/shared/catalog"
 	"github.com/tablekeep/tablekeep/shared/internal/fakeclock"
@@ -235,6 +237,8 @@ var fleetSchema = arrow.NewSchema([]arrow.Field{
 	{Name: "val", Type: arrow.BinaryTypes.String},
 }, nil)
 
+// fleetRow appends one row (the simulation's write: one new one-row
+// fragment per write, as the seed's upserts of new names).
 func fleetRow(tb *table.Table, ctx context.Context, k string) error {
 	b := array.NewRecordBuilder(memory.DefaultAllocator, fleetSchema)
 	defer b.Release()
@@ -242,7 +246,7 @@ func fleetRow(tb *table.Table, ctx context.Context, k string) error {
 	b.Field(1).(*array.StringBuilder).Append("v")
 	rec := b.NewRecordBatch()
 	defer rec.Release()
-	_, err := tb.Upsert(ctx, rec)
+	_, err := tb.Append(ctx, rec)
 	return err
 }
 
@@ -370,6 +374,7 @@ func FleetSim(ctx context.Context, cfg FleetConfig, logf func(string, ...any)) (
 		return res, err
 	}
 	logf("fleet: %d tables registered (%d active) in %s", cfg.Tables, len(w.active), time.Since(start).Round(time.Second))
+	passStart := time.Now()
 	passes := int(cfg.Duration / cfg.Period)
 	minutes := int(cfg.Period / time.Minute)
 	var base [4]objstore.Counts
@@ -387,13 +392,19 @@ func FleetSim(ctx context.Context, cfg FleetConfig, logf func(string, ...any)) (
 		if p == cfg.Settle {
 			snap()
 		}
+		// Each active table's writes of the period, minute by minute; the
+		// tables are written side by side (one goroutine per table at a time).
 		for m := 0; m < minutes; m++ {
 			w.clock.Advance(time.Minute)
+			g, gctx := errgroup.WithContext(ctx)
+			g.SetLimit(max(runtime.GOMAXPROCS(0), 2))
 			for _, tb := range w.active {
 				k++
-				if err := fleetRow(tb, ctx, fmt.Sprintf("k%d", k%500)); err != nil {
-					return res, err
-				}
+				key := fmt.Sprintf("k%d", k)
+				g.Go(func() error { return fleetRow(tb, gctx, key) })
+			}
+			if err := g.Wait(); err != nil {
+				return res, err
 			}
 		}
 		before := w.cs.counts()
@@ -407,6 +418,8 @@ func FleetSim(ctx context.Context, cfg FleetConfig, logf func(string, ...any)) (
 		}
 		after := w.cs.counts()
 		if p < cfg.Settle {
+			logf("fleet: settling pass %d: %d maintained in %s", p+1, len(rep.Tables), time.Since(passStart).Round(time.Second))
+			passStart = time.Now()
 			continue
 		}
 		var runC, cleanC objstore.Counts
@@ -440,7 +453,8 @@ func FleetSim(ctx context.Context, cfg FleetConfig, logf func(string, ...any)) (
 			}
 		}
 		if (p-cfg.Settle)%16 == 15 {
-			logf("fleet: pass %d of %d (simulated %s), %d maintained", p-cfg.Settle+1, passes, time.Duration(p+1)*cfg.Period, len(rep.Tables))
+			logf("fleet: pass %d of %d (simulated %s), %d maintained, %s since the last line", p-cfg.Settle+1, passes, time.Duration(p+1)*cfg.Period, len(rep.Tables), time.Since(passStart).Round(time.Second))
+			passStart = time.Now()
 		}
 	}
 	res.Passes = passes
@@ -466,7 +480,7 @@ func FleetSim(ctx context.Context, cfg FleetConfig, logf func(string, ...any)) (
 	// The main simulation's idle tables are the largest point.
 	res.Linearity = append(res.Linearity, FleetIdle{Tables: cfg.Tables, PerTable: perTable(res.Idle.Requests, float64(res.Idle.Tables*max(passes, 1))), Total: res.Idle.Requests})
 	for _, n := range cfg.Embedded {
-		logf("fleet: embedded warehouse, %d tables, local disk", n)
+		logf("fleet: embedded warehouse, %d tables, local disk (%s so far)", n, time.Since(start).Round(time.Second))
 		e, err := embeddedIdle(ctx, cfg.WorkDir, n)
 		if err != nil {
 			return res, err

@@ -2,6 +2,8 @@ package bench
 
 import (
 	"fmt"
+
+	"github.com/tablekeep/tablekeep/shared/maintenance"
 	"strings"
 	"time"
 )
@@ -28,7 +30,7 @@ func MarkdownFleet(r FleetResult) string {
 	p("A scheduled pass (`Runner.Run`: scan with 1 LIST per table against the fleet index, maintenance of the tables in need, one `_stats` commit, one index write) runs every %s for %s of simulated time after %d settling passes (the first maintains every table: no marks yet), and the cleanup queue is drained after each. ", c.Period, c.Duration, c.Settle)
 	p("Requests are counted by the table their key belongs to; the fleet's shared objects (fleet index, `_registry`, `_stats`) separately. ")
 	p("Times are modelled at the `%s` latency profile (GET %s, PUT %s, LIST %s, DeleteObjects %s): the scan's LISTs %d at a time, everything else serially (an upper bound).\n\n",
-		c.Profile.Name, c.Profile.Get, c.Profile.Put, c.Profile.List, c.Profile.Delete, 32)
+		c.Profile.Name, c.Profile.Get, c.Profile.Put, c.Profile.List, c.Profile.Delete, maintenance.DefaultScanConcurrency)
 	p("| per table per pass | GET | HEAD | PUT | LIST | DELETE | lock calls (DynamoDB) | cleanup messages |\n| --- | --- | --- | --- | --- | --- | --- | --- |\n")
 	row := func(name string, cl FleetClass) {
 		d := float64(max(cl.Tables, 1)) * passes

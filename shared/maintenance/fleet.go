@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"math"
 	"strings"
 	"time"
@@ -249,7 +250,7 @@ func markAfter(ref TableRef, t *table.Table, pl PrunePlan, compactFrags int, now
 	p := ref.Policy.WithDefaults()
 	m := Mark{Root: ref.Root, Latest: pl.Latest, Floor: pl.Floor, Checked: now, Updated: now,
 		Pending: len(pl.StateAfter.Ranges), CompactFrags: compactFrags}
-	due, why := now.Add(p.FullCheckEvery), "full check"
+	due, why := now.Add(fullCheckAfter(ref.Name, p.FullCheckEvery)), "full check"
 	set := func(at time.Time, reason string) {
 		if !at.IsZero() && at.Before(due) {
 			due, why = at, reason
@@ -312,6 +313,19 @@ func carryCompactSince(ref TableRef, m, prev Mark) Mark {
 		m.Due, m.DueReason = at, "small fragments waiting"
 	}
 	return m
+}
+
+// fullCheckAfter is when, after a maintenance, the table's next full check
+// is due: in (every/2, every], at a point fixed by the table's name (FNV-1a),
+// so that tables maintained in one pass are not all checked in one pass.
+func fullCheckAfter(name string, every time.Duration) time.Duration {
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(name))
+	half := every / 2
+	if half <= 0 {
+		return every
+	}
+	return every - time.Duration(h.Sum64()%uint64(half))
 }
 
 // markFailed records a failed or timed-out maintenance: the table keeps

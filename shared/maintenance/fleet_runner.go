@@ -24,7 +24,7 @@ type StatsBatchPutter interface {
 type rooted interface{ Root() string }
 
 // DefaultScanConcurrency is how many tables a scan lists at once.
-const DefaultScanConcurrency = 32
+const DefaultScanConcurrency = 64
 
 // DefaultScanTimeout bounds one table's LIST in a scan.
 const DefaultScanTimeout = 10 * time.Second

@@ -48,6 +48,8 @@ type Policy struct {
 	// FullCheckEvery bounds how long any table goes without a full
 	// maintenance, whatever its mark says (the safety net for what the
 	// mark does not see: a tag removed, a mark written by an older release).
+	// Each table's check falls in the second half of the period, at a
+	// point fixed by its name, so a fleet's checks are spread out.
 	FullCheckEvery time.Duration
 }
 
@@ -73,7 +75,7 @@ func DefaultPolicy() Policy {
 		CompactMaxWait:      time.Hour,
 		PruneMinVersions:    24,
 		PruneMaxWait:        time.Hour,
-		FullCheckEvery:      24 * time.Hour,
+		FullCheckEvery:      7 * 24 * time.Hour,
 	}
 }
 

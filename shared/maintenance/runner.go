@@ -88,7 +88,7 @@ type Runner struct {
 	// Everything makes Run maintain every registered table, in need or
 	// not (marks are still recorded).
 	Everything bool
-	// ScanConcurrency is how many tables a scan lists at once (default 32).
+	// ScanConcurrency is how many tables a scan lists at once (default 64).
 	ScanConcurrency int
 	// ScanTimeout bounds one table's LIST in a scan (default 10 s): a
 	// table whose listing hangs is in need, fails, and backs off.
