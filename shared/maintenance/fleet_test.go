@@ -371,3 +371,54 @@ func TestFleetFailingTablesDoNotDelayOthers(t *testing.T) {
 		})
 	}
 }
+
+// Two index writers that read the same index both land their marks: the
+// loser of the PutIfAbsent race re-reads and merges. A fan-out consumer's
+// MaintainNamed records its table's mark, so the next scan finds it idle.
+func TestFleetIndexMergeAndMaintainNamed(t *testing.T) {
+	f := newFleet(t, 3, maintenance.DefaultPolicy(), nil)
+	for name := range f.tables {
+		f.write(t, name, 1)
+	}
+	ctx := context.Background()
+	// Two consumers, one table each, at once.
+	var wg sync.WaitGroup
+	errs := make([]error, 2)
+	for i, name := range []string{"t000", "t001"} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := *f.runner // same store and index, separate runner
+			rep, err := r.MaintainNamed(ctx, name)
+			if err == nil && (len(rep.Tables) != 1 || rep.Tables[0].Skipped != "" || rep.MarksWritten != 1) {
+				err = fmt.Errorf("maintain %s: %+v", name, rep)
+			}
+			errs[i] = err
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	idx, err := maintenance.ReadFleetIndex(ctx, f.cnt, "wh/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"t000", "t001"} {
+		if m, ok := idx.Tables[name]; !ok || m.Latest == 0 || m.Root != "wh/"+name+"/" {
+			t.Fatalf("mark of %s lost in the race: %+v", name, idx.Tables)
+		}
+	}
+	sc, err := f.runner.Scan(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sc.Need) != 1 || sc.Need[0].Table != "t002" || sc.Idle != 2 {
+		t.Fatalf("scan after MaintainNamed(t000), (t001): need %+v, idle %d; want only t002 (no mark)", sc.Need, sc.Idle)
+	}
+	if _, err := f.runner.MaintainNamed(ctx, "nope"); err != nil {
+		t.Fatal(err)
+	}
+}
