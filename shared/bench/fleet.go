@@ -88,6 +88,7 @@ type FleetResult struct {
 	Shared         FleetClass // fleet index, registry, _stats
 	Cleaner        objstore.Counts
 	MeanMaintained float64
+	Failed         int // table maintenances that failed (settling passes included)
 	ScanWall       time.Duration // modelled scan of one pass
 	MeanWall       time.Duration // modelled pass (scan + maintenance), mean
 	MaxWall        time.Duration
@@ -417,8 +418,18 @@ func FleetSim(ctx context.Context, cfg FleetConfig, logf func(string, ...any)) (
 			return res, err
 		}
 		after := w.cs.counts()
+		failed := 0
+		for _, tr := range rep.Tables {
+			if tr.Skipped != "" {
+				failed++
+				if failed == 1 {
+					logf("fleet: %s not maintained: %s", tr.Table, tr.Skipped)
+				}
+			}
+		}
+		res.Failed += failed
 		if p < cfg.Settle {
-			logf("fleet: settling pass %d: %d maintained in %s", p+1, len(rep.Tables), time.Since(passStart).Round(time.Second))
+			logf("fleet: settling pass %d: %d maintained (%d failed) in %s", p+1, len(rep.Tables), failed, time.Since(passStart).Round(time.Second))
 			passStart = time.Now()
 			continue
 		}

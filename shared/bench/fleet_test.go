@@ -15,6 +15,9 @@ func TestFleetSimQuick(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if res.Failed != 0 {
+		t.Fatalf("%d table maintenances failed", res.Failed)
+	}
 	md := MarkdownFleet(res)
 	t.Log(md)
 	for _, l := range res.Linearity {
