@@ -88,7 +88,7 @@ type FleetResult struct {
 	Shared         FleetClass // fleet index, registry, _stats
 	Cleaner        objstore.Counts
 	MeanMaintained float64
-	Failed         int // table maintenances that failed (settling passes included)
+	Failed         int           // table maintenances that failed (settling passes included)
 	ScanWall       time.Duration // modelled scan of one pass
 	MeanWall       time.Duration // modelled pass (scan + maintenance), mean
 	MaxWall        time.Duration
