@@ -414,17 +414,48 @@ func (r *Runner) endStep(ctx context.Context, s step, err error, name, tableName
 	r.Logger.LogAttrs(ctx, level, "maintenance step", all...)
 }
 
-// computeStats computes the table's _stats row; the batch writes it (with
-// the rows of the other tables maintained, in one commit, if it changed).
+// computeStats computes the table's _stats row from what this maintenance
+// already read (the latest manifest it holds, the prune plan's version
+// listing and floor): only the cleanup state is read (one GET). The batch
+// writes the row (with the rows of the other tables maintained, in one
+// commit, if it changed).
 func (r *Runner) computeStats(ctx context.Context, ref TableRef, t *table.Table, rep TableReport) (TableStats, string) {
-	s, err := ComputeStats(ctx, t, ref, rep.Prune.Floor)
+	pl := rep.Prune
+	m := t.Cached()
+	if m == nil || len(pl.vs) == 0 {
+		s, err := ComputeStats(ctx, t, ref, pl.Floor)
+		if err != nil {
+			return s, "stats not computed: " + err.Error()
+		}
+		return r.stampCompaction(s, rep), ""
+	}
+	st := table.StatsOf(m)
+	s := TableStats{Name: ref.Name, Rows: st.Rows, Fragments: st.Fragments, Versions: len(pl.vs), DataBytes: st.DataBytes}
+	for _, v := range pl.vs {
+		s.ManifestBytes += v.ManifestBytes
+		if v.Version < pl.Floor {
+			s.Unreclaimed++
+		}
+	}
+	target := ref.Policy.WithDefaults().TargetRows
+	for _, f := range m.Fragments {
+		if f.LiveRows() < target {
+			s.SmallFrags++
+		}
+	}
+	last, err := LastCleanup(ctx, t)
 	if err != nil {
 		return s, "stats not computed: " + err.Error()
 	}
+	s.LastCleanup = last
+	return r.stampCompaction(s, rep), ""
+}
+
+func (r *Runner) stampCompaction(s TableStats, rep TableReport) TableStats {
 	if rep.Compacted.Committed > 0 {
 		s.LastCompaction = r.Clock.Now()
 	}
-	return s, ""
+	return s
 }
 
 // ComputeStats summarises a table for _stats. Its reads (the table's
