@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"runtime"
+	"runtime/debug"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -369,6 +370,10 @@ func idlePass(ctx context.Context, n int) (FleetIdle, error) {
 // FleetSim runs the fleet simulation.
 func FleetSim(ctx context.Context, cfg FleetConfig, logf func(string, ...any)) (FleetResult, error) {
 	start := time.Now()
+	// The simulation allocates a lot of short-lived Arrow/Parquet buffers:
+	// collect less often while it runs (figures are request counts and
+	// modelled times, not this process's speed).
+	defer debug.SetGCPercent(debug.SetGCPercent(400))
 	res := FleetResult{Cfg: cfg}
 	w, err := newFleetWorld(ctx, cfg.Tables, cfg.ActiveEvery)
 	if err != nil {

@@ -47,6 +47,10 @@ func MarkdownFleet(r FleetResult) string {
 	}
 	p("Invocations per pass: 1 scheduled (%s), plus the cleaner's (one per 10 messages). ", inv)
 	p("Active tables: at most %d versions stored and a latest manifest of at most %s after any pass.\n\n", r.MaxVersions, kb(r.MaxManifest))
+	d := maintenance.DefaultPolicy()
+	p("Need thresholds (the policy's defaults): a changed table is maintained once ~%d fragments wait (`CompactMinFragments`; one a write) or %s after its first change (`CompactMaxWait`); an unchanged one once %d versions are prunable (`PruneMinVersions`) or %s after the first (`PruneMaxWait`), when a tracked range is due for re-planning, and at its full check (`FullCheckEvery` %s, spread by name). ",
+		d.CompactMinFragments, d.CompactMaxWait, d.PruneMinVersions, d.PruneMaxWait, d.FullCheckEvery)
+	p("At one write a minute and a pass every %s, %d fragments is two passes of writes: an active table is maintained every other pass, which keeps it under the goals (<= 100 versions: the grace window holds ~60, plus two passes of writes; latest manifest <= 4 KB) while halving the maintenance requests of a table maintained at every pass; a higher threshold would cut requests further but exceed 100 versions. Requests per maintenance, not the trigger, are what is left of the active table's cost (above: LIST-priced requests dominate).\n\n", c.Period, d.CompactMinFragments)
 	idle, active := r.Costs()
 	p("### Cost per table-month, all services\n\n")
 	p("Prices (us-east-1 list prices as recorded on %s; check the current price lists at aws.amazon.com/s3/pricing, /lambda/pricing, /sqs/pricing, /dynamodb/pricing/on-demand): S3 PUT/LIST $0.005 per 1,000, GET $0.0004 per 1,000, DELETE free; ", PricesDate)
