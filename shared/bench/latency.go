@@ -315,8 +315,9 @@ func backlog(ctx context.Context, cfg Config, dir string) (BacklogResult, error)
 }
 
 // drainBacklog sends bodies to a fresh in-process queue and drains it with
-// workers cleaners concurrently (each receiving one message at a time, so
-// the messages spread over the workers), every request under the s3 profile.
+// workers cleaners concurrently (each working on LocalMessagesInFlight
+// messages at a time, receiving one at a time, so the messages spread over
+// the workers), every request under the s3 profile.
 func drainBacklog(ctx context.Context, wh string, ref maintenance.TableRef, clock *fakeClock, bodies [][]byte, workers int) (BacklogDrain, error) {
 	res := BacklogDrain{Workers: workers}
 	disk, err := objstore.NewDisk(wh)
@@ -334,18 +335,23 @@ func drainBacklog(ctx context.Context, wh string, ref maintenance.TableRef, cloc
 	g, gctx := errgroup.WithContext(ctx)
 	t0 := time.Now()
 	for range workers {
+		// One worker is one cleaner (its limiters shared) working on
+		// LocalMessagesInFlight messages at once, as one Lambda invocation
+		// does; each receiver takes one message at a time.
 		cl := &maintenance.Cleaner{Store: cnt, Tables: staticResolver{ref}, Requeue: maintenance.QueueEnqueuer{Q: q},
 			OpenOpts: table.Options{Clock: clock.Now}}
-		g.Go(func() error {
-			st, err := queue.Drain(gctx, q, cl.Handle, queue.DrainOptions{BatchSize: 1, MaxReceives: 5})
-			mu.Lock()
-			res.Messages += st.Succeeded
-			mu.Unlock()
-			if err == nil && st.Failed > 0 {
-				err = fmt.Errorf("%d messages failed", st.Failed)
-			}
-			return err
-		})
+		for range maintenance.LocalMessagesInFlight {
+			g.Go(func() error {
+				st, err := queue.Drain(gctx, q, cl.Handle, queue.DrainOptions{BatchSize: 1, MaxReceives: 5})
+				mu.Lock()
+				res.Messages += st.Succeeded
+				mu.Unlock()
+				if err == nil && st.Failed > 0 {
+					err = fmt.Errorf("%d messages failed", st.Failed)
+				}
+				return err
+			})
+		}
 	}
 	err = g.Wait()
 	res.Time, res.Reqs = time.Since(t0), cnt.Counts()
