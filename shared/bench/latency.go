@@ -79,6 +79,9 @@ type BacklogDrain struct {
 	// Throttled: DeleteObjects requests the emulated per-prefix write limit
 	// answered SlowDown (retried by the cleaners, their rate lowered).
 	Throttled objstore.Throttled
+	// BaseHeap and PeakHeap: heap in use before and at most during the
+	// drain (every worker in this process).
+	BaseHeap, PeakHeap uint64
 }
 
 // KeysPerSec is deleted keys per second.
@@ -111,7 +114,7 @@ func latencySection(ctx context.Context, cfg Config, dir string) (LatencyResult,
 	if err != nil {
 		return res, err
 	}
-	for _, prof := range []objstore.Profile{{Name: objstore.ProfileNone}, objstore.S3Profile()} {
+	for _, prof := range []objstore.Profile{{Name: objstore.ProfileNone}, objstore.S3ExpressProfile(), objstore.S3Profile()} {
 		cfg.logf("maintenance at latency: one pass under the %s profile", prof.Name)
 		wh := filepath.Join(dir, "pass-"+prof.Name)
 		if err := fresh(wh); err != nil {
@@ -340,6 +343,7 @@ func drainBacklog(ctx context.Context, wh string, ref maintenance.TableRef, cloc
 	}
 	var mu sync.Mutex
 	g, gctx := errgroup.WithContext(ctx)
+	stopHeap := sampleHeap()
 	t0 := time.Now()
 	for range workers {
 		// One worker is one cleaner (its limiters shared) working on
@@ -362,6 +366,7 @@ func drainBacklog(ctx context.Context, wh string, ref maintenance.TableRef, cloc
 	}
 	err = g.Wait()
 	res.Time, res.Reqs, res.Throttled = time.Since(t0), cnt.Counts(), thr.Throttled()
+	res.BaseHeap, res.PeakHeap = stopHeap()
 	res.Reqs.DeleteKeys -= res.Throttled.Keys // refused keys were not deleted
 	return res, err
 }
@@ -436,12 +441,12 @@ func MarkdownLatency(r LatencyResult) string {
 	}
 	p("A copy of the table is drained under the %s profile by 1 and by 5 workers from one in-process queue, concurrently; a worker is one cleaner (one set of rate limiters) working on %d messages at once, as one Lambda invocation does (a message is a range of up to 1,000 versions). ", bl.Profile.Name, maintenance.LocalMessagesInFlight)
 	p("Every key is under the table's prefix, so the rates are per-prefix rates. The store emulates S3's per-prefix write limit of %s writes per second (each key of a DeleteObjects one write; a token bucket of one second; a request that would exceed it is answered SlowDown and deletes nothing), so workers that together ask for more are slowed down and lower their own rates (AIMD) as on S3; S3's read limit is %s GET per second.\n\n", n(s3WritesPerPrefix), n(s3ReadsPerPrefix))
-	p("| cleaner workers | messages | keys deleted | time | keys/s (per prefix; limit %s) | keys/s per worker | GET/s per prefix (limit %s) | SlowDown answers (keys refused) | requests |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- |\n",
+	p("| cleaner workers | messages | keys deleted | time | keys/s (per prefix; limit %s) | keys/s per worker | GET/s per prefix (limit %s) | SlowDown answers (keys refused) | requests | peak heap in use (base) |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n",
 		n(s3WritesPerPrefix), n(s3ReadsPerPrefix))
 	for _, d := range bl.Drains {
-		p("| %d | %d | %s | %s | %s | %s | %s | %d (%s) | %s |\n", d.Workers, d.Messages, n(d.Reqs.DeleteKeys), dur(d.Time),
+		p("| %d | %d | %s | %s | %s | %s | %s | %d (%s) | %s | %s (%s) |\n", d.Workers, d.Messages, n(d.Reqs.DeleteKeys), dur(d.Time),
 			n(int64(d.KeysPerSec())), n(int64(d.KeysPerSec()/float64(d.Workers))), n(int64(d.Rate(d.Reqs.Get+d.Reqs.Head))),
-			d.Throttled.Requests, n(d.Throttled.Keys), reqText(d.Reqs))
+			d.Throttled.Requests, n(d.Throttled.Keys), reqText(d.Reqs), fmt.Sprintf("%.0f MB", float64(d.PeakHeap)/(1<<20)), fmt.Sprintf("%.0f MB", float64(d.BaseHeap)/(1<<20)))
 	}
 	p("\nThe goal per worker is >= 3,000 keys/s: one worker runs at its own limiter's %s keys/s less the time its first message is read before anything can be deleted. Five workers on one table share the prefix's %s writes per second: more workers drain a single table no faster (they do drain several tables at once, each under its own prefix).\n", n(s3WritesPerPrefix), n(s3WritesPerPrefix))
 	p("\n")
