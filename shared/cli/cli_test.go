@@ -437,7 +437,7 @@ func TestRegisterAndMaintain(t *testing.T) {
 	for _, tp := range plan.Tables {
 		if tp.Table == "reg" {
 			found = true
-			if !plan.DryRun || tp.Groups != 1 || tp.Floor != 17 || len(tp.Ranges) != 1 || tp.Ranges[0] != "1-16" {
+			if !plan.DryRun || tp.Groups != 1 || tp.Floor != 18 || len(tp.Ranges) != 1 || tp.Ranges[0] != "1-17" {
 				t.Fatalf("plan %+v", tp)
 			}
 		}
