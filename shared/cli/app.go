@@ -123,7 +123,12 @@ var commands = []func(*App) *cobra.Command{
 	newRestoreCmd,
 	newStatsCmd,
 	newRegisterCmd,
+	newUnregisterCmd,
+	newTablesCmd,
 	newMaintainCmd,
+	newCompactCmd,
+	newPruneCmd,
+	newSweepCmd,
 	newStatusCmd,
 }
 
@@ -187,6 +192,7 @@ func markRunErrors(c *cobra.Command) {
 // Run executes the command tree with args and returns the exit code. Errors
 // are printed to stderr as one line: "tablekeep: <message>".
 func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	stackEndpoints()
 	app := &App{Stdin: stdin, Stdout: stdout, Stderr: stderr, Logger: slog.New(slog.DiscardHandler)}
 	root := NewRoot(app)
 	root.SetArgs(args)

@@ -53,12 +53,17 @@ func TestStatusAndDryRunPlan(t *testing.T) {
 		st.GarbageBytes != 0 || st.LastCompaction != "" || st.LastCleanup != "" || st.Rows != 6 {
 		t.Fatalf("status before: %+v", st)
 	}
-	if st := statusOfTable(t, dir, "reg", "--clock-ahead", "2h"); st.GarbageFiles != 1 || st.GarbageBytes != 123 {
+	if st.PrunableNow != 0 || st.PrunableLater != 16 || st.PrunableAt == "" || st.Compactable != 6 || st.CompactGroups != 1 ||
+		st.Health != "ok" || st.Policy.KeepLast != 10 || st.Policy.Grace != "1h" {
+		t.Fatalf("status before, backlog: %+v", st)
+	}
+	if st := statusOfTable(t, dir, "reg", "--clock-ahead", "2h"); st.GarbageFiles != 1 || st.GarbageBytes != 123 ||
+		st.PrunableNow != 16 || st.PrunableLater != 0 || st.Health != "ok" {
 		t.Fatalf("garbage: %+v", st)
 	}
 	human := ok(t, "", "status", "--warehouse", dir, "--clock-ahead", "2h")
 	lines := strings.Split(strings.TrimSpace(human), "\n")
-	if !regexp.MustCompile(`^TABLE +VERSIONS +UNRECLAIMED +FRAGMENTS +SMALL +GARBAGE +LAST COMPACTION +LAST CLEANUP$`).MatchString(lines[0]) {
+	if !regexp.MustCompile(`^TABLE +HEALTH +VERSIONS +PRUNABLE +COMPACTABLE +GARBAGE +LAST COMPACTION +LAST CLEANUP +POLICY$`).MatchString(lines[0]) {
 		t.Fatalf("header: %q", lines[0])
 	}
 	var regLine string
@@ -67,7 +72,7 @@ func TestStatusAndDryRunPlan(t *testing.T) {
 			regLine = l
 		}
 	}
-	if !regexp.MustCompile(`^reg +26 +0 +6 +100% +123 B +never +never$`).MatchString(regLine) {
+	if !regexp.MustCompile(`^reg +ok +26 +16 +6 of 6 +123 B +never +never +keep 10, grace 1h$`).MatchString(regLine) {
 		t.Fatalf("status line: %q\n%s", regLine, human)
 	}
 	col := strings.Index(lines[0], "VERSIONS")
