@@ -92,6 +92,9 @@ func (c *Catalog) RegisterTable(ctx context.Context, name, rel string, p mainten
 	}
 	root := c.TableRoot(rel)
 	if _, err := table.Open(ctx, c.store, root, c.opts); err != nil {
+		if _, herr := c.store.Head(ctx, strings.TrimSuffix(root, "/")); herr == nil {
+			return maintenance.TableRef{}, fmt.Errorf("%s: %w: it is a file", rel, table.ErrNotATable)
+		}
 		if errors.Is(err, table.ErrNotATable) {
 			return maintenance.TableRef{}, fmt.Errorf("%s: %w (no manifests under %s%s)", rel, table.ErrNotATable, rel+"/", table.VersionsPrefix)
 		}
