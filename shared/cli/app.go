@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"regexp"
@@ -66,8 +67,13 @@ func (a *App) OpenStore(ctx context.Context, mustExist bool) (objstore.Store, st
 	}
 	if scheme == "file" && mustExist {
 		st, err := os.Stat(path)
-		if err != nil || !st.IsDir() {
+		switch {
+		case errors.Is(err, fs.ErrPermission):
+			return nil, "", fmt.Errorf("%s: permission denied", a.TableURI)
+		case err != nil:
 			return nil, "", fmt.Errorf("%s: %w: no such directory", a.TableURI, table.ErrNotATable)
+		case !st.IsDir():
+			return nil, "", fmt.Errorf("%s: %w: it is a file, not a table directory", a.TableURI, table.ErrNotATable)
 		}
 	}
 	store, root, err := objstore.Open(ctx, a.TableURI)
@@ -176,6 +182,15 @@ func (e *runError) Error() string { return e.err.Error() }
 func (e *runError) Unwrap() error { return e.err }
 
 func markRunErrors(c *cobra.Command) {
+	// cobra's argument errors name the command and its usage.
+	if args := c.Args; args != nil {
+		c.Args = func(cmd *cobra.Command, a []string) error {
+			if err := args(cmd, a); err != nil {
+				return Usagef("%s: %v (usage: %s)", cmd.CommandPath(), err, cmd.UseLine())
+			}
+			return nil
+		}
+	}
 	if run := c.RunE; run != nil {
 		c.RunE = func(cmd *cobra.Command, args []string) error {
 			if err := run(cmd, args); err != nil {
@@ -203,7 +218,7 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	if err == nil {
 		return ExitOK
 	}
-	fmt.Fprintf(stderr, "tablekeep: %s\n", oneLine(err.Error()))
+	fmt.Fprintf(stderr, "tablekeep: %s\n", oneLine(styled(err, app.TableURI).Error()))
 	var ue *UsageError
 	var re *runError
 	switch {

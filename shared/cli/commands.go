@@ -512,6 +512,9 @@ func friendlyVersionErr(app *App, t *table.Table, v uint64, err error) error {
 		}
 		return fmt.Errorf("version %d not found in %s%s: %w", v, app.TableURI, latest, table.ErrVersionNotFound)
 	}
+	if errors.Is(err, table.ErrVersionPruned) {
+		return prunedErr(app.TableURI, t, v)
+	}
 	return err
 }
 

@@ -131,6 +131,7 @@ func (w *whouse) pass(ctx context.Context, o passOptions) (passReport, error) {
 			tr, err := r.MaintainTable(ctx, run)
 			if err != nil {
 				w.Logger.ErrorContext(ctx, "maintenance failed", "table", ref.Name, "err", err)
+				err = errors.New(sdkOneLine(err))
 				tr.Skipped = "error: " + err.Error()
 				rep.fail(ref.Name, err)
 			}
@@ -164,7 +165,7 @@ func (w *whouse) pass(ctx context.Context, o passOptions) (passReport, error) {
 			})
 			rep.Sweeps[ref.Name] = sr
 			if err != nil {
-				rep.fail(ref.Name, fmt.Errorf("sweep: %w", err))
+				rep.fail(ref.Name, fmt.Errorf("sweep: %s", sdkOneLine(err)))
 			}
 			_ = bar.Add(1)
 		}

@@ -77,6 +77,11 @@ func TestS3WarehouseEndToEnd(t *testing.T) {
 	wh := "s3://" + st.Bucket() + "/warehouse"
 	tbl := "--table=" + wh + "/tables/events"
 
+	// S3 errors are one line, in the CLI's style.
+	nb := "s3://" + st.Bucket() + "-missing/warehouse"
+	fails(t, 1, nb+": bucket does not exist", "", "status", "--warehouse", nb)
+	fails(t, 1, nb+"/t: bucket does not exist", "", "stats", "--table", nb+"/t")
+
 	ok(t, "", "create", tbl, "--schema", "name:utf8,uri:utf8", "--key", "name")
 	model := map[string]string{}
 	for i := range 30 {

@@ -202,7 +202,7 @@ func rfc3339(t time.Time) string {
 func statusOf(ctx context.Context, store objstore.Store, ref maintenance.TableRef, old maintenance.TableStats, clock lock.Clock, lag time.Duration) tableStatus {
 	r := tableStatus{Table: ref.Name, Root: ref.Root, Health: "ok", Policy: policyOf(ref)}
 	fail := func(err error) tableStatus {
-		r.Error = oneLine(err.Error())
+		r.Error = oneLine(sdkOneLine(err))
 		r.Health, r.Reason = "unreadable", r.Error
 		return r
 	}
