@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"os"
 	"regexp"
+	"runtime/debug"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -115,6 +116,46 @@ func (a *App) Snapshot(ctx context.Context, t *table.Table, v uint64) (*table.Sn
 	return s, nil
 }
 
+// EnvTable is the default of --table for the table commands.
+const EnvTable = "TABLEKEEP_TABLE"
+
+// Command annotations: warehouse commands (their --table is a registered
+// name, not TABLEKEEP_TABLE), commands with CSV output.
+const (
+	annotWarehouse = "tablekeep.warehouse"
+	annotCSV       = "tablekeep.csv"
+)
+
+// buildVersion is the module version and VCS revision the binary was built
+// from (debug.ReadBuildInfo), with the Go version.
+func buildVersion() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "(no build info)"
+	}
+	v := bi.Main.Version
+	if v == "" {
+		v = "(devel)"
+	}
+	var rev, at, dirty string
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.time":
+			at = s.Value
+		case "vcs.modified":
+			if s.Value == "true" {
+				dirty = "+dirty"
+			}
+		}
+	}
+	if rev != "" {
+		v += fmt.Sprintf(" (commit %.12s%s, %s)", rev, dirty, at)
+	}
+	return v + " " + bi.GoVersion
+}
+
 // commands are the subcommands of the tree.
 var commands = []func(*App) *cobra.Command{
 	newCreateCmd,
@@ -145,11 +186,21 @@ func NewRoot(app *App) *cobra.Command {
 		Short:         "Keep versioned tables on S3 or local disk healthy",
 		SilenceErrors: true,
 		SilenceUsage:  true,
+		Version:       buildVersion(),
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
 			switch app.Output {
 			case "table", "json":
+			case "csv":
+				if cmd.Annotations[annotCSV] == "" {
+					return Usagef("--output csv is for scan and get; %s takes table or json", cmd.Name())
+				}
 			default:
-				return Usagef("--output must be table or json, not %q", app.Output)
+				return Usagef("--output must be table, json or csv (scan, get), not %q", app.Output)
+			}
+			// TABLEKEEP_TABLE stands for --table in the table commands (in
+			// the warehouse commands --table names a registered table).
+			if !cmd.Flags().Changed("table") && cmd.Annotations[annotWarehouse] == "" {
+				app.TableURI = os.Getenv(EnvTable)
 			}
 			if app.Verbose {
 				app.Logger = slog.New(slog.NewTextHandler(app.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
@@ -157,18 +208,26 @@ func NewRoot(app *App) *cobra.Command {
 			return nil
 		},
 	}
-	root.CompletionOptions.DisableDefaultCmd = true
+	root.SetVersionTemplate("tablekeep {{.Version}}\n")
 	root.SetIn(app.Stdin)
 	root.SetOut(app.Stdout)
 	root.SetErr(app.Stderr)
 	pf := root.PersistentFlags()
-	pf.StringVar(&app.TableURI, "table", "", "table location: s3://bucket/prefix or a local directory")
-	pf.StringVarP(&app.Output, "output", "o", "table", "output format: table or json")
+	pf.StringVar(&app.TableURI, "table", "", "table location: s3://bucket/prefix or a local directory (default $"+EnvTable+"); warehouse commands: a registered NAME")
+	pf.StringVarP(&app.Output, "output", "o", "table", "output format: table or json (scan and get: also csv)")
 	pf.BoolVarP(&app.Verbose, "verbose", "v", false, "log to stderr")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &UsageError{Err: err} })
 
 	for _, newCmd := range commands {
 		root.AddCommand(newCmd(app))
+	}
+	for _, c := range root.Commands() {
+		switch c.Name() {
+		case "register", "unregister", "tables", "status", "maintain", "compact", "prune", "sweep":
+			c.Annotations = map[string]string{annotWarehouse: "1"}
+		case "scan", "get":
+			c.Annotations = map[string]string{annotCSV: "1"}
+		}
 	}
 	markRunErrors(root)
 	return root
