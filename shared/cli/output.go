@@ -2,8 +2,8 @@ package cli
 
 import (
 	"bytes"
-	"encoding/csv"
 	"encoding/base64"
+	"encoding/csv"
 	"encoding/json"
 	"fmt"
 	"io"
