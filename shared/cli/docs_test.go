@@ -101,6 +101,7 @@ var docLoose = []struct {
 	{regexp.MustCompile(`\(\d+ bytes\)`), "(<N> bytes)"},
 	{regexp.MustCompile(`"(\w*bytes\w*|elapsed_ms)":\d+`), `"$1":<N>`},
 	{regexp.MustCompile(`/tmp/\S+`), "<TMP>"},
+	{regexp.MustCompile(`\b[0-9a-f]{16}\b`), "<ID>"},
 	{regexp.MustCompile(` +`), " "},
 }
 
