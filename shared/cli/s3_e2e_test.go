@@ -9,16 +9,20 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/tablekeep/tablekeep/shared/awsfn"
 	"github.com/tablekeep/tablekeep/shared/internal/awshttp"
 	"github.com/tablekeep/tablekeep/shared/internal/testenv"
 	"github.com/tablekeep/tablekeep/shared/lock"
+	"github.com/tablekeep/tablekeep/shared/maintenance"
 	"github.com/tablekeep/tablekeep/shared/objstore"
+	"github.com/tablekeep/tablekeep/shared/queue"
 )
 
 // stackEnv points the CLI at the local stack the way `source .stack/env`
@@ -212,5 +216,58 @@ func TestS3WarehouseEndToEnd(t *testing.T) {
 	}
 	if !maps.Equal(got, model) {
 		t.Fatalf("rows %v, want %v", got, model)
+	}
+}
+
+// TestS3MaintainSendsCleanupToQueue: with --queue-url the cleanup ranges go
+// to the deployment's SQS queue (moto) for its cleaner function, nothing is
+// cleaned in-process, and the report says how many ranges were sent.
+func TestS3MaintainSendsCleanupToQueue(t *testing.T) {
+	stackEnv(t)
+	t.Setenv(EnvAllowClockAhead, "test")
+	st := testenv.S3Store(t)
+	locks := lockTable(t)
+	cfg, err := config.LoadDefaultConfig(context.Background(), config.WithRegion("us-east-1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.BaseEndpoint = aws.String(testenv.AWSEndpoint(t))
+	client := sqs.NewFromConfig(awshttp.Config(cfg))
+	url, _, err := queue.CreateQueueWithDLQ(context.Background(), client, strings.Replace(testenv.BucketName(t), "tk-", "q-", 1), 5, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wh := "s3://" + st.Bucket() + "/w"
+	tbl := "--table=" + wh + "/t"
+	ok(t, "", "create", tbl, "--schema", "name:utf8", "--key", "name")
+	for i := range 15 {
+		ok(t, fmt.Sprintf("{\"name\":\"k%d\"}\n", i%3), "upsert", tbl)
+	}
+	ok(t, "", "register", "t", "t", "--warehouse", wh)
+	before := listKeys(t, st)
+	out := ok(t, "", "maintain", "--warehouse", wh, "--lock-table", locks, "--queue-url", url, "--table", "t", "--clock-ahead", "10h", "-o", "json")
+	var rep maintainOut
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if rep.RangesSent != 1 || rep.VersionsPruned != 0 || rep.CleanupHandled != 0 {
+		t.Fatalf("report: %s", out)
+	}
+	// The pruned versions' manifests and change records are left to the
+	// cleaner (the sweep may still remove unreferenced data files).
+	after := listKeys(t, st)
+	for k := range before {
+		if !after[k] && (strings.Contains(k, "/_versions/") || strings.Contains(k, "/_changes/")) {
+			t.Fatalf("%s deleted in-process", k)
+		}
+	}
+	q := queue.NewSQS(client, url, queue.SQSOptions{})
+	ds, err := q.Receive(context.Background(), 10, time.Minute)
+	if err != nil || len(ds) != 1 {
+		t.Fatalf("receive: %d messages, %v", len(ds), err)
+	}
+	m, err := maintenance.DecodeRangeMessage(ds[0].Body)
+	if err != nil || m.Table != "t" || m.From != 1 {
+		t.Fatalf("message %s: %+v %v", ds[0].Body, m, err)
 	}
 }
