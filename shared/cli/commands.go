@@ -215,7 +215,7 @@ func newDeleteCmd(app *App) *cobra.Command {
 	var hasPrefix, all bool
 	cmd := &cobra.Command{
 		Use:   "delete (--key K [--key K2 ...] | --prefix P | --all)",
-		Short: "Delete rows by key or key prefix, in one commit",
+		Short: "Delete rows by key, key prefix or all (--all), in one commit",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			hasPrefix = cmd.Flags().Changed("prefix")
