@@ -219,7 +219,9 @@ func NewRoot(app *App) *cobra.Command {
 	pf.StringVar(&app.TableURI, "table", "", "table location: s3://bucket/prefix or a local directory (default $"+EnvTable+"); warehouse commands: a registered NAME")
 	pf.StringVarP(&app.Output, "output", "o", "table", "output format: table or json (scan and get: also csv)")
 	pf.BoolVarP(&app.Verbose, "verbose", "v", false, "log to stderr")
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &UsageError{Err: err} })
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		return Usagef("%s: %v (usage: %s; see %s --help)", c.CommandPath(), err, c.UseLine(), c.CommandPath())
+	})
 
 	for _, newCmd := range commands {
 		root.AddCommand(newCmd(app))

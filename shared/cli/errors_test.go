@@ -32,6 +32,8 @@ func TestErrorStyle(t *testing.T) {
 		{"file as table", 1, file + ": not a tablekeep table: it is a file, not a table directory", []string{"stats", "--table", file}},
 		{"too many arguments", 2, "tablekeep tag: accepts 1 arg(s), received 2 (usage: tablekeep tag NAME", []string{"tag", "--table", tbl, "a", "b"}},
 		{"positional for a flag", 2, `tablekeep delete: unknown command "k1" for "tablekeep delete" (usage: tablekeep delete (--key K`, []string{"delete", "--table", tbl, "k1"}},
+		{"unknown flag", 2, "tablekeep scan: unknown flag: --nope (usage: tablekeep scan", []string{"scan", "--table", tbl, "--nope"}},
+		{"bad flag value", 2, `tablekeep status: invalid argument "x" for "--max-lag" flag`, []string{"status", "--max-lag", "x"}},
 		{"missing argument", 2, "tablekeep register: accepts 2 arg(s), received 0 (usage: tablekeep register NAME PATH", []string{"register"}},
 	}
 	for _, c := range cases {

@@ -245,7 +245,10 @@ func TestS3MaintainSendsCleanupToQueue(t *testing.T) {
 	}
 	ok(t, "", "register", "t", "t", "--warehouse", wh)
 	before := listKeys(t, st)
-	out := ok(t, "", "maintain", "--warehouse", wh, "--lock-table", locks, "--queue-url", url, "--table", "t", "--clock-ahead", "10h", "-o", "json")
+	// The functions' variables stand for --warehouse and --lock-table.
+	t.Setenv(awsfn.EnvWarehouse, wh)
+	t.Setenv(awsfn.EnvLockTable, locks)
+	out := ok(t, "", "maintain", "--queue-url", url, "--table", "t", "--clock-ahead", "10h", "-o", "json")
 	var rep maintainOut
 	if err := json.Unmarshal([]byte(out), &rep); err != nil {
 		t.Fatal(err)
