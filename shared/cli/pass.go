@@ -121,6 +121,7 @@ func (w *whouse) pass(ctx context.Context, o passOptions) (passReport, error) {
 			if err := ctx.Err(); err != nil {
 				return rep, err
 			}
+			describe(bar, "maintain "+ref.Name)
 			run := ref
 			if !o.Steps.Prune {
 				// Compaction alone: a policy keeping every version plans
@@ -160,6 +161,7 @@ func (w *whouse) pass(ctx context.Context, o passOptions) (passReport, error) {
 			if err := ctx.Err(); err != nil {
 				return rep, errors.Join(drainErr, err)
 			}
+			describe(bar, "sweep "+ref.Name)
 			sr, err := maintenance.SweepTable(ctx, w.Store, ref, maintenance.SweepOptions{
 				Now: w.Clock.Now(), DryRun: o.DryRun, Logger: w.Logger, Clock: w.Clock.Now, Table: w.tableOptions(),
 			})
@@ -180,6 +182,14 @@ func (w *whouse) pass(ctx context.Context, o passOptions) (passReport, error) {
 		return rep, errors.Join(drainErr, fmt.Errorf("%w: %s", errTablesFailed, strings.Join(msgs, "; ")))
 	}
 	return rep, drainErr
+}
+
+// describe names what a terminal's progress bar is working on (the table
+// of a long step), where the bar can say it.
+func describe(bar progress.Bar, what string) {
+	if d, ok := bar.(interface{ Describe(string) }); ok {
+		d.Describe(what)
+	}
 }
 
 // refs returns the registered tables named (all, in registry order, if none).
