@@ -11,6 +11,12 @@ import (
 	"testing"
 )
 
+// bookkeeping: maintenance's own objects that a run replaces (the prune
+// state, the floor marker), not what the plan deletes.
+func bookkeeping(key string) bool {
+	return strings.Contains(key, "_maintenance/prune-state") || strings.Contains(key, "_refs/floor/")
+}
+
 func dirKeys(t *testing.T, dir string) map[string]bool {
 	t.Helper()
 	keys := map[string]bool{}
@@ -82,7 +88,7 @@ func TestDryRunPlanIsWhatRunDeletes(t *testing.T) {
 	after := dirKeys(t, dir)
 	deleted := map[string]bool{}
 	for k := range before {
-		if !after[k] && !strings.Contains(k, "_maintenance/prune-state") {
+		if !after[k] && !bookkeeping(k) {
 			deleted[k] = true
 		}
 	}
@@ -96,5 +102,61 @@ func TestDryRunPlanIsWhatRunDeletes(t *testing.T) {
 	if !regexp.MustCompile(`(?m)^TABLE +GROUPS +LATEST +FLOOR +PRUNED +DELETED KEYS +DELETED BYTES +NOTE\n`).MatchString(human) ||
 		!strings.Contains(human, "\ndeleted 0 keys (0 B), 0 versions pruned; cleanup: 0 messages handled, 0 failed; took ") {
 		t.Fatalf("second run:\n%s", human)
+	}
+}
+
+// TestDryRunPlanIsWhatRunDeletesEveryPass: pass after pass on a warehouse
+// with two churned tables, the real run deletes exactly the keys its dry
+// run listed, the catalog's own _stats included (maintained first, so no
+// stats row written during the pass precedes its plan).
+func TestDryRunPlanIsWhatRunDeletesEveryPass(t *testing.T) {
+	t.Setenv(EnvAllowClockAhead, "test")
+	dir := t.TempDir()
+	for _, name := range []string{"a", "b"} {
+		ok(t, "", "create", "--table", filepath.Join(dir, name), "--schema", "name:utf8,v:utf8", "--key", "name")
+		ok(t, "", "register", name, name, "--warehouse", dir, "--keep-last", "3")
+	}
+	statsDeleted := 0
+	for pass := range 6 {
+		for _, name := range []string{"a", "b"} {
+			for i := range 4 {
+				ok(t, fmt.Sprintf("{\"name\":\"k%d\",\"v\":\"p%d\"}\n", i%3, pass), "upsert", "--table", filepath.Join(dir, name))
+			}
+		}
+		var dry maintainOut
+		if err := json.Unmarshal([]byte(ok(t, "", "maintain", "--warehouse", dir, "--dry-run", "--keys", "--clock-ahead", "2h", "-o", "json")), &dry); err != nil {
+			t.Fatal(err)
+		}
+		planned := map[string]bool{}
+		for _, tj := range dry.Tables {
+			for _, r := range tj.Cleanup {
+				for _, k := range r.Keys {
+					planned[k] = true
+				}
+			}
+			if tj.Sweep != nil {
+				for _, k := range tj.Sweep.List {
+					planned[k] = true
+				}
+			}
+		}
+		before := dirKeys(t, dir)
+		ok(t, "", "maintain", "--warehouse", dir, "--clock-ahead", "2h")
+		after := dirKeys(t, dir)
+		deleted := map[string]bool{}
+		for k := range before {
+			if !after[k] && !bookkeeping(k) {
+				deleted[k] = true
+				if strings.HasPrefix(k, "_stats/") {
+					statsDeleted++
+				}
+			}
+		}
+		if !maps.Equal(deleted, planned) {
+			t.Fatalf("pass %d: planned %d keys, deleted %d:\nplanned %v\ndeleted %v", pass, len(planned), len(deleted), planned, deleted)
+		}
+	}
+	if statsDeleted == 0 {
+		t.Fatalf("_stats was never pruned: the test does not cover it")
 	}
 }

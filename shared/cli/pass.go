@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tablekeep/tablekeep/shared/catalog"
 	"github.com/tablekeep/tablekeep/shared/maintenance"
 	"github.com/tablekeep/tablekeep/shared/progress"
 	"github.com/tablekeep/tablekeep/shared/queue"
@@ -101,6 +102,12 @@ func (w *whouse) pass(ctx context.Context, o passOptions) (passReport, error) {
 	if err != nil {
 		return rep, err
 	}
+	// _stats first: every table maintained writes its _stats row, so
+	// maintained later, _stats would have versions its dry run did not see.
+	// First, its dry run plans exactly what the real run does.
+	slices.SortStableFunc(refs, func(a, b maintenance.TableRef) int {
+		return cmpBool(b.Name == catalog.StatsName, a.Name == catalog.StatsName)
+	})
 	var enq maintenance.Enqueuer = maintenance.QueueEnqueuer{Q: w.Local}
 	if w.Remote != nil {
 		enq = maintenance.QueueEnqueuer{Q: w.Remote}
@@ -182,6 +189,16 @@ func (w *whouse) pass(ctx context.Context, o passOptions) (passReport, error) {
 		return rep, errors.Join(drainErr, fmt.Errorf("%w: %s", errTablesFailed, strings.Join(msgs, "; ")))
 	}
 	return rep, drainErr
+}
+
+func cmpBool(a, b bool) int {
+	switch {
+	case a == b:
+		return 0
+	case a:
+		return 1
+	}
+	return -1
 }
 
 // describe names what a terminal's progress bar is working on (the table

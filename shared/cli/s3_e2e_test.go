@@ -174,7 +174,7 @@ func TestS3WarehouseEndToEnd(t *testing.T) {
 	after := listKeys(t, st)
 	deleted := map[string]bool{}
 	for k := range before {
-		if !after[k] && !strings.Contains(k, "/_maintenance/prune-state") {
+		if !after[k] && !bookkeeping(k) {
 			deleted[k] = true
 		}
 	}
