@@ -198,7 +198,10 @@ func (r *Runner) MaintainTable(ctx context.Context, ref TableRef) (TableReport, 
 		if rep.Compaction, err = r.Compactor.Plan(ctx, t, p); err != nil {
 			return rep, err
 		}
-		rep.Prune, err = PlanPrune(ctx, t, ref.Name, p, r.Clock.Now())
+		// The real run plans pruning after the compaction committed one
+		// version per group: the dry run models those commits, so that its
+		// plan is the real run's on an unchanged table.
+		rep.Prune, err = PlanPruneAfterCompaction(ctx, t, ref.Name, p, r.Clock.Now(), len(rep.Compaction.Groups))
 		return rep, err
 	}
 	acquireStart := r.Clock.Now()
