@@ -19,10 +19,16 @@ import (
 	"github.com/tablekeep/tablekeep/shared/telemetry"
 )
 
-// minInlineReserve is the least time the scheduled run keeps, beyond the
-// margin, to start one more table itself; it also keeps twice the longest
-// table it has done so far. What it will not start goes to the queue.
-const minInlineReserve = 5 * time.Second
+// outOfTime says whether an invocation should start no more tables: its
+// context ended, or less than the margin plus twice the longest table it
+// has done so far is left. What it does not start goes to the queue.
+func (d *Deps) outOfTime(wctx context.Context, longest time.Duration) bool {
+	if wctx.Err() != nil {
+		return true
+	}
+	left, ok := d.deadlineLeft(wctx)
+	return ok && left < d.Config.Margin+2*longest
+}
 
 // HandleCompactor is the compactor's Lambda handler. It tells its two
 // events apart: a batch of Records from SQS is the compaction queue (table
@@ -108,7 +114,7 @@ func (d *Deps) compactFanout(ctx, wctx context.Context, r *maintenance.Runner, c
 	var longest time.Duration
 	var later []OutJob
 	for i, ref := range inline {
-		if left, ok := d.deadlineLeft(wctx); ok && i > 0 && left < d.Config.Margin+max(2*longest, minInlineReserve) {
+		if i > 0 && d.outOfTime(wctx, longest) {
 			sum.Stopped = fmt.Sprintf("deadline: %d of %d tables done inline, the rest sent as table jobs", i, len(inline))
 			for _, ref := range inline[i:] {
 				later = append(later, OutJob{Job: d.job(ref.Name, 0, ReasonFanout)})
@@ -334,7 +340,7 @@ func (d *Deps) CompactJobs(ctx context.Context, raw json.RawMessage) (events.SQS
 	for n, name := range order {
 		w := work[name]
 		s.Tables++
-		if left, ok := d.deadlineLeft(wctx); ok && n > 0 && left < d.Config.Margin+max(2*longest, minInlineReserve) {
+		if n > 0 && d.outOfTime(wctx, longest) {
 			outs = append(outs, OutJob{Job: d.job(name, w.attempt, ReasonDeferred)})
 			outItems = append(outItems, w.items)
 			s.Deferred++
