@@ -171,11 +171,19 @@ func (d *Deps) job(table string, attempt int, reason string) Job {
 }
 
 // followUp decides what comes after maintaining a table whose job had
-// attempt: nothing (done), a retry with backoff (it failed: a retry marker
-// is written first), a continuation (its compaction stopped at the
-// deadline or lost its lease with work left: marker too) or a busy re-check.
+// attempt: nothing (done), a retry with backoff (it failed, or its
+// compaction stopped without committing a group: a retry marker is written
+// first), a continuation (its compaction committed groups, then stopped at
+// the deadline or lost its lease with work left: marker too) or a busy
+// re-check.
 func (d *Deps) followUp(ctx context.Context, log *slog.Logger, name string, attempt int, tr maintenance.TableReport, err error) (OutJob, bool) {
 	now := d.Clock.Now()
+	if err == nil && tr.Compacted.Stopped != "" && tr.Compacted.Committed == 0 {
+		// Stopped without committing a group: no progress, so a
+		// continuation would only repeat it. Retry with backoff instead.
+		err = fmt.Errorf("compaction made no progress: %s", tr.Compacted.Stopped)
+		log.WarnContext(ctx, "retrying with backoff", "table", name, "attempt", attempt+1, "err", err)
+	}
 	switch {
 	case err != nil:
 		next := attempt + 1

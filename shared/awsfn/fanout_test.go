@@ -550,3 +550,31 @@ func TestFanoutConfig(t *testing.T) {
 		t.Fatalf("bad fan-out config accepted: %v", err)
 	}
 }
+
+// TestFanoutNoProgressIsRetriedWithBackoff: a job whose compaction stops at
+// the deadline before committing any group (its first group cannot fit the
+// time left) is retried with backoff, not continued at once: a
+// continuation would only repeat it.
+func TestFanoutNoProgressIsRetriedWithBackoff(t *testing.T) {
+	f := newFleet(t, []string{"t1"})
+	f.d.Config.Margin = time.Hour // no group ever fits before the deadline
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	out, err := f.d.HandleCompactor(ctx, jobsEvent(jobBody(awsfn.Job{V: 1, Warehouse: fanWarehouse, Table: "t1"})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp := out.(events.SQSEventResponse); len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("failures %+v", resp)
+	}
+	sent := f.jobs.take()
+	if len(sent) != 1 || sent[0].Job.Reason != awsfn.ReasonRetry || sent[0].Job.Attempt != 1 || sent[0].Delay != time.Minute {
+		t.Fatalf("follow-up %+v, want a retry after 1 min", sent)
+	}
+	if f.fragments(t, "t1") != 4 {
+		t.Fatal("t1 was compacted")
+	}
+	if !strings.Contains(f.logs.String(), "compaction made no progress") {
+		t.Fatal("no 'no progress' error logged")
+	}
+}
