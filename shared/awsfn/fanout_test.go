@@ -578,3 +578,82 @@ func TestFanoutNoProgressIsRetriedWithBackoff(t *testing.T) {
 		t.Fatal("no 'no progress' error logged")
 	}
 }
+
+// TestFanoutSimulatedDay runs a warehouse with one always-failing table for
+// a simulated day on the fake clock: a scheduled run every 15 minutes and a
+// compaction queue delivering each job when its delay (at most 15 min, as
+// SQS) has passed. The failing table is maintained inline only in the
+// first run, is retried by its own jobs with the backoff capped at an hour,
+// its marker never goes stale while its jobs cycle (MarkerStale exceeds the
+// longest gap between two of its attempts: RetryBackoffMax plus the capped
+// SQS delay rounding), so no duplicate "lost" job is sent; and every other
+// table is maintained in every run.
+func TestFanoutSimulatedDay(t *testing.T) {
+	good := []string{"g1"}
+	f := newFleet(t, good, "0-broken")
+	type pending struct {
+		job     awsfn.Job
+		visible time.Time
+	}
+	var queued []pending
+	enqueue := func() {
+		for _, j := range f.jobs.take() {
+			queued = append(queued, pending{j.Job, f.clock.Now().Add(min(j.Delay, 15*time.Minute))})
+		}
+	}
+	attempts, lost, inlineBroken, runs := 0, 0, 0, 0
+	start := f.clock.Now()
+	for f.clock.Now().Sub(start) < 24*time.Hour {
+		if f.clock.Now().Sub(start)%(15*time.Minute) == 0 {
+			runs++
+			sum := f.scheduled(t, context.Background())
+			maintained := map[string]bool{}
+			for _, ts := range sum.Tables {
+				maintained[ts.Table] = ts.Skipped == ""
+				if ts.Table == "0-broken" {
+					inlineBroken++
+				}
+			}
+			for _, g := range good {
+				if !maintained[g] {
+					t.Fatalf("run %d: %s not maintained (%+v)", runs, g, sum)
+				}
+			}
+			enqueue()
+		}
+		var due []string
+		rest := queued[:0]
+		for _, p := range queued {
+			if !p.visible.After(f.clock.Now()) {
+				due = append(due, jobBody(p.job))
+				if p.job.Reason == awsfn.ReasonLost {
+					lost++
+				}
+				if p.job.Table == "0-broken" && !p.job.NotBefore.After(f.clock.Now()) {
+					attempts++
+				}
+			} else {
+				rest = append(rest, p)
+			}
+		}
+		queued = rest
+		if len(due) > 0 {
+			if resp := f.batch(t, due...); len(resp.BatchItemFailures) != 0 {
+				t.Fatalf("failures %+v", resp.BatchItemFailures)
+			}
+			enqueue()
+		}
+		f.clock.Advance(time.Minute)
+	}
+	t.Logf("%d scheduled runs, %d attempts of the failing table by its jobs, %d lost-job resends", runs, attempts, lost)
+	if inlineBroken != 1 {
+		t.Errorf("the failing table was maintained inline in %d runs, want only the first", inlineBroken)
+	}
+	if lost != 0 {
+		t.Errorf("%d jobs resent as lost while the failing table's jobs were cycling", lost)
+	}
+	// Waits of 1, 2, 4, 8, 16, 32 min, then hourly: about 29 attempts in a day.
+	if attempts < 24 || attempts > 32 {
+		t.Errorf("%d attempts of the failing table in a day, want about 29 (backoff capped at an hour)", attempts)
+	}
+}
