@@ -657,3 +657,72 @@ func TestFanoutSimulatedDay(t *testing.T) {
 		t.Errorf("%d attempts of the failing table in a day, want about 29 (backoff capped at an hour)", attempts)
 	}
 }
+
+// TestFanoutJobFailsAtEveryRequest: a table job whose invocation fails at
+// any one object-store request (before it is sent, or after: the response
+// lost) leaves the table readable with every row, and what it hands on (a
+// retry job, a batch failure or an invocation error, each redelivered here
+// with the fault gone) finishes the compaction. Rule 1 and 3 for the SQS
+// mode.
+func TestFanoutJobFailsAtEveryRequest(t *testing.T) {
+	want := map[string]string{"k0": "v0", "k1": "v1", "k2": "v2", "k3": "v3"}
+	setup := func() (*fleet, *objstore.Faulty) {
+		f := newFleet(t, []string{"t1"})
+		fs := objstore.NewFaulty(f.st)
+		f.d.Store = fs
+		return f, fs
+	}
+	job := jobBody(awsfn.Job{V: 1, Warehouse: fanWarehouse, Table: "t1"})
+	f, fs := setup()
+	if resp := f.batch(t, job); len(resp.BatchItemFailures) != 0 || f.fragments(t, "t1") != 1 {
+		t.Fatalf("clean run: %+v", resp)
+	}
+	total := fs.Requests()
+	t.Logf("a clean job makes %d requests", total)
+	for _, after := range []bool{false, true} {
+		for n := int64(1); n <= total; n++ {
+			f, fs := setup()
+			hook := func(i int64, op objstore.Op) error {
+				if i == n {
+					return fmt.Errorf("request %d (%s %s): %w", i, op.Kind, op.Key, objstore.ErrInjected)
+				}
+				return nil
+			}
+			if after {
+				fs.SetAfter(hook)
+			} else {
+				fs.SetBefore(hook)
+			}
+			out, err := f.d.HandleCompactor(context.Background(), jobsEvent(job))
+			fs.SetBefore(nil)
+			fs.SetAfter(nil)
+			redeliver := err != nil
+			if err == nil && len(out.(events.SQSEventResponse).BatchItemFailures) > 0 {
+				redeliver = true
+			}
+			next := bodies(f.jobs.take())
+			if redeliver {
+				next = append(next, job)
+			}
+			for len(next) > 0 {
+				var j awsfn.Job
+				_ = json.Unmarshal([]byte(next[0]), &j)
+				j.NotBefore = time.Time{} // delivered when due
+				if resp := f.batch(t, jobBody(j)); len(resp.BatchItemFailures) != 0 {
+					t.Fatalf("fault at %d (after %v): redelivery failed: %+v", n, after, resp)
+				}
+				next = append(next[1:], bodies(f.jobs.take())...)
+			}
+			tb, err := table.Open(context.Background(), f.st, "warehouse/tables/t1", table.Options{Clock: f.clock.Now})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := rows(t, tb); !sameRows(got, want) {
+				t.Fatalf("fault at %d (after %v): rows %v", n, after, got)
+			}
+			if fr := f.fragments(t, "t1"); fr != 1 {
+				t.Fatalf("fault at %d (after %v): %d fragments once the follow-ups ran", n, after, fr)
+			}
+		}
+	}
+}
