@@ -68,7 +68,8 @@ type Config struct {
 	CrashAfter *CrashPoint
 	// Fan-out (compactor): see fanout_config.go.
 	CompactionQueueURL string
-	InlineTables       int // -1: no limit
+	InlineTables       int           // -1: no limit
+	InlineTime         time.Duration // 0: until the deadline
 }
 
 // ErrConfig marks configuration errors.

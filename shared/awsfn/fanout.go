@@ -7,11 +7,13 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/tablekeep/tablekeep/shared/objstore"
 	"github.com/tablekeep/tablekeep/shared/queue"
@@ -133,8 +135,17 @@ type SQSJobSender struct {
 
 // SendJobs sends every job; the error lists those not accepted (some may
 // have been sent: a job sent twice is harmless).
+// Batches are sent SendJobsInFlight at a time (10,000 jobs: 1,000 requests).
 func (s SQSJobSender) SendJobs(ctx context.Context, jobs []OutJob) error {
+	var mu sync.Mutex
 	var errs []error
+	fail := func(err error) {
+		mu.Lock()
+		errs = append(errs, err)
+		mu.Unlock()
+	}
+	var g errgroup.Group
+	g.SetLimit(SendJobsInFlight)
 	for start := 0; start < len(jobs); start += queue.MaxBatchMessages {
 		batch := jobs[start:min(start+queue.MaxBatchMessages, len(jobs))]
 		in := &sqs.SendMessageBatchInput{QueueUrl: aws.String(s.QueueURL)}
@@ -148,18 +159,28 @@ func (s SQSJobSender) SendJobs(ctx context.Context, jobs []OutJob) error {
 				DelaySeconds: int32(min(max(j.Delay, 0), maxSQSDelay).Round(time.Second) / time.Second),
 			})
 		}
-		out, err := s.Client.SendMessageBatch(ctx, in)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("send %d table jobs: %w", len(batch), err))
-			continue
-		}
-		for _, f := range out.Failed {
-			i, _ := strconv.Atoi(aws.ToString(f.Id))
-			errs = append(errs, fmt.Errorf("send table job %s: %s: %s", batch[i].Job.Table, aws.ToString(f.Code), aws.ToString(f.Message)))
-		}
+		g.Go(func() error {
+			out, err := s.Client.SendMessageBatch(ctx, in)
+			if err != nil {
+				fail(fmt.Errorf("send %d table jobs: %w", len(batch), err))
+				return nil
+			}
+			for _, f := range out.Failed {
+				i, _ := strconv.Atoi(aws.ToString(f.Id))
+				if i >= 0 && i < len(batch) {
+					fail(fmt.Errorf("send table job %s: %s: %s", batch[i].Job.Table, aws.ToString(f.Code), aws.ToString(f.Message)))
+				}
+			}
+			return nil
+		})
 	}
+	_ = g.Wait()
 	return errors.Join(errs...)
 }
+
+// SendJobsInFlight is how many SendMessageBatch requests SQSJobSender has
+// in flight at once.
+const SendJobsInFlight = 8
 
 // Retry markers: a table whose work is in the compaction queue (a retry
 // after a failure, or a continuation) has an object

@@ -4,6 +4,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Environment variables of the fan-out (compactor only, all optional).
@@ -16,6 +17,10 @@ const (
 	// itself before fanning the rest out (default: as many as its deadline
 	// allows; 0: fan every table out).
 	EnvInlineTables = "TABLEKEEP_INLINE_TABLES"
+	// EnvInlineTime bounds the time a scheduled invocation spends
+	// maintaining tables itself (default: until its deadline); tables not
+	// started by then are fanned out, so the invocation ends soon after.
+	EnvInlineTime = "TABLEKEEP_INLINE_TIME"
 )
 
 // loadFanout reads the fan-out variables into c (LoadConfig's helper).
@@ -38,6 +43,14 @@ func loadFanout(c *Config, getenv func(string) string, bad func(string, ...any))
 			bad("%s=%q must be a whole number (0 fans every table out)", EnvInlineTables, v)
 		} else {
 			c.InlineTables = n
+		}
+	}
+	if v := strings.TrimSpace(getenv(EnvInlineTime)); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 || d > 15*time.Minute {
+			bad("%s=%q must be a duration between 0s and 15m (e.g. 45s)", EnvInlineTime, v)
+		} else {
+			c.InlineTime = d
 		}
 	}
 }

@@ -113,9 +113,15 @@ func (d *Deps) compactFanout(ctx, wctx context.Context, r *maintenance.Runner, c
 	notSent := d.sendJobs(ctx, wctx, log, first, sum)
 	var longest time.Duration
 	var later []OutJob
+	inlineStart := d.Clock.Now()
 	for i, ref := range inline {
-		if i > 0 && d.outOfTime(wctx, longest) {
-			sum.Stopped = fmt.Sprintf("deadline: %d of %d tables done inline, the rest sent as table jobs", i, len(inline))
+		budget := d.Config.InlineTime > 0 && d.Clock.Now().Sub(inlineStart)+longest > d.Config.InlineTime
+		if i > 0 && (budget || d.outOfTime(wctx, longest)) {
+			why := "deadline"
+			if budget {
+				why = "inline time " + d.Config.InlineTime.String()
+			}
+			sum.Stopped = fmt.Sprintf("%s: %d of %d tables done inline, the rest sent as table jobs", why, i, len(inline))
 			for _, ref := range inline[i:] {
 				later = append(later, OutJob{Job: d.job(ref.Name, 0, ReasonFanout)})
 			}

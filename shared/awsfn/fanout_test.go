@@ -543,10 +543,16 @@ func TestFanoutConfig(t *testing.T) {
 	if c, err = awsfn.LoadConfig(awsfn.RoleCompactor, get); err != nil || c.CompactionQueueURL != fanQueueURL || c.InlineTables != 0 {
 		t.Fatalf("%+v %v", c, err)
 	}
+	env[awsfn.EnvInlineTime] = "45s"
+	if c, err = awsfn.LoadConfig(awsfn.RoleCompactor, get); err != nil || c.InlineTime != 45*time.Second {
+		t.Fatalf("%+v %v", c, err)
+	}
 	env[awsfn.EnvCompactionQueueURL] = env[awsfn.EnvQueueURL]
 	env[awsfn.EnvInlineTables] = "-2"
+	env[awsfn.EnvInlineTime] = "1h"
 	_, err = awsfn.LoadConfig(awsfn.RoleCompactor, get)
-	if err == nil || !strings.Contains(err.Error(), awsfn.EnvCompactionQueueURL+" must differ") || !strings.Contains(err.Error(), awsfn.EnvInlineTables) {
+	if err == nil || !strings.Contains(err.Error(), awsfn.EnvCompactionQueueURL+" must differ") || !strings.Contains(err.Error(), awsfn.EnvInlineTables) ||
+		!strings.Contains(err.Error(), awsfn.EnvInlineTime) {
 		t.Fatalf("bad fan-out config accepted: %v", err)
 	}
 }
@@ -724,5 +730,43 @@ func TestFanoutJobFailsAtEveryRequest(t *testing.T) {
 				t.Fatalf("fault at %d (after %v): %d fragments once the follow-ups ran", n, after, fr)
 			}
 		}
+	}
+}
+
+// tickStore advances the fake clock by step on every request: maintenance
+// that takes time.
+type tickStore struct {
+	objstore.Store
+	clock *fakeclock.Clock
+	step  time.Duration
+}
+
+func (s tickStore) Get(ctx context.Context, key string) ([]byte, error) {
+	s.clock.Advance(s.step)
+	return s.Store.Get(ctx, key)
+}
+
+func (s tickStore) List(ctx context.Context, o objstore.ListOptions) (objstore.ListPage, error) {
+	s.clock.Advance(s.step)
+	return s.Store.List(ctx, o)
+}
+
+// TestFanoutInlineTime: with TABLEKEEP_INLINE_TIME the scheduled run stops
+// starting tables itself once the budget (minus the longest table so far)
+// is spent and sends the rest as jobs, so it ends soon after the budget
+// however many tables there are.
+func TestFanoutInlineTime(t *testing.T) {
+	f := newFleet(t, []string{"t1", "t2", "t3", "t4", "t5", "t6"})
+	f.d.Store = tickStore{Store: f.st, clock: f.clock, step: 100 * time.Millisecond}
+	f.d.Config.InlineTime = 10 * time.Second
+	start := f.clock.Now()
+	sum := f.scheduled(t, context.Background())
+	elapsed := f.clock.Now().Sub(start)
+	t.Logf("inline %d tables in %v (simulated), %d jobs, stopped %q", len(sum.Tables), elapsed, sum.JobsEnqueued, sum.Stopped)
+	if len(sum.Tables) < 1 || len(sum.Tables) >= 8 || len(sum.Tables)+sum.JobsEnqueued != 8 || !strings.HasPrefix(sum.Stopped, "inline time 10s") {
+		t.Fatalf("summary %+v", sum)
+	}
+	if elapsed > 20*time.Second {
+		t.Errorf("the run took %v of simulated time with an inline budget of 10 s", elapsed)
 	}
 }

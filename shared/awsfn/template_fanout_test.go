@@ -48,7 +48,8 @@ func TestTemplateFanout(t *testing.T) {
 		t.Errorf("compaction queue DLQ: %s", render(child(q, "RedrivePolicy")))
 	}
 	env := path(res, "CompactorFunction", "Properties", "Environment", "Variables")
-	if render(child(env, "TABLEKEEP_COMPACTION_QUEUE_URL")) != "Ref:CompactionQueue" || render(child(env, "TABLEKEEP_INLINE_TABLES")) != "Ref:InlineTables" {
+	if render(child(env, "TABLEKEEP_COMPACTION_QUEUE_URL")) != "Ref:CompactionQueue" || render(child(env, "TABLEKEEP_INLINE_TABLES")) != "Ref:InlineTables" ||
+		render(child(env, "TABLEKEEP_INLINE_TIME")) != "Ref:InlineTime" {
 		t.Errorf("compactor environment: %s", render(env))
 	}
 	if nc := render(path(res, "WarehouseBucket", "Properties", "NotificationConfiguration")); nc != "If:[NotificationsOn,{EventBridgeConfiguration={EventBridgeEnabled=true}},Ref:AWS::NoValue]" {
