@@ -33,6 +33,8 @@ type Deps struct {
 	Root   string      // warehouse prefix in the bucket
 	Locker lock.Locker // compactor only
 	Queue  queue.Queue // compactor and cleaner
+	// Jobs is the compaction queue (fan-out); nil: none configured.
+	Jobs JobSender
 	// Metrics receives EMF lines (stdout in Lambda).
 	Metrics io.Writer
 
@@ -81,6 +83,9 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Deps, error) {
 	d.Queue = queue.NewSQS(sqs.NewFromConfig(jsonCfg), cfg.QueueURL, queue.SQSOptions{})
 	if cfg.Role == RoleCompactor {
 		d.Locker = lock.NewDynamoLocker(dynamodb.NewFromConfig(jsonCfg), cfg.LockTable, d.Clock)
+		if cfg.CompactionQueueURL != "" {
+			d.Jobs = SQSJobSender{Client: sqs.NewFromConfig(jsonCfg), QueueURL: cfg.CompactionQueueURL}
+		}
 	}
 	return d, nil
 }
@@ -159,7 +164,7 @@ func Main(role Role) {
 		"margin", cfg.Margin.String(), "lease", cfg.Lease.String())
 	switch role {
 	case RoleCompactor:
-		lambda.Start(d.Compact)
+		lambda.Start(d.HandleCompactor)
 	case RoleCleaner:
 		lambda.Start(d.Clean)
 	case RoleSweeper:

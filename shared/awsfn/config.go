@@ -66,6 +66,10 @@ type Config struct {
 	ClockOffset time.Duration
 	// CrashAfter is FOR TESTS ONLY (EnvCrashAfter): exit mid-invocation.
 	CrashAfter *CrashPoint
+	// Fan-out (compactor): see fanout_config.go.
+	CompactionQueueURL string
+	InlineTables       int           // -1: no limit
+	InlineTime         time.Duration // 0: until the deadline
 }
 
 // ErrConfig marks configuration errors.
@@ -162,6 +166,7 @@ func LoadConfig(role Role, getenv func(string) string) (Config, error) {
 			c.CrashAfter = cp
 		}
 	}
+	loadFanout(&c, getenv, bad)
 	if len(errs) > 0 {
 		return c, fmt.Errorf("%w (%s): %s", ErrConfig, role, strings.Join(errs, "; "))
 	}
