@@ -159,10 +159,39 @@ func Main(role Role) {
 		"margin", cfg.Margin.String(), "lease", cfg.Lease.String())
 	switch role {
 	case RoleCompactor:
-		lambda.Start(d.Compact)
+		lambda.Start(d.compactWithinLease)
 	case RoleCleaner:
 		lambda.Start(d.Clean)
 	case RoleSweeper:
 		lambda.Start(d.Sweep)
 	}
+}
+
+// compactWithinLease is the compactor's handler: Compact, unless the table
+// lease does not exceed the invocation's time. A lease shorter than the
+// function's timeout could expire while the function still works under it
+// (template: TableLease must exceed CompactorTimeout); every such
+// invocation fails with a configuration error naming both, so the errors
+// alarm fires, and nothing is locked or written.
+func (d *Deps) compactWithinLease(ctx context.Context, raw json.RawMessage) (CompactSummary, error) {
+	if err := leaseCovers(ctx, d.Config.Lease); err != nil {
+		d.logger(ctx).ErrorContext(ctx, "refusing to run", "err", err)
+		return CompactSummary{Function: string(RoleCompactor)}, err
+	}
+	return d.Compact(ctx, raw)
+}
+
+// leaseCovers fails when lease does not exceed the time left before ctx's
+// deadline (at the start of an invocation: the function's timeout).
+func leaseCovers(ctx context.Context, lease time.Duration) error {
+	dl, ok := ctx.Deadline()
+	if !ok {
+		return nil
+	}
+	if left := time.Until(dl); left >= lease {
+		return fmt.Errorf("%w (%s): %s=%s must exceed the function's timeout (%s left in this invocation); "+
+			"raise the lease (at most %s) or lower the timeout (template: TableLease > CompactorTimeout)",
+			ErrConfig, RoleCompactor, EnvLease, lease, left.Round(time.Second), MaxLease)
+	}
+	return nil
 }

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -30,9 +31,28 @@ const (
 	EnvLockWait     = "TABLEKEEP_LOCK_WAIT"          // wait for a busy table lock (default 5s)
 	EnvSweepDeletes = "TABLEKEEP_SWEEP_MAX_DELETES"  // deletes per table per sweep invocation (default 10000)
 	EnvLogLevel     = "TABLEKEEP_LOG_LEVEL"          // debug, info (default), warn, error
+	EnvStack        = "TABLEKEEP_STACK"              // CloudFormation stack: the metrics' Stack dimension (optional)
 	EnvClockOffset  = "TABLEKEEP_CLOCK_OFFSET"       // TEST ONLY: shifts the clock, e.g. "2h"
 	EnvAllowOffset  = "TABLEKEEP_ALLOW_CLOCK_OFFSET" // must be "test" for EnvClockOffset to be accepted
 )
+
+// Limits of what LoadConfig accepts. template.yaml's parameter constraints
+// equal them (TestTemplateParametersMatchConfig).
+const (
+	MinMargin          = time.Second
+	MaxMargin          = 5 * time.Minute
+	MinLease           = 10 * time.Second
+	MaxLease           = 15 * time.Minute
+	MaxLockWait        = time.Minute
+	MaxSweepDeletes    = 1_000_000
+	DefaultMargin      = 30 * time.Second
+	DefaultLease       = 5 * time.Minute
+	DefaultLockWait    = 5 * time.Second
+	DefaultSweepDelete = 10000
+)
+
+// stackRE is a CloudFormation stack name.
+var stackRE = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9-]{0,127}$`)
 
 // Role is which function a configuration is for; it decides what is required.
 type Role string
@@ -58,6 +78,9 @@ type Config struct {
 	// SweepMaxDeletes bounds the sweeper's deletes per table per invocation.
 	SweepMaxDeletes int
 	LogLevel        string
+	// Stack is the CloudFormation stack (EnvStack): metrics carry it as a
+	// dimension so two stacks in one account never share alarms.
+	Stack string
 	// ClockOffset is FOR TESTS ONLY: every time decision (grace windows,
 	// leases, retention) is made as if the clock read now+ClockOffset, so an
 	// end-to-end test can act as if the grace window had passed without
@@ -120,14 +143,14 @@ func LoadConfig(role Role, getenv func(string) string) (Config, error) {
 		}
 		return d
 	}
-	c.Margin = dur(EnvMargin, 30*time.Second, time.Second, 5*time.Minute)
-	c.Lease = dur(EnvLease, 5*time.Minute, 10*time.Second, 15*time.Minute)
-	c.LockWait = dur(EnvLockWait, 5*time.Second, 0, time.Minute)
-	c.SweepMaxDeletes = 10000
+	c.Margin = dur(EnvMargin, DefaultMargin, MinMargin, MaxMargin)
+	c.Lease = dur(EnvLease, DefaultLease, MinLease, MaxLease)
+	c.LockWait = dur(EnvLockWait, DefaultLockWait, 0, MaxLockWait)
+	c.SweepMaxDeletes = DefaultSweepDelete
 	if v := strings.TrimSpace(getenv(EnvSweepDeletes)); v != "" {
 		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > 1_000_000 {
-			bad("%s=%q must be an integer between 1 and 1000000", EnvSweepDeletes, v)
+		if err != nil || n < 1 || n > MaxSweepDeletes {
+			bad("%s=%q must be an integer between 1 and %d", EnvSweepDeletes, v, MaxSweepDeletes)
 		} else {
 			c.SweepMaxDeletes = n
 		}
@@ -138,6 +161,13 @@ func LoadConfig(role Role, getenv func(string) string) (Config, error) {
 			c.LogLevel = v
 		default:
 			bad("%s=%q: want debug, info, warn or error", EnvLogLevel, v)
+		}
+	}
+	if v := strings.TrimSpace(getenv(EnvStack)); v != "" {
+		if !stackRE.MatchString(v) {
+			bad("%s=%q is not a CloudFormation stack name", EnvStack, v)
+		} else {
+			c.Stack = v
 		}
 	}
 	if v := strings.TrimSpace(getenv(EnvClockOffset)); v != "" {

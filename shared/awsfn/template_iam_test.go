@@ -88,15 +88,23 @@ func TestTemplateLeastPrivilege(t *testing.T) {
 		}
 		return out
 	}
+	const viaS3 = " if {StringEquals={kms:ViaService=Sub:s3.${AWS::Region}.amazonaws.com}} when HasKmsKey"
+	kms := func(actions ...string) []string {
+		var out []string
+		for _, a := range actions {
+			out = append(out, a+" Ref:KmsKeyArn"+viaS3)
+		}
+		return out
+	}
 	want := map[string][]string{
 		"Compactor": append(append(logs("Compactor"), s3("s3:GetObject", "s3:PutObject", "s3:DeleteObject")...),
 			"dynamodb:GetItem GetAtt:LockTable.Arn", "dynamodb:UpdateItem GetAtt:LockTable.Arn",
-			"sqs:SendMessage "+queue),
+			"sqs:SendMessage "+queue, kms("kms:Decrypt", "kms:GenerateDataKey")[0], kms("kms:Decrypt", "kms:GenerateDataKey")[1]),
 		"Cleaner": append(append(logs("Cleaner"), s3("s3:GetObject", "s3:DeleteObject")...),
 			"s3:PutObject "+state, // its cleanup state, nothing else
 			"sqs:ReceiveMessage "+queue, "sqs:DeleteMessage "+queue, "sqs:GetQueueAttributes "+queue,
-			"sqs:SendMessage "+queue),
-		"Sweeper": append(logs("Sweeper"), s3("s3:GetObject", "s3:DeleteObject")...), // it writes nothing
+			"sqs:SendMessage "+queue, kms("kms:Decrypt")[0], kms("kms:GenerateDataKey")[0]),
+		"Sweeper": append(append(logs("Sweeper"), s3("s3:GetObject", "s3:DeleteObject")...), kms("kms:Decrypt")...), // it writes nothing
 	}
 
 	roles := map[string]bool{}
@@ -131,6 +139,15 @@ func TestTemplateLeastPrivilege(t *testing.T) {
 		}
 		var got []string
 		for _, s := range path(pols.Content[0], "PolicyDocument", "Statement").Content {
+			when := ""
+			if s.Tag == "!If" {
+				// !If [cond, statement, !Ref AWS::NoValue]: a grant only under cond.
+				if len(s.Content) != 3 || render(s.Content[2]) != "Ref:AWS::NoValue" {
+					t.Errorf("%s: conditional statement %s: want !If [condition, statement, !Ref AWS::NoValue]", role, render(s))
+					continue
+				}
+				when, s = " when "+s.Content[0].Value, s.Content[1]
+			}
 			for i := 0; i+1 < len(s.Content); i += 2 {
 				switch k := s.Content[i].Value; k {
 				case "Sid", "Effect", "Action", "Resource", "Condition":
@@ -158,7 +175,7 @@ func TestTemplateLeastPrivilege(t *testing.T) {
 					if strings.Contains(rs, "*") && rs != objects && rs != state {
 						t.Errorf("%s: %s on a wildcard resource %s", role, a, rs)
 					}
-					got = append(got, a+" "+rs+cond)
+					got = append(got, a+" "+rs+cond+when)
 				}
 			}
 		}
