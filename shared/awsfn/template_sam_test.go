@@ -327,8 +327,8 @@ func TestTemplateParametersMatchConfig(t *testing.T) {
 	param := func(name string) map[string]any { return obj(doc, "Parameters", name).(map[string]any) }
 	for _, c := range []struct {
 		param, env string
-		role      awsfn.Role
-		max       time.Duration
+		role       awsfn.Role
+		max        time.Duration
 	}{
 		{"SafetyMargin", awsfn.EnvMargin, awsfn.RoleSweeper, awsfn.MaxMargin},
 		{"TableLease", awsfn.EnvLease, awsfn.RoleCompactor, awsfn.MaxLease},
