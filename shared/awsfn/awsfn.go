@@ -3,6 +3,7 @@ package awsfn
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -36,6 +37,10 @@ type Deps struct {
 	// Metrics receives EMF lines (stdout in Lambda).
 	Metrics io.Writer
 
+	// bucketAPI reads the bucket's versioning and lifecycle at cold start
+	// (nil for a store that is not S3).
+	bucketAPI BucketAPI
+
 	mu  sync.Mutex
 	cat *catalog.Catalog
 }
@@ -59,6 +64,9 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Deps, error) {
 	st, root, err := objstore.Open(ctx, cfg.Warehouse)
 	if err != nil {
 		return nil, fmt.Errorf("warehouse %s: %w", cfg.Warehouse, err)
+	}
+	if s3st, ok := st.(*objstore.S3); ok {
+		d.bucketAPI = s3st.Client()
 	}
 	if cfg.CrashAfter != nil {
 		logger.Warn("TEST ONLY: crash point in effect", "crash_point", cfg.CrashAfter.String())
@@ -150,6 +158,9 @@ func Main(role Role) {
 	if err == nil {
 		d, err = New(context.Background(), cfg, logger)
 	}
+	if err == nil {
+		err = d.checkBucket(context.Background())
+	}
 	if err != nil {
 		logger.Error("cold start failed; every invocation will fail until the configuration is fixed", "err", err)
 		lambda.Start(func(context.Context, json.RawMessage) (json.RawMessage, error) { return nil, err })
@@ -192,6 +203,32 @@ func leaseCovers(ctx context.Context, lease time.Duration) error {
 		return fmt.Errorf("%w (%s): %s=%s must exceed the function's timeout (%s left in this invocation); "+
 			"raise the lease (at most %s) or lower the timeout (template: TableLease > CompactorTimeout)",
 			ErrConfig, RoleCompactor, EnvLease, lease, left.Round(time.Second), MaxLease)
+	}
+	return nil
+}
+
+// checkBucket runs CheckBucket at cold start. A versioned bucket without a
+// noncurrent-version expiration rule is refused (ErrVersionedBucket: every
+// invocation fails with it, naming the fix); a check that could not be made
+// (an S3 error) is logged and the function runs, so a transient error at
+// cold start does not stop maintenance until the next one.
+func (d *Deps) checkBucket(ctx context.Context) error {
+	if d.bucketAPI == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	c, err := CheckBucket(ctx, d.bucketAPI, d.Config.Bucket, d.Config.Prefix)
+	switch {
+	case errors.Is(err, ErrVersionedBucket):
+		return err
+	case err != nil:
+		d.Logger.Warn("bucket check failed; running without it", "err", err)
+	case c.Versioning != "" && !c.MarkersExpire:
+		d.Logger.Warn("versioned bucket: no lifecycle rule removes expired delete markers (Expiration.ExpiredObjectDeleteMarker); listings slow down as markers pile up",
+			"bucket", d.Config.Bucket, "versioning", c.Versioning, "noncurrent_rule", c.Rule)
+	case c.Versioning != "":
+		d.Logger.Info("versioned bucket: noncurrent versions expire", "bucket", d.Config.Bucket, "rule", c.Rule)
 	}
 	return nil
 }

@@ -285,6 +285,14 @@ func everyGrantIsNeeded(t *testing.T, template []byte, keys map[awsfn.Role]roleK
 		t.Fatal("no S3 grants found in the template")
 	}
 	for _, g := range grants {
+		if strings.Contains(g.Name, ": s3:GetLifecycleConfiguration on") {
+			// Read only from a versioned bucket (CheckBucket, TestCheckBucket);
+			// versitygw neither versions the stack's buckets nor authorizes
+			// lifecycle requests (it answers NotImplemented to anyone), so no
+			// server here can show it needed. TestTemplateLeastPrivilege pins it.
+			t.Logf("not enforceable locally: %s", g.Name)
+			continue
+		}
 		putTemplatePolicy(t, scratch, g.Template, e2ePrefix, keys)
 		denied := replayAll(g.Role)
 		if len(denied) == 0 {

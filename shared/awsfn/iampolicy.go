@@ -139,7 +139,7 @@ func BucketPolicy(stmts []S3Statement, principals map[Role]string) ([]byte, erro
 	if len(doc.Statement) == 0 {
 		return nil, errors.New("bucket policy: no S3 statements")
 	}
-	return json.MarshalIndent(doc, "", "  ")
+	return json.Marshal(doc) // compact: versitygw keeps it in an xattr (4 KiB on ext4)
 }
 
 // resolver evaluates the intrinsic functions the role statements use.
@@ -384,6 +384,10 @@ func S3ActionOf(operation string) string {
 		return "s3:DeleteObject"
 	case "ListObjectsV2", "ListObjects", "HeadBucket":
 		return "s3:ListBucket"
+	case "GetBucketVersioning":
+		return "s3:GetBucketVersioning"
+	case "GetBucketLifecycleConfiguration":
+		return "s3:GetLifecycleConfiguration"
 	}
 	if slices.Contains([]string{"", "-"}, op) {
 		return "?"

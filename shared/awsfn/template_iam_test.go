@@ -82,7 +82,9 @@ func TestTemplateLeastPrivilege(t *testing.T) {
 		return []string{"logs:CreateLogStream " + g, "logs:PutLogEvents " + g}
 	}
 	s3 := func(actions ...string) []string {
-		out := []string{"s3:ListBucket " + bucket + " if " + prefixOnly}
+		out := []string{"s3:ListBucket " + bucket + " if " + prefixOnly,
+			// the cold-start check of a versioned bucket (CheckBucket)
+			"s3:GetBucketVersioning " + bucket, "s3:GetLifecycleConfiguration " + bucket}
 		for _, a := range actions {
 			out = append(out, a+" "+objects)
 		}
