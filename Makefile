@@ -20,7 +20,7 @@ RIE_VERSION       := v0.0.0-20261030222936-bef5c4ba774d
 STACK_DIR ?= $(CURDIR)/.stack
 
 .PHONY: all tools build lint stack-up stack-down test demo bench fuzz
-.PHONY: lambda-local cfn-lint aws-resources build-CompactorFunction build-CleanerFunction build-SweeperFunction
+.PHONY: lambda-local cfn-lint aws-resources invoke drain sam-env build-CompactorFunction build-CleanerFunction build-SweeperFunction
 
 all: build
 
@@ -122,6 +122,22 @@ lambda-local:
 cfn-lint:
 	@command -v cfn-lint >/dev/null || { echo "cfn-lint not found: pip install cfn-lint (needed to check template.yaml)" >&2; exit 1; }
 	cfn-lint template.yaml
+
+## invoke: one function under aws-lambda-rie against the local stack, as its
+## own role: make invoke FN=compactor EVENT=events/scheduled.json (needs
+## make stack-up aws-resources; CLOCK_OFFSET=2h for the TEST-ONLY offset).
+invoke:
+	@test -n "$(FN)" -a -n "$(EVENT)" || { echo "usage: make invoke FN=compactor|cleaner|sweeper EVENT=events/<file>.json" >&2; exit 2; }
+	@STACK_DIR="$(STACK_DIR)" infra/invoke.sh "$(FN)" "$(EVENT)"
+
+## drain: the local cleanup queue's messages as SQS events to the cleaner
+## (aws-lambda-rie), deleting what it acknowledged, until none is visible.
+drain:
+	@STACK_DIR="$(STACK_DIR)" infra/invoke.sh cleaner --drain
+
+## sam-env: $(STACK_DIR)/sam-env.json for sam local invoke --env-vars (local stack only).
+sam-env:
+	@STACK_DIR="$(STACK_DIR)" infra/sam-env.sh
 
 ## aws-resources: warehouse bucket, lock table and queues on the running local
 ## stack (STACK_DIR); writes $(STACK_DIR)/aws-env for the functions.

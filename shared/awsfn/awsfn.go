@@ -154,6 +154,16 @@ func (d *Deps) workContext(ctx context.Context, margin time.Duration) (context.C
 func Main(role Role) {
 	cfg, err := LoadConfig(role, os.Getenv)
 	logger := NewLogger(os.Stdout, cfg.LogLevel, role)
+	if err == nil && cfg.Local != nil {
+		// LOCAL ONLY (sam local invoke with the local env file): every
+		// client goes to the local stack with the role's local keys.
+		for k, v := range cfg.Local.Environ() {
+			if serr := os.Setenv(k, v); serr != nil && err == nil {
+				err = serr
+			}
+		}
+		logger.Warn("LOCAL ONLY: talking to the local stack", "s3", cfg.Local.S3Endpoint, "aws", cfg.Local.AWSEndpoint)
+	}
 	var d *Deps
 	if err == nil {
 		d, err = New(context.Background(), cfg, logger)

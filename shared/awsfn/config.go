@@ -32,6 +32,14 @@ const (
 	EnvSweepDeletes = "TABLEKEEP_SWEEP_MAX_DELETES"  // deletes per table per sweep invocation (default 10000)
 	EnvLogLevel     = "TABLEKEEP_LOG_LEVEL"          // debug, info (default), warn, error
 	EnvStack        = "TABLEKEEP_STACK"              // CloudFormation stack: the metrics' Stack dimension (optional)
+
+	// LOCAL ONLY (sam local invoke --env-vars): the template declares them
+	// empty, so an env file can set them; all four or none.
+	EnvLocalS3Endpoint  = "TABLEKEEP_LOCAL_S3_ENDPOINT"       // versitygw of the local stack
+	EnvLocalAWSEndpoint = "TABLEKEEP_LOCAL_AWS_ENDPOINT"      // moto_server (DynamoDB, SQS)
+	EnvLocalAccessKey   = "TABLEKEEP_LOCAL_ACCESS_KEY_ID"     // the role's versitygw account
+	EnvLocalSecretKey   = "TABLEKEEP_LOCAL_SECRET_ACCESS_KEY" // its secret
+	EnvSAMLocal         = "AWS_SAM_LOCAL"                     // set to "true" by sam local
 	EnvClockOffset  = "TABLEKEEP_CLOCK_OFFSET"       // TEST ONLY: shifts the clock, e.g. "2h"
 	EnvAllowOffset  = "TABLEKEEP_ALLOW_CLOCK_OFFSET" // must be "test" for EnvClockOffset to be accepted
 )
@@ -89,7 +97,31 @@ type Config struct {
 	ClockOffset time.Duration
 	// CrashAfter is FOR TESTS ONLY (EnvCrashAfter): exit mid-invocation.
 	CrashAfter *CrashPoint
+	// Local is set only by a local env file (sam local invoke): every
+	// client talks to the local stack with the role's local keys, never to
+	// AWS (Main applies it to the SDK's variables before building clients).
+	Local *LocalStack
 }
+
+// LocalStack is where a function run by sam local invoke talks to.
+type LocalStack struct {
+	S3Endpoint, AWSEndpoint string
+	AccessKey, SecretKey    string
+}
+
+// Environ is the SDK's standard variables for l: endpoints and static
+// credentials, with any session token and profile cleared.
+func (l *LocalStack) Environ() map[string]string {
+	return map[string]string{
+		"AWS_ENDPOINT_URL_S3": l.S3Endpoint, "AWS_ENDPOINT_URL_DYNAMODB": l.AWSEndpoint, "AWS_ENDPOINT_URL_SQS": l.AWSEndpoint,
+		"AWS_ENDPOINT_URL": "", "AWS_ACCESS_KEY_ID": l.AccessKey, "AWS_SECRET_ACCESS_KEY": l.SecretKey,
+		"AWS_SESSION_TOKEN": "", "AWS_PROFILE": "", "AWS_CONFIG_FILE": "/dev/null", "AWS_SHARED_CREDENTIALS_FILE": "/dev/null",
+	}
+}
+
+// localHosts are the hosts a local endpoint may name: this machine, or the
+// Docker host as seen from sam local's container.
+var localHosts = map[string]bool{"127.0.0.1": true, "localhost": true, "::1": true, "host.docker.internal": true}
 
 // ErrConfig marks configuration errors.
 var ErrConfig = errors.New("tablekeep lambda configuration")
@@ -169,6 +201,28 @@ func LoadConfig(role Role, getenv func(string) string) (Config, error) {
 		} else {
 			c.Stack = v
 		}
+	}
+	local := map[string]string{}
+	for _, k := range []string{EnvLocalS3Endpoint, EnvLocalAWSEndpoint, EnvLocalAccessKey, EnvLocalSecretKey} {
+		if v := strings.TrimSpace(getenv(k)); v != "" {
+			local[k] = v
+		}
+	}
+	switch {
+	case len(local) == 4:
+		for _, k := range []string{EnvLocalS3Endpoint, EnvLocalAWSEndpoint} {
+			u, err := url.Parse(local[k])
+			if err != nil || (u.Scheme != "http" && u.Scheme != "https") || !localHosts[u.Hostname()] {
+				bad("%s=%q must be an http(s) URL on this machine (127.0.0.1, localhost, host.docker.internal): local only", k, local[k])
+			}
+		}
+		c.Local = &LocalStack{S3Endpoint: local[EnvLocalS3Endpoint], AWSEndpoint: local[EnvLocalAWSEndpoint],
+			AccessKey: local[EnvLocalAccessKey], SecretKey: local[EnvLocalSecretKey]}
+	case len(local) > 0:
+		bad("%s, %s, %s and %s go together (local only; make sam-env writes them)", EnvLocalS3Endpoint, EnvLocalAWSEndpoint, EnvLocalAccessKey, EnvLocalSecretKey)
+	case getenv(EnvSAMLocal) == "true":
+		bad("sam local invoke without the local env file would use your AWS credentials against real AWS: "+
+			"pass --env-vars .stack/sam-env.json (make sam-env) to use the local stack (%s unset)", EnvLocalS3Endpoint)
 	}
 	if v := strings.TrimSpace(getenv(EnvClockOffset)); v != "" {
 		d, err := time.ParseDuration(v)
