@@ -23,15 +23,15 @@ import (
 
 // Environment variables read by LoadConfig.
 const (
-	EnvWarehouse    = "TABLEKEEP_WAREHOUSE"          // s3://bucket/prefix (all functions)
-	EnvLockTable    = "TABLEKEEP_LOCK_TABLE"         // DynamoDB lock table (compactor)
-	EnvQueueURL     = "TABLEKEEP_QUEUE_URL"          // cleanup queue URL (compactor, cleaner)
-	EnvMargin       = "TABLEKEEP_SAFETY_MARGIN"      // time kept before the Lambda deadline (default 30s)
-	EnvLease        = "TABLEKEEP_LEASE"              // table lock lease (default 5m)
-	EnvLockWait     = "TABLEKEEP_LOCK_WAIT"          // wait for a busy table lock (default 5s)
-	EnvSweepDeletes = "TABLEKEEP_SWEEP_MAX_DELETES"  // deletes per table per sweep invocation (default 10000)
-	EnvLogLevel     = "TABLEKEEP_LOG_LEVEL"          // debug, info (default), warn, error
-	EnvStack        = "TABLEKEEP_STACK"              // CloudFormation stack: the metrics' Stack dimension (optional)
+	EnvWarehouse    = "TABLEKEEP_WAREHOUSE"         // s3://bucket/prefix (all functions)
+	EnvLockTable    = "TABLEKEEP_LOCK_TABLE"        // DynamoDB lock table (compactor)
+	EnvQueueURL     = "TABLEKEEP_QUEUE_URL"         // cleanup queue URL (compactor, cleaner)
+	EnvMargin       = "TABLEKEEP_SAFETY_MARGIN"     // time kept before the Lambda deadline (default 30s)
+	EnvLease        = "TABLEKEEP_LEASE"             // table lock lease (default 5m)
+	EnvLockWait     = "TABLEKEEP_LOCK_WAIT"         // wait for a busy table lock (default 5s)
+	EnvSweepDeletes = "TABLEKEEP_SWEEP_MAX_DELETES" // deletes per table per sweep invocation (default 10000)
+	EnvLogLevel     = "TABLEKEEP_LOG_LEVEL"         // debug, info (default), warn, error
+	EnvStack        = "TABLEKEEP_STACK"             // CloudFormation stack: the metrics' Stack dimension (optional)
 
 	// LOCAL ONLY (sam local invoke --env-vars): the template declares them
 	// empty, so an env file can set them; all four or none.
@@ -40,8 +40,8 @@ const (
 	EnvLocalAccessKey   = "TABLEKEEP_LOCAL_ACCESS_KEY_ID"     // the role's versitygw account
 	EnvLocalSecretKey   = "TABLEKEEP_LOCAL_SECRET_ACCESS_KEY" // its secret
 	EnvSAMLocal         = "AWS_SAM_LOCAL"                     // set to "true" by sam local
-	EnvClockOffset  = "TABLEKEEP_CLOCK_OFFSET"       // TEST ONLY: shifts the clock, e.g. "2h"
-	EnvAllowOffset  = "TABLEKEEP_ALLOW_CLOCK_OFFSET" // must be "test" for EnvClockOffset to be accepted
+	EnvClockOffset      = "TABLEKEEP_CLOCK_OFFSET"            // TEST ONLY: shifts the clock, e.g. "2h"
+	EnvAllowOffset      = "TABLEKEEP_ALLOW_CLOCK_OFFSET"      // must be "test" for EnvClockOffset to be accepted
 )
 
 // Limits of what LoadConfig accepts. template.yaml's parameter constraints
