@@ -41,9 +41,9 @@ ak="TABLEKEEP_${ROLE}_ACCESS_KEY"; sk="TABLEKEEP_${ROLE}_SECRET_KEY"
 
 RIE="$(command -v aws-lambda-rie || echo "$(go env GOPATH)/bin/aws-lambda-rie")"
 [ -x "$RIE" ] || die "aws-lambda-rie not found: make tools"
-BIN="$ROOT/bin/lambda/$FN"
+BIN="$ROOT/bin/lambda"
 mkdir -p "$BIN"
-(cd "$ROOT" && CGO_ENABLED=0 go build -tags lambda.norpc -trimpath -o "$BIN/bootstrap" "./functions/$FN") || die "build failed"
+(cd "$ROOT" && CGO_ENABLED=0 go build -tags lambda.norpc -trimpath -buildvcs=false -o "$BIN/bootstrap" ./functions/tablekeep) || die "build failed"
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'; }
 API="$(free_port)"; RAPID="$(free_port)"
@@ -53,7 +53,7 @@ LOG="$STACK_DIR/invoke-$FN.log"
 (cd "$BIN" && exec env -u AWS_PROFILE -u AWS_SESSION_TOKEN -u AWS_ENDPOINT_URL \
   AWS_ACCESS_KEY_ID="${!ak}" AWS_SECRET_ACCESS_KEY="${!sk}" AWS_REGION="$AWS_REGION" \
   AWS_CONFIG_FILE=/dev/null AWS_SHARED_CREDENTIALS_FILE=/dev/null AWS_LAMBDA_FUNCTION_TIMEOUT="$TIMEOUT" \
-  TABLEKEEP_LEASE=15m "${EXTRA[@]}" \
+  TABLEKEEP_FUNCTION="$FN" TABLEKEEP_LEASE=15m "${EXTRA[@]}" \
   setsid "$RIE" --runtime-interface-emulator-address "127.0.0.1:$API" --runtime-api-address "127.0.0.1:$RAPID" ./bootstrap) \
   >"$LOG" 2>&1 &
 PID=$!

@@ -147,7 +147,27 @@ func (d *Deps) workContext(ctx context.Context, margin time.Duration) (context.C
 	return c, func() { stop(); timer.Stop(); cancel() }
 }
 
-// Main is the whole main function of functions/<role>: it loads and
+// EnvFunction picks the role of the one bootstrap (functions/tablekeep)
+// that all three functions run; template.yaml sets it per function.
+const EnvFunction = "TABLEKEEP_FUNCTION"
+
+// MainFromEnv is the main function of functions/tablekeep: Main of the role
+// named by TABLEKEEP_FUNCTION. Any other value fails every invocation with
+// an error naming the variable.
+func MainFromEnv() {
+	role := Role(os.Getenv(EnvFunction))
+	for _, r := range Roles {
+		if role == r {
+			Main(role)
+			return
+		}
+	}
+	err := fmt.Errorf("%w: %s=%q: want compactor, cleaner or sweeper", ErrConfig, EnvFunction, role)
+	NewLogger(os.Stdout, "info", role).Error("cold start failed; every invocation will fail until the configuration is fixed", "err", err)
+	lambda.Start(func(context.Context, json.RawMessage) (json.RawMessage, error) { return nil, err })
+}
+
+// Main is the main function of role (MainFromEnv calls it): it loads and
 // validates the configuration, then serves invocations. A configuration
 // error is logged at cold start and returned by every invocation, so it
 // shows both in the logs and in the invoke response.

@@ -372,4 +372,9 @@ func TestLambdaColdStartConfigError(t *testing.T) {
 	if !strings.Contains(fn.log.String(), `"msg":"cold start failed`) {
 		t.Errorf("no cold-start error in the log:\n%s", fn.log.String())
 	}
+	// The one bootstrap with no role it knows.
+	odd := startRIE(t, "janitor", bins["cleaner"], []string{"AWS_REGION=us-east-1", awsfn.EnvFunction + "=janitor"})
+	if msg := invokeError(odd.invokeRaw(t, readEvent(t, "scheduled.json"))); !strings.Contains(msg, `TABLEKEEP_FUNCTION="janitor": want compactor, cleaner or sweeper`) {
+		t.Errorf("unknown role: %q", msg)
+	}
 }
