@@ -34,6 +34,8 @@ type Deps struct {
 	Root   string      // warehouse prefix in the bucket
 	Locker lock.Locker // compactor only
 	Queue  queue.Queue // compactor and cleaner
+	// Jobs is the compaction queue (fan-out); nil: none configured.
+	Jobs JobSender
 	// Metrics receives EMF lines (stdout in Lambda).
 	Metrics io.Writer
 
@@ -89,6 +91,9 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Deps, error) {
 	d.Queue = queue.NewSQS(sqs.NewFromConfig(jsonCfg), cfg.QueueURL, queue.SQSOptions{})
 	if cfg.Role == RoleCompactor {
 		d.Locker = lock.NewDynamoLocker(dynamodb.NewFromConfig(jsonCfg), cfg.LockTable, d.Clock)
+		if cfg.CompactionQueueURL != "" {
+			d.Jobs = SQSJobSender{Client: sqs.NewFromConfig(jsonCfg), QueueURL: cfg.CompactionQueueURL}
+		}
 	}
 	return d, nil
 }
@@ -208,18 +213,19 @@ func Main(role Role) {
 	}
 }
 
-// compactWithinLease is the compactor's handler: Compact, unless the table
+// compactWithinLease is the compactor's handler: HandleCompactor (a
+// schedule's run, table jobs, manifest notifications), unless the table
 // lease does not exceed the invocation's time. A lease shorter than the
 // function's timeout could expire while the function still works under it
 // (template: TableLease must exceed CompactorTimeout); every such
 // invocation fails with a configuration error naming both, so the errors
 // alarm fires, and nothing is locked or written.
-func (d *Deps) compactWithinLease(ctx context.Context, raw json.RawMessage) (CompactSummary, error) {
+func (d *Deps) compactWithinLease(ctx context.Context, raw json.RawMessage) (any, error) {
 	if err := leaseCovers(ctx, d.Config.Lease); err != nil {
 		d.logger(ctx).ErrorContext(ctx, "refusing to run", "err", err)
-		return CompactSummary{Function: string(RoleCompactor)}, err
+		return nil, err
 	}
-	return d.Compact(ctx, raw)
+	return d.HandleCompactor(ctx, raw)
 }
 
 // leaseCovers fails when lease does not exceed the time left before ctx's

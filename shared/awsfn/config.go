@@ -102,6 +102,10 @@ type Config struct {
 	// client talks to the local stack with the role's local keys, never to
 	// AWS (Main applies it to the SDK's variables before building clients).
 	Local *LocalStack
+	// Fan-out (compactor): see fanout_config.go.
+	CompactionQueueURL string
+	InlineTables       int           // -1: no limit
+	InlineTime         time.Duration // 0: until the deadline
 }
 
 // LocalStack is where a function run by sam local invoke talks to.
@@ -247,6 +251,7 @@ func LoadConfig(role Role, getenv func(string) string) (Config, error) {
 			c.CrashAfter = cp
 		}
 	}
+	loadFanout(&c, getenv, bad)
 	if len(errs) > 0 {
 		return c, fmt.Errorf("%w (%s): %s", ErrConfig, role, strings.Join(errs, "; "))
 	}

@@ -37,19 +37,6 @@ import (
 // account with role "user", which may do only what the bucket policy grants.
 type roleKeys struct{ Access, Secret string }
 
-func versitygwBinary(t *testing.T) string {
-	t.Helper()
-	if p, err := exec.LookPath("versitygw"); err == nil {
-		return p
-	}
-	gopath, _ := exec.Command("go", "env", "GOPATH").Output()
-	p := filepath.Join(strings.TrimSpace(string(gopath)), "bin", "versitygw")
-	if _, err := os.Stat(p); err != nil {
-		t.Fatalf("versitygw not found on PATH or in %s: run `make tools`", filepath.Dir(p))
-	}
-	return p
-}
-
 // createRoleAccounts creates one versitygw IAM account per function role
 // (fresh random keys, removed when the test ends) through the stack's admin
 // API (TABLEKEEP_S3_ADMIN_ENDPOINT, which infra/stack-up.sh starts).
@@ -393,6 +380,13 @@ func templateGrantsRemoved(t *testing.T, template []byte) []grant {
 		t.Fatal(err)
 	}
 	res := path(doc.Content[0], "Resources")
+	// Standalone policies count for the generator too; removals below
+	// cover inline policies only, so none may grant S3 actions.
+	for i := 0; i+1 < len(res.Content); i += 2 {
+		if r := res.Content[i+1]; child(r, "Type").Value == "AWS::IAM::Policy" && strings.Contains(render(path(r, "Properties", "PolicyDocument")), "s3:") {
+			t.Fatalf("%s grants S3 actions outside a role's inline policy: extend templateGrantsRemoved to remove them too", res.Content[i].Value)
+		}
+	}
 	var out []grant
 	for _, role := range awsfn.Roles {
 		roleID := strings.TrimSuffix(strings.TrimPrefix(render(path(res, awsfn.FunctionLogicalID(role), "Properties", "Role")), "GetAtt:"), ".Arn")

@@ -82,7 +82,9 @@ func TemplateS3Statements(template []byte, p TemplateParams) ([]S3Statement, err
 		if pols == nil {
 			return nil, fmt.Errorf("%w: role %s of %s has no Policies", ErrTemplate, roleID, fn)
 		}
-		for _, pol := range pols.Content {
+		docs := append([]*yaml.Node{}, pols.Content...)
+		docs = append(docs, attachedPolicies(res, roleID)...)
+		for _, pol := range docs {
 			stmts := ymap(ymap(pol, "PolicyDocument"), "Statement")
 			if stmts == nil {
 				return nil, fmt.Errorf("%w: %s: a policy without PolicyDocument.Statement", ErrTemplate, roleID)
@@ -107,6 +109,30 @@ func TemplateS3Statements(template []byte, p TemplateParams) ([]S3Statement, err
 		}
 	}
 	return out, nil
+}
+
+// attachedPolicies returns the Properties of the AWS::IAM::Policy
+// resources attached to roleID (Roles: [!Ref roleID]): their statements are
+// the role's too.
+func attachedPolicies(res *yaml.Node, roleID string) []*yaml.Node {
+	var out []*yaml.Node
+	for i := 0; i+1 < len(res.Content); i += 2 {
+		r := res.Content[i+1]
+		if t := ymap(r, "Type"); t == nil || t.Value != "AWS::IAM::Policy" {
+			continue
+		}
+		props := ymap(r, "Properties")
+		roles := ymap(props, "Roles")
+		if roles == nil {
+			continue
+		}
+		for _, ref := range roles.Content {
+			if fn, arg, ok := intrinsic(ref); ok && fn == "Ref" && arg.Value == roleID {
+				out = append(out, props)
+			}
+		}
+	}
+	return out
 }
 
 // BucketPolicy is the bucket policy granting each role's principal (an IAM

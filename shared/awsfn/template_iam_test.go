@@ -76,6 +76,7 @@ func TestTemplateLeastPrivilege(t *testing.T) {
 		state      = "Sub:[arn:${AWS::Partition}:s3:::${Bucket}/${WarehousePrefix}/*/_maintenance/cleanup-state.json," + bucketVars + "]"
 		prefixOnly = "{StringLike={s3:prefix=[Ref:WarehousePrefix,Sub:${WarehousePrefix}/*]}}"
 		queue      = "GetAtt:CleanupQueue.Arn"
+		jobs       = "GetAtt:CompactionQueue.Arn"
 	)
 	logs := func(fn string) []string {
 		g := "Sub:${" + fn + "LogGroup.Arn}"
@@ -101,7 +102,10 @@ func TestTemplateLeastPrivilege(t *testing.T) {
 	want := map[string][]string{
 		"Compactor": append(append(logs("Compactor"), s3("s3:GetObject", "s3:PutObject", "s3:DeleteObject")...),
 			"dynamodb:GetItem GetAtt:LockTable.Arn", "dynamodb:UpdateItem GetAtt:LockTable.Arn",
-			"sqs:SendMessage "+queue, kms("kms:Decrypt", "kms:GenerateDataKey")[0], kms("kms:Decrypt", "kms:GenerateDataKey")[1]),
+			"sqs:SendMessage "+queue, kms("kms:Decrypt", "kms:GenerateDataKey")[0], kms("kms:Decrypt", "kms:GenerateDataKey")[1],
+			// Fan-out (CompactorFanoutPolicy): the compaction queue's event
+			// source mapping, and table jobs sent by the compactor.
+			"sqs:ReceiveMessage "+jobs, "sqs:DeleteMessage "+jobs, "sqs:GetQueueAttributes "+jobs, "sqs:SendMessage "+jobs),
 		"Cleaner": append(append(logs("Cleaner"), s3("s3:GetObject", "s3:DeleteObject")...),
 			"s3:PutObject "+state, // its cleanup state, nothing else
 			"sqs:ReceiveMessage "+queue, "sqs:DeleteMessage "+queue, "sqs:GetQueueAttributes "+queue,
@@ -110,9 +114,21 @@ func TestTemplateLeastPrivilege(t *testing.T) {
 	}
 
 	roles := map[string]bool{}
+	// Standalone policies (AWS::IAM::Policy) by the role they attach to:
+	// their statements count as the role's.
+	extra := map[string][]*yaml.Node{}
 	for i := 0; i+1 < len(res.Content); i += 2 {
-		if child(res.Content[i+1], "Type").Value == "AWS::IAM::Role" {
+		switch child(res.Content[i+1], "Type").Value {
+		case "AWS::IAM::Role":
 			roles[res.Content[i].Value] = true
+		case "AWS::IAM::Policy", "AWS::IAM::ManagedPolicy", "AWS::IAM::RolePolicy":
+			pr := path(res.Content[i+1], "Properties")
+			attached := scalars(child(pr, "Roles"))
+			if len(attached) != 1 || child(pr, "Users") != nil || child(pr, "Groups") != nil || child(res.Content[i+1], "Type").Value != "AWS::IAM::Policy" {
+				t.Errorf("%s: want an AWS::IAM::Policy attached to exactly one role, got roles %v", res.Content[i].Value, attached)
+				continue
+			}
+			extra[attached[0]] = append(extra[attached[0]], path(pr, "PolicyDocument", "Statement").Content...)
 		}
 	}
 	for fn, exp := range want {
@@ -140,7 +156,9 @@ func TestTemplateLeastPrivilege(t *testing.T) {
 			continue
 		}
 		var got []string
-		for _, s := range path(pols.Content[0], "PolicyDocument", "Statement").Content {
+		stmts := append(append([]*yaml.Node{}, path(pols.Content[0], "PolicyDocument", "Statement").Content...), extra[role]...)
+		delete(extra, role)
+		for _, s := range stmts {
 			when := ""
 			if s.Tag == "!If" {
 				// !If [cond, statement, !Ref AWS::NoValue]: a grant only under cond.
@@ -209,5 +227,8 @@ func TestTemplateLeastPrivilege(t *testing.T) {
 	}
 	for r := range roles {
 		t.Errorf("unexpected IAM role %s (a function's permissions must be listed here)", r)
+	}
+	for r := range extra {
+		t.Errorf("an IAM policy attaches to %s, which is no function's role", r)
 	}
 }

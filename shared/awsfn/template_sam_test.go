@@ -127,8 +127,18 @@ func TestSAMTemplateSchedulesAndFunctions(t *testing.T) {
 			t.Errorf("%s: logs to %v, want its own log group (its role may write only there)", id, obj(p, "LoggingConfig"))
 		}
 	}
-	if obj(fns["CleanerFunction"], "Properties", "RecursiveLoop") != "Allow" {
-		t.Error("CleanerFunction: RecursiveLoop is not Allow (continuations re-enqueue onto its own queue)")
+	for _, id := range []string{"CleanerFunction", "CompactorFunction"} {
+		if obj(fns[id], "Properties", "RecursiveLoop") != "Allow" {
+			t.Errorf("%s: RecursiveLoop is not Allow (it sends continuations or table jobs to the queue that triggers it)", id)
+		}
+	}
+	// The compactor's reserved concurrency leaves room for its fan-out.
+	if rc, mc := jsonOf(obj(doc, "Parameters", "CompactorReservedConcurrency", "Default")), jsonOf(obj(doc, "Parameters", "CompactionMaxConcurrency", "Default")); func() bool {
+		r, _ := strconv.Atoi(rc)
+		m, _ := strconv.Atoi(mc)
+		return r < m+1
+	}() {
+		t.Errorf("CompactorReservedConcurrency default %s < CompactionMaxConcurrency default %s + 1: the fan-out would be throttled", rc, mc)
 	}
 	for _, id := range []string{"CompactorFunction", "SweeperFunction"} {
 		if obj(fns[id], "Properties", "ReservedConcurrentExecutions") == nil {
@@ -213,9 +223,11 @@ func TestSAMTemplateAlarmsAndDashboard(t *testing.T) {
 		!strings.Contains(jsonOf(obj(p, "Dimensions")), `"Value":"sweeper"`) {
 		t.Errorf("sweeper per-table failures: %s", jsonOf(p))
 	}
-	if p := obj(alarms["CleanupQueueAgeAlarm"], "Properties"); obj(p, "MetricName") != "ApproximateAgeOfOldestMessage" ||
-		!strings.Contains(jsonOf(obj(p, "Dimensions")), "CleanupQueue") {
-		t.Errorf("cleanup queue age alarm: %s", jsonOf(p))
+	for id, q := range map[string]string{"CleanupQueueAgeAlarm": "CleanupQueue", "CompactionQueueAgeAlarm": "CompactionQueue"} {
+		if p := obj(alarms[id], "Properties"); obj(p, "MetricName") != "ApproximateAgeOfOldestMessage" ||
+			!strings.Contains(jsonOf(obj(p, "Dimensions")), `"`+q+`"`) {
+			t.Errorf("%s (queue age of %s): %s", id, q, jsonOf(p))
+		}
 	}
 	if alarms["ScheduleDeadLetterAlarm"] == nil {
 		t.Error("no alarm on the schedule DLQ")
