@@ -386,3 +386,31 @@ func TestTemplateParametersMatchConfig(t *testing.T) {
 		t.Errorf("cleaner batch/concurrency bounds: %v %v", param("CleanerBatchSize"), param("CleanerMaxConcurrency"))
 	}
 }
+
+// TestSAMTemplateBucket: the created bucket removes incomplete multipart
+// uploads and is not versioned (tablekeep's deletes reclaim at once); the
+// KMS key parameter accepts only a key ARN.
+func TestSAMTemplateBucket(t *testing.T) {
+	doc := samTemplate(t)
+	p := obj(doc, "Resources", "WarehouseBucket", "Properties")
+	rules, _ := obj(p, "LifecycleConfiguration", "Rules").([]any)
+	found := false
+	for _, r := range rules {
+		if obj(r, "Status") == "Enabled" && obj(r, "AbortIncompleteMultipartUpload", "DaysAfterInitiation") != nil {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("WarehouseBucket: no enabled AbortIncompleteMultipartUpload rule: %s", jsonOf(obj(p, "LifecycleConfiguration")))
+	}
+	if v := obj(p, "VersioningConfiguration"); v != nil {
+		t.Errorf("WarehouseBucket is versioned (%s): deletes would reclaim nothing", jsonOf(v))
+	}
+	re := regexp.MustCompile(`^(?:` + obj(doc, "Parameters", "KmsKeyArn", "AllowedPattern").(string) + `)$`)
+	for v, ok := range map[string]bool{"": true, "arn:aws:kms:eu-west-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab": true,
+		"alias/aws/s3": false, "arn:aws:kms:eu-west-1:123456789012:alias/tablekeep": false} {
+		if re.MatchString(v) != ok {
+			t.Errorf("KmsKeyArn %q: allowed %v, want %v", v, !ok, ok)
+		}
+	}
+}
