@@ -59,7 +59,7 @@ LOG="$STACK_DIR/invoke-$FN.log"
 PID=$!
 trap 'kill -- "-$PID" 2>/dev/null || kill "$PID" 2>/dev/null || true' EXIT
 URL="http://127.0.0.1:$API/2015-03-31/functions/function/invocations"
-for _ in $(seq 1 100); do
+for _ in $(seq 1 300); do  # up to 30 s on a loaded machine
   curl -s -o /dev/null --max-time 1 "http://127.0.0.1:$API/" && break
   kill -0 "$PID" 2>/dev/null || die "aws-lambda-rie exited; see $LOG"
   sleep 0.1
