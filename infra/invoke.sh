@@ -64,6 +64,7 @@ for _ in $(seq 1 300); do  # up to 30 s on a loaded machine
   kill -0 "$PID" 2>/dev/null || die "aws-lambda-rie exited; see $LOG"
   sleep 0.1
 done
+curl -s -o /dev/null --max-time 1 "http://127.0.0.1:$API/" || die "aws-lambda-rie did not start in 30 s; see $LOG"
 
 if [ "$ARG" = "--drain" ]; then
   (cd "$ROOT" && go run ./infra/drain -invoke "$URL" -queue "$TABLEKEEP_QUEUE_URL" -endpoint "$TABLEKEEP_AWS_ENDPOINT")
