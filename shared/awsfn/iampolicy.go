@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
-	"slices"
 	"strings"
 
 	"gopkg.in/yaml.v3"
@@ -396,9 +395,9 @@ func ymap(n *yaml.Node, key string) *yaml.Node {
 	return nil
 }
 
-// S3ActionOf is the IAM action an S3 API operation is authorized as (the
-// names versitygw's access log gives operations), for messages naming what
-// a denied request needed.
+// S3ActionOf is the IAM action an S3 API operation (GetObject, or
+// versitygw's s3_GetObject) is authorized as, for messages naming what a
+// denied request needed.
 func S3ActionOf(operation string) string {
 	op := strings.TrimPrefix(operation, "s3_")
 	switch op {
@@ -415,7 +414,7 @@ func S3ActionOf(operation string) string {
 	case "GetBucketLifecycleConfiguration":
 		return "s3:GetLifecycleConfiguration"
 	}
-	if slices.Contains([]string{"", "-"}, op) {
+	if op == "" {
 		return "?"
 	}
 	return "s3:" + op
