@@ -78,7 +78,8 @@ test: tools cfn-lint fuzz
 FUZZTIME ?= 20000x
 FUZZ_TARGETS := FuzzManifestDecode:./shared/table FuzzChangeDecode:./shared/table \
 	FuzzDeletionDecode:./shared/table FuzzDecodeRangeMessage:./shared/maintenance \
-	FuzzParseScheduled:./shared/awsfn FuzzParseSQS:./shared/awsfn FuzzCleanEvent:./shared/awsfn
+	FuzzParseScheduled:./shared/awsfn FuzzParseSQS:./shared/awsfn FuzzCleanEvent:./shared/awsfn \
+	FuzzCompactionQueueBody:./shared/awsfn
 fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do \
 	  name=$${t%%:*}; pkg=$${t#*:}; echo "fuzz: $$name ($$pkg, $(FUZZTIME))"; \
