@@ -243,6 +243,11 @@ func leaseCovers(ctx context.Context, lease time.Duration) error {
 	return nil
 }
 
+// CheckBucket checks the deployment's bucket as a cold start does
+// (checkBucket): ErrVersionedBucket when it would be refused; nil when it
+// is fine or could not be checked (logged). status reports it as health.
+func (d *Deps) CheckBucket(ctx context.Context) error { return d.checkBucket(ctx) }
+
 // checkBucket runs CheckBucket at cold start. A versioned bucket without a
 // noncurrent-version expiration rule is refused (ErrVersionedBucket: every
 // invocation fails with it, naming the fix); a check that could not be made

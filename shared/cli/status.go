@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/tablekeep/tablekeep/shared/awsfn"
 	"github.com/tablekeep/tablekeep/shared/lock"
 	"github.com/tablekeep/tablekeep/shared/maintenance"
 	"github.com/tablekeep/tablekeep/shared/objstore"
@@ -56,6 +57,20 @@ type tableStatus struct {
 	LastCleanup      string     `json:"last_cleanup,omitempty"`
 	Policy           policyJSON `json:"policy"`
 	Error            string     `json:"error,omitempty"`
+}
+
+// bucketProblem is why the warehouse's bucket is unhealthy for every
+// table ("" if it is not): a versioned bucket without a noncurrent-version
+// expiration rule, which the functions refuse at cold start, since deletes
+// there reclaim nothing.
+func bucketProblem(ctx context.Context, w *whouse) string {
+	if w.CheckBucket == nil {
+		return ""
+	}
+	if err := w.CheckBucket(ctx); errors.Is(err, awsfn.ErrVersionedBucket) {
+		return err.Error()
+	}
+	return ""
 }
 
 // errUnhealthy makes status exit 1 after printing every row.
@@ -134,12 +149,20 @@ status -o json can drive monitoring.`,
 					bad = append(bad, r.Table)
 				}
 			}
+			bucket := bucketProblem(ctx, w)
+			if bucket != "" {
+				bad = append(bad, "the bucket")
+			}
 			if app.JSON() {
 				err = printJSON(app.Stdout, struct {
 					Healthy bool          `json:"healthy"`
+					Bucket  string        `json:"bucket_error,omitempty"`
 					Tables  []tableStatus `json:"tables"`
-				}{len(bad) == 0, rows})
+				}{len(bad) == 0, bucket, rows})
 			} else {
+				if bucket != "" {
+					fmt.Fprintf(app.Stdout, "warehouse %s: unhealthy: %s\n", w.URI, bucket)
+				}
 				err = printStatus(app, rows)
 			}
 			if err != nil {

@@ -83,6 +83,9 @@ type whouse struct {
 	// embedded defaults (local).
 	Lease, LockWait time.Duration
 	LockNamespace   string
+	// CheckBucket (S3) checks the bucket the way the functions' cold start
+	// does: awsfn.ErrVersionedBucket when they would refuse it. nil: local.
+	CheckBucket func(context.Context) error
 }
 
 // ErrNoLockTable: maintenance of an S3 warehouse needs the functions' lock.
@@ -169,7 +172,7 @@ func openS3Warehouse(ctx context.Context, app *App, wf warehouseFlags, uri strin
 		return nil, s3Error(uri, err)
 	}
 	w := &whouse{URI: uri, S3: true, Store: d.Store, Catalog: cat, Clock: d.Clock, Logger: app.Logger,
-		Lease: cfg.Lease, LockWait: cfg.LockWait, LockNamespace: cfg.Warehouse + "/"}
+		Lease: cfg.Lease, LockWait: cfg.LockWait, LockNamespace: cfg.Warehouse + "/", CheckBucket: d.CheckBucket}
 	if write {
 		w.Locker = d.Locker
 	}
