@@ -14,7 +14,10 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"time"
+
+	"golang.org/x/sync/errgroup"
 
 	"github.com/tablekeep/tablekeep/shared/catalog"
 	"github.com/tablekeep/tablekeep/shared/lock"
@@ -130,6 +133,9 @@ func (o Options) progress(desc string, total int) progress.Bar {
 // drains the queue with the cleaner, and sweeps orphans. With DryRun it
 // changes nothing and reports the plan: compaction groups, prune ranges,
 // what the cleaner would delete for each range, and what the sweep would.
+// SweepTables is how many tables Maintain sweeps at once.
+const SweepTables = 4
+
 func (w *Warehouse) Maintain(ctx context.Context, o Options) (Report, error) {
 	start := w.Clock.Now()
 	var rep Report
@@ -174,19 +180,33 @@ func (w *Warehouse) Maintain(ctx context.Context, o Options) (Report, error) {
 			drainErr = fmt.Errorf("drain cleanup queue: %w", drainErr)
 		}
 	}
+	// The sweeps are independent per table: SweepTables at a time, each
+	// a chain of listings and reads.
 	rep.Sweeps = map[string]maintenance.SweepResult{}
+	var mu sync.Mutex
+	var g errgroup.Group
+	g.SetLimit(SweepTables)
 	for _, ref := range refs {
 		if err := ctx.Err(); err != nil {
-			return rep, errors.Join(drainErr, err)
+			break
 		}
-		sr, err := maintenance.SweepTable(ctx, w.Store, ref, maintenance.SweepOptions{
-			Now: w.Clock.Now(), MaxDeletes: o.SweepMax, DryRun: o.DryRun, Logger: w.Logger, Clock: w.Clock.Now,
-			Metrics: o.Metrics, Table: table.Options{Clock: w.Clock.Now},
+		g.Go(func() error {
+			sr, err := maintenance.SweepTable(ctx, w.Store, ref, maintenance.SweepOptions{
+				Now: w.Clock.Now(), MaxDeletes: o.SweepMax, DryRun: o.DryRun, Logger: w.Logger, Clock: w.Clock.Now,
+				Metrics: o.Metrics, Table: table.Options{Clock: w.Clock.Now},
+			})
+			mu.Lock()
+			defer mu.Unlock()
+			rep.Sweeps[ref.Name] = sr
+			if err != nil {
+				rep.fail(ref.Name, fmt.Errorf("sweep: %w", err))
+			}
+			return nil
 		})
-		rep.Sweeps[ref.Name] = sr
-		if err != nil {
-			rep.fail(ref.Name, fmt.Errorf("sweep: %w", err))
-		}
+	}
+	_ = g.Wait()
+	if err := ctx.Err(); err != nil {
+		return rep, errors.Join(drainErr, err)
 	}
 	rep.Elapsed = w.Clock.Now().Sub(start)
 	if err := o.Metrics.Flush(); err != nil {

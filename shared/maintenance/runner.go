@@ -244,7 +244,10 @@ func (r *Runner) MaintainTable(ctx context.Context, ref TableRef) (TableReport, 
 		if rep.Compaction, err = r.Compactor.Plan(ctx, t, p); err != nil {
 			return rep, err
 		}
-		rep.Prune, err = PlanPrune(ctx, t, ref.Name, p, r.Clock.Now())
+		// The real run plans pruning after the compaction committed one
+		// version per group: the dry run models those commits, so that its
+		// plan is the real run's on an unchanged table.
+		rep.Prune, err = PlanPruneAfterCompaction(ctx, t, ref.Name, p, r.Clock.Now(), len(rep.Compaction.Groups))
 		return rep, err
 	}
 	if !inBatch(ctx) {
@@ -502,27 +505,4 @@ func ComputeStats(ctx context.Context, t *table.Table, ref TableRef, floor uint6
 		}
 	}
 	return s, nil
-}
-
-// DrainLocal runs the cleaner over an in-process queue until it is empty;
-// each onMessage (progress) is called after every message handled.
-func DrainLocal(ctx context.Context, q queue.Queue, c *Cleaner, logger *slog.Logger, onMessage ...func()) (queue.DrainStats, error) {
-	var total queue.DrainStats
-	h := func(ctx context.Context, body []byte) error {
-		err := c.Handle(ctx, body)
-		for _, f := range onMessage {
-			f()
-		}
-		return err
-	}
-	for {
-		st, err := queue.Drain(ctx, q, h, queue.DrainOptions{Logger: logger, MaxReceives: 5})
-		total.Received += st.Received
-		total.Succeeded += st.Succeeded
-		total.Failed += st.Failed
-		total.DeadLettered += st.DeadLettered
-		if err != nil || st.Received == 0 {
-			return total, err
-		}
-	}
 }
