@@ -156,7 +156,8 @@ func writeFleetIndex(ctx context.Context, store objstore.Store, root string, bas
 			}
 		}
 		for n, m := range updates {
-			if old, ok := next.Tables[n]; !ok || m.newer(old) || m.Root != old.Root {
+			// The writer's mark wins unless the index holds a strictly newer one.
+			if old, ok := next.Tables[n]; !ok || !old.newer(m) || m.Root != old.Root {
 				next.Tables[n] = m
 			}
 		}

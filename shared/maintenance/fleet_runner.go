@@ -373,6 +373,12 @@ func (r *Runner) recordMarks(ctx context.Context, rep *RunReport, sc *FleetScan)
 			if known && prev.Root == m.Root {
 				m = carryCompactSince(tr.ref, m, prev)
 			}
+			if sc == nil && !r.registeredPolicy(ctx, tr.ref) {
+				// Maintained under another policy than the registry's (the
+				// CLI's compaction-only pass keeps every version): what the
+				// mark says is pending is not what a pass would do.
+				m.Due, m.DueReason = now, "maintained with another policy"
+			}
 			updates[tr.Table] = m
 		}
 	}
@@ -385,4 +391,14 @@ func (r *Runner) recordMarks(ctx context.Context, rep *RunReport, sc *FleetScan)
 		return
 	}
 	rep.MarksWritten = len(updates)
+}
+
+// registeredPolicy reports whether ref is the catalog's registration of
+// its table (same root and policy); false if it cannot tell.
+func (r *Runner) registeredPolicy(ctx context.Context, ref TableRef) bool {
+	reg, err := r.Catalog.Resolve(ctx, ref.Name)
+	if err != nil {
+		return false
+	}
+	return reg.Root == ref.Root && reg.Policy.WithDefaults() == ref.Policy.WithDefaults()
 }

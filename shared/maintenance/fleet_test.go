@@ -421,4 +421,18 @@ func TestFleetIndexMergeAndMaintainNamed(t *testing.T) {
 	if _, err := f.runner.MaintainNamed(ctx, "nope"); err != nil {
 		t.Fatal(err)
 	}
+	// A maintenance under another policy than the registry's (the CLI's
+	// compaction-only pass keeps every version) leaves its table due.
+	ref := f.cat.refs[0]
+	ref.Policy = ref.Policy.WithDefaults()
+	ref.Policy.KeepLast = 1 << 30
+	if _, err := f.runner.MaintainTable(ctx, ref); err != nil {
+		t.Fatal(err)
+	}
+	if sc, err = f.runner.Scan(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if len(sc.Need) != 2 || sc.Need[0].Table != "t002" && sc.Need[1].Table != "t002" {
+		t.Fatalf("after a compaction-only maintenance of %s: need %+v", ref.Name, sc.Need)
+	}
 }
