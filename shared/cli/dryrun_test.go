@@ -14,7 +14,9 @@ import (
 // bookkeeping: maintenance's own objects that a run replaces (the prune
 // state, the floor marker), not what the plan deletes.
 func bookkeeping(key string) bool {
-	return strings.Contains(key, "_maintenance/prune-state") || strings.Contains(key, "_refs/floor/")
+	// The fleet index (older objects replaced by each write) is the
+	// warehouse's bookkeeping too.
+	return strings.Contains(key, "_maintenance/prune-state") || strings.Contains(key, "_refs/floor/") || strings.HasPrefix(key, "_fleet/")
 }
 
 func dirKeys(t *testing.T, dir string) map[string]bool {
