@@ -202,6 +202,13 @@ func (r *Runner) MaintainNamed(ctx context.Context, names ...string) (RunReport,
 // maintainBatch is the body of Run and MaintainTables. sc, if not nil, is
 // the scan the refs came from (its index and updates are reused).
 func (r *Runner) maintainBatch(ctx context.Context, refs []TableRef, sc *FleetScan) (RunReport, error) {
+	return r.maintainBatchOpt(ctx, refs, sc, true)
+}
+
+// maintainBatchOpt is maintainBatch; without runDeadline a table is started
+// whatever time is left (MaintainTable alone: the compactor keeps its own
+// margin, as it always did).
+func (r *Runner) maintainBatchOpt(ctx context.Context, refs []TableRef, sc *FleetScan, runDeadline bool) (RunReport, error) {
 	var rep RunReport
 	bctx := context.WithValue(ctx, batchKey{}, true)
 	for i, ref := range refs {
@@ -209,7 +216,7 @@ func (r *Runner) maintainBatch(ctx context.Context, refs []TableRef, sc *FleetSc
 			rep.Stopped = err.Error()
 			break
 		}
-		if dl, ok := ctx.Deadline(); ok && dl.Sub(r.Clock.Now()) < r.Margin {
+		if dl, ok := ctx.Deadline(); ok && runDeadline && dl.Sub(r.Clock.Now()) < r.Margin {
 			rep.Stopped = fmt.Sprintf("deadline: %d of %d tables done", i, len(refs))
 			break
 		}

@@ -252,7 +252,7 @@ func (r *Runner) MaintainTable(ctx context.Context, ref TableRef) (TableReport, 
 	}
 	if !inBatch(ctx) {
 		// Alone: as a batch of one, which writes its stats row and mark.
-		br, _ := r.maintainBatch(ctx, []TableRef{ref}, nil)
+		br, _ := r.maintainBatchOpt(ctx, []TableRef{ref}, nil, false)
 		if len(br.Tables) == 0 {
 			return rep, fmt.Errorf("maintain %s: %s", ref.Name, br.Stopped)
 		}
