@@ -50,6 +50,10 @@ type CompactSummary struct {
 	// left to their pending retry or continuation job.
 	JobsEnqueued int `json:"jobs_enqueued,omitempty"`
 	InRetry      int `json:"in_retry,omitempty"`
+	// Idle tables (unchanged, nothing due: one LIST each) and tables
+	// backing off after failures were skipped by the scan.
+	Idle       int `json:"idle"`
+	BackingOff int `json:"backing_off,omitempty"`
 }
 
 // tableSummary is the response's view of one table's report.
@@ -138,7 +142,8 @@ func (d *Deps) Compact(ctx context.Context, raw json.RawMessage) (CompactSummary
 	}
 	if refs, err := cat.Tables(ctx); err == nil {
 		sum.Registered = len(refs)
-		sum.NotReached = max(len(refs)-len(rep.Tables), 0)
+		sum.NotReached = max(len(refs)-len(rep.Tables)-rep.Idle-rep.BackingOff, 0)
+		sum.Idle, sum.BackingOff = rep.Idle, rep.BackingOff
 	}
 	sum.ElapsedMS = time.Since(start).Milliseconds()
 	m.Count("TablesMaintained", len(rep.Tables)-sum.Errors-sum.Busy)

@@ -69,14 +69,19 @@ func (d *Deps) deadlineLeft(ctx context.Context) (time.Duration, bool) {
 // loses none of them). A table that fails inline gets a retry job with
 // backoff; one whose compaction stopped at the deadline a continuation.
 func (d *Deps) compactFanout(ctx, wctx context.Context, r *maintenance.Runner, cat *catalog.Catalog, log *slog.Logger, m *telemetry.Metrics, sum *CompactSummary) {
-	refs, err := scanTables(wctx, cat, log)
+	sc, refs, err := scanTables(wctx, r)
 	if err != nil {
 		log.ErrorContext(ctx, "compactor scan failed", "err", err)
 		sum.Stopped = err.Error()
 		m.Count("TableErrors", 1)
 		return
 	}
-	sum.Registered = len(refs)
+	sum.Registered, sum.Idle, sum.BackingOff = sc.Tables, sc.Idle, sc.BackingOff
+	defer func() {
+		if err := r.RecordScan(context.WithoutCancel(wctx), sc); err != nil {
+			log.WarnContext(ctx, "scan marks not recorded; those tables are scanned as changed again", "err", err)
+		}
+	}()
 	marks, err := d.markers(wctx)
 	if err != nil {
 		log.WarnContext(ctx, "retry markers unreadable; every table is a candidate", "err", err)

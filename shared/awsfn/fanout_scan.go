@@ -3,37 +3,28 @@ package awsfn
 import (
 	"context"
 	"fmt"
-	"log/slog"
-	"sort"
 
 	"github.com/tablekeep/tablekeep/shared/catalog"
 	"github.com/tablekeep/tablekeep/shared/maintenance"
 )
 
 // This file is the one place where the fan-out calls the maintenance
-// library: the scan of tables (today: every registered table, most in need
-// first, as Runner.Run orders them) and the maintenance of one table. When
-// the library's scan of tables in need lands, scanTables switches to it and
-// the rest of the fan-out is unchanged.
+// library: the scan of tables in need and the maintenance of one table.
 
-// scanTables returns the tables the scheduled run considers, in the order
-// it maintains them.
-func scanTables(ctx context.Context, cat *catalog.Catalog, log *slog.Logger) ([]maintenance.TableRef, error) {
-	refs, err := cat.Tables(ctx)
+// scanTables returns the tables in need (maintenance.Runner.Scan: one LIST
+// per table, none for a table backing off after failures), in the order to
+// maintain them (longest waiting first, failed tables last), and the scan,
+// whose mark updates RecordScan writes after the inline work.
+func scanTables(ctx context.Context, r *maintenance.Runner) (*maintenance.FleetScan, []maintenance.TableRef, error) {
+	sc, err := r.Scan(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("list tables: %w", err)
+		return nil, nil, fmt.Errorf("scan tables: %w", err)
 	}
-	stats, err := cat.Stats(ctx)
-	if err != nil {
-		log.WarnContext(ctx, "stats unreadable; maintaining in registry order", "err", err)
-		stats = nil
+	refs := make([]maintenance.TableRef, len(sc.Need))
+	for i, n := range sc.Need {
+		refs[i] = n.Ref
 	}
-	need := func(ref maintenance.TableRef) int {
-		s := stats[ref.Name]
-		return s.Unreclaimed + s.SmallFrags
-	}
-	sort.SliceStable(refs, func(i, j int) bool { return need(refs[i]) > need(refs[j]) })
-	return refs, nil
+	return sc, refs, nil
 }
 
 // maintainTable maintains one table (lock, compact, plan prune, stats).

@@ -144,6 +144,18 @@ func newFleet(t *testing.T, tables []string, broken ...string) *fleet {
 	return f
 }
 
+// write upserts one row into a table (a fresh fragment: the table changed).
+func (f *fleet) write(t *testing.T, name, key string) {
+	t.Helper()
+	tb, err := table.Open(context.Background(), f.st, "warehouse/tables/"+name, table.Options{Clock: f.clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tb.Upsert(context.Background(), row(key, "v")); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // fragments is the number of fragments of a table's latest version.
 func (f *fleet) fragments(t *testing.T, name string) int {
 	t.Helper()
@@ -277,10 +289,13 @@ func TestFanoutFailingTableDoesNotDelayOthers(t *testing.T) {
 		!retry[0].Job.NotBefore.Equal(f.clock.Now().Add(time.Minute)) {
 		t.Fatalf("retry job %+v", retry)
 	}
-	// The next scheduled run leaves it to its job: it is not picked first again.
+	// The next scheduled run leaves it to its job: it is not picked first
+	// again. The others are maintained if they need it (b1 was written) and
+	// skipped as idle otherwise; none is left unreached.
 	f.clock.Advance(15 * time.Minute)
+	f.write(t, "b1", "new")
 	sum = f.scheduled(t, context.Background())
-	if sum.InRetry != 1 || sum.Errors != 0 || len(sum.Tables) != 5 {
+	if sum.InRetry+sum.BackingOff != 1 || sum.Errors != 0 || len(sum.Tables)+sum.Idle != 5 || sum.NotReached != 0 {
 		t.Fatalf("second run %+v", sum)
 	}
 	for _, ts := range sum.Tables {
@@ -343,10 +358,11 @@ func TestFanoutTimedOutTableDoesNotDelayOthers(t *testing.T) {
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("jobs for %v, want %v", got, want)
 	}
-	// The next run, with time: 0-slow is left to its job, the rest inline.
+	// The next run, with time: 0-slow is left to its job (or backs off),
+	// the rest in need are maintained inline, the others are idle.
 	f.d.Store = f.st
 	sum = f.scheduled(t, context.Background())
-	if sum.InRetry != 1 || sum.Errors != 0 || len(sum.Tables) != 5 {
+	if sum.InRetry+sum.BackingOff != 1 || sum.Errors != 0 || len(sum.Tables)+sum.Idle != 5 || sum.NotReached != 0 {
 		t.Fatalf("next run %+v", sum)
 	}
 	for _, n := range []string{"b1", "b2", "b3"} {
@@ -592,8 +608,10 @@ func TestFanoutNoProgressIsRetriedWithBackoff(t *testing.T) {
 // first run, is retried by its own jobs with the backoff capped at an hour,
 // its marker never goes stale while its jobs cycle (MarkerStale exceeds the
 // longest gap between two of its attempts: RetryBackoffMax plus the capped
-// SQS delay rounding), so no duplicate "lost" job is sent; and every other
-// table is maintained in every run.
+// SQS delay rounding), so no duplicate "lost" job is sent; and the other
+// table, written before every run, is never left unreached and is
+// maintained at least once every CompactMaxWait + one period (need-driven:
+// a run where it is below its thresholds skips it as idle).
 func TestFanoutSimulatedDay(t *testing.T) {
 	good := []string{"g1"}
 	f := newFleet(t, good, "0-broken")
@@ -609,20 +627,29 @@ func TestFanoutSimulatedDay(t *testing.T) {
 	}
 	attempts, lost, inlineBroken, runs := 0, 0, 0, 0
 	start := f.clock.Now()
+	lastGood := map[string]time.Time{}
+	bound := maintenance.DefaultPolicy().CompactMaxWait + 15*time.Minute
 	for f.clock.Now().Sub(start) < 24*time.Hour {
 		if f.clock.Now().Sub(start)%(15*time.Minute) == 0 {
 			runs++
+			for _, g := range good {
+				f.write(t, g, fmt.Sprint("run", runs))
+			}
 			sum := f.scheduled(t, context.Background())
-			maintained := map[string]bool{}
+			if sum.NotReached != 0 {
+				t.Fatalf("run %d: %d tables not reached (%+v)", runs, sum.NotReached, sum)
+			}
 			for _, ts := range sum.Tables {
-				maintained[ts.Table] = ts.Skipped == ""
+				if ts.Skipped == "" {
+					lastGood[ts.Table] = f.clock.Now()
+				}
 				if ts.Table == "0-broken" {
 					inlineBroken++
 				}
 			}
 			for _, g := range good {
-				if !maintained[g] {
-					t.Fatalf("run %d: %s not maintained (%+v)", runs, g, sum)
+				if last, ok := lastGood[g]; !ok || f.clock.Now().Sub(last) > bound {
+					t.Fatalf("run %d: %s last maintained %v ago, bound %s (%+v)", runs, g, f.clock.Now().Sub(last), bound, sum)
 				}
 			}
 			enqueue()

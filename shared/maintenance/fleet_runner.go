@@ -2,6 +2,7 @@ package maintenance
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"reflect"
 	"sort"
@@ -168,6 +169,27 @@ func (r *Runner) Scan(ctx context.Context) (*FleetScan, error) {
 type batchKey struct{}
 
 func inBatch(ctx context.Context) bool { v, _ := ctx.Value(batchKey{}).(bool); return v }
+
+// RecordScan writes a scan's mark updates (tables first seen changed,
+// pending work found due) into the fleet index, for a caller that scans
+// with Scan and maintains the tables in need itself, one MaintainTable at
+// a time (the fan-out compactor). Without it a table changed below its
+// thresholds would look newly changed at every scan, and its wait bound
+// (CompactMaxWait, PruneMaxWait) would never run out. Marks that tables'
+// maintenance recorded since the scan are newer and kept (writeFleetIndex
+// merges).
+func (r *Runner) RecordScan(ctx context.Context, sc *FleetScan) error {
+	r.defaults()
+	if sc == nil || r.DryRun {
+		return nil
+	}
+	var rep RunReport
+	r.recordMarks(ctx, &rep, sc)
+	if rep.IndexNote != "" {
+		return errors.New(rep.IndexNote)
+	}
+	return nil
+}
 
 // MaintainTables maintains the given tables in order (whether or not they
 // are in need) until the context's deadline minus the margin, each within
