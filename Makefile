@@ -20,7 +20,7 @@ RIE_VERSION       := v0.0.0-20261030222936-bef5c4ba774d
 STACK_DIR ?= $(CURDIR)/.stack
 
 .PHONY: all tools build lint stack-up stack-down test demo bench fuzz
-.PHONY: lambda-local cfn-lint aws-resources build-CompactorFunction build-CleanerFunction build-SweeperFunction
+.PHONY: lambda-local cfn-lint aws-resources invoke drain sam-env build-CompactorFunction build-CleanerFunction build-SweeperFunction
 
 all: build
 
@@ -81,7 +81,7 @@ FUZZTIME ?= 20000x
 FUZZ_TARGETS := FuzzManifestDecode:./shared/table FuzzChangeDecode:./shared/table \
 	FuzzDeletionDecode:./shared/table FuzzDecodeRangeMessage:./shared/maintenance \
 	FuzzParseScheduled:./shared/awsfn FuzzParseSQS:./shared/awsfn FuzzCleanEvent:./shared/awsfn \
-	FuzzLanceManifest:./shared/lance
+	FuzzCompactionQueueBody:./shared/awsfn FuzzLanceManifest:./shared/lance
 fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do \
 	  name=$${t%%:*}; pkg=$${t#*:}; echo "fuzz: $$name ($$pkg, $(FUZZTIME))"; \
@@ -101,30 +101,45 @@ bench:
 	$(GO) run ./cmd/tkbench -docs docs $(BENCH_ARGS)
 
 ## Lambda functions (docs/aws.md). SAM's `BuildMethod: makefile` runs
-## build-<LogicalId> with ARTIFACTS_DIR set; each writes one arm64 bootstrap.
+## build-<LogicalId> with ARTIFACTS_DIR set. The three functions run one
+## bootstrap (functions/tablekeep; TABLEKEEP_FUNCTION, set per function by
+## the template, picks the role): the first target compiles it, the others
+## find it in the Go build cache and only link. samconfig.toml has sam build
+## work in the source tree (build_in_source), so nothing is copied.
 LAMBDA_ARCH    ?= arm64
-LAMBDA_GOFLAGS := -tags lambda.norpc -trimpath -ldflags='-s -w'
-lambda_build = GOOS=linux GOARCH=$(2) CGO_ENABLED=0 $(GO) build $(LAMBDA_GOFLAGS) -o $(3)/bootstrap ./functions/$(1)
+LAMBDA_GOFLAGS := -tags lambda.norpc -trimpath -ldflags='-s -w' -buildvcs=false
+lambda_build = GOOS=linux GOARCH=$(1) CGO_ENABLED=0 $(GO) build $(LAMBDA_GOFLAGS) -o $(2)/bootstrap ./functions/tablekeep
 
-build-CompactorFunction:
+build-CompactorFunction build-CleanerFunction build-SweeperFunction:
 	@test -n "$(ARTIFACTS_DIR)" || { echo "ARTIFACTS_DIR is not set (sam build sets it)" >&2; exit 1; }
-	$(call lambda_build,compactor,$(LAMBDA_ARCH),$(ARTIFACTS_DIR))
-build-CleanerFunction:
-	@test -n "$(ARTIFACTS_DIR)" || { echo "ARTIFACTS_DIR is not set (sam build sets it)" >&2; exit 1; }
-	$(call lambda_build,cleaner,$(LAMBDA_ARCH),$(ARTIFACTS_DIR))
-build-SweeperFunction:
-	@test -n "$(ARTIFACTS_DIR)" || { echo "ARTIFACTS_DIR is not set (sam build sets it)" >&2; exit 1; }
-	$(call lambda_build,sweeper,$(LAMBDA_ARCH),$(ARTIFACTS_DIR))
+	$(call lambda_build,$(LAMBDA_ARCH),$(ARTIFACTS_DIR))
 
-## lambda-local: host-arch bootstraps for aws-lambda-rie in bin/lambda/<name>/bootstrap.
+## lambda-local: the host-arch bootstrap in bin/lambda/bootstrap (set
+## TABLEKEEP_FUNCTION to run it as one function; make invoke does).
 lambda-local:
-	@for f in compactor cleaner sweeper; do \
-	  $(call lambda_build,$$f,$$($(GO) env GOARCH),bin/lambda/$$f) || exit 1; echo "built bin/lambda/$$f/bootstrap"; done
+	$(call lambda_build,$$($(GO) env GOARCH),bin/lambda)
+	@echo "built bin/lambda/bootstrap"
 
 ## cfn-lint: check the SAM template offline.
 cfn-lint:
 	@command -v cfn-lint >/dev/null || { echo "cfn-lint not found: pip install cfn-lint (needed to check template.yaml)" >&2; exit 1; }
 	cfn-lint template.yaml
+
+## invoke: one function under aws-lambda-rie against the local stack, as its
+## own role: make invoke FN=compactor EVENT=events/scheduled.json (needs
+## make stack-up aws-resources; CLOCK_OFFSET=2h for the TEST-ONLY offset).
+invoke:
+	@test -n "$(FN)" -a -n "$(EVENT)" || { echo "usage: make invoke FN=compactor|cleaner|sweeper EVENT=events/<file>.json" >&2; exit 2; }
+	@STACK_DIR="$(STACK_DIR)" infra/invoke.sh "$(FN)" "$(EVENT)"
+
+## drain: the local cleanup queue's messages as SQS events to the cleaner
+## (aws-lambda-rie), deleting what it acknowledged, until none is visible.
+drain:
+	@STACK_DIR="$(STACK_DIR)" infra/invoke.sh cleaner --drain
+
+## sam-env: $(STACK_DIR)/sam-env.json for sam local invoke --env-vars (local stack only).
+sam-env:
+	@STACK_DIR="$(STACK_DIR)" infra/sam-env.sh
 
 ## aws-resources: warehouse bucket, lock table and queues on the running local
 ## stack (STACK_DIR); writes $(STACK_DIR)/aws-env for the functions.

@@ -4,7 +4,9 @@
 # TTL on `ttl`, and the cleanup queue with its DLQ (redrive after 5 receives)
 # on moto_server. Idempotent. Writes $STACK_DIR/aws-env with the functions'
 # environment (TABLEKEEP_WAREHOUSE, TABLEKEEP_LOCK_TABLE, TABLEKEEP_QUEUE_URL,
-# TABLEKEEP_DLQ_URL, AWS_ENDPOINT_URL_S3/_DYNAMODB/_SQS).
+# TABLEKEEP_DLQ_URL, AWS_ENDPOINT_URL_S3/_DYNAMODB/_SQS, and per function role
+# TABLEKEEP_<ROLE>_ACCESS_KEY/_SECRET_KEY of its versitygw IAM account, which
+# the bucket policy generated from template.yaml limits to the role's grants).
 #
 #   STACK_DIR=/tmp/s infra/stack-up.sh && STACK_DIR=/tmp/s infra/aws-resources.sh
 #   source /tmp/s/env; source /tmp/s/aws-env
@@ -53,6 +55,29 @@ ATTRS="$(python3 -c 'import json,sys; print(json.dumps({"VisibilityTimeout":"60"
 QUEUE_URL="$(awsl --endpoint-url "$TABLEKEEP_AWS_ENDPOINT" sqs create-queue --queue-name "$QUEUE" \
   --attributes "$ATTRS" --query QueueUrl)" || die "create queue $QUEUE failed; see $LOG"
 
+# One versitygw IAM account per function role, and the bucket policy
+# generated from template.yaml granting each exactly its role's S3
+# statements (go run ./infra/bucketpolicy): run a function with
+# TABLEKEEP_<ROLE>_ACCESS_KEY / _SECRET_KEY as its AWS keys and versitygw
+# enforces what AWS would (docs/aws.md "Least privilege, enforced locally").
+[ -n "${TABLEKEEP_S3_ADMIN_ENDPOINT:-}" ] || die "no TABLEKEEP_S3_ADMIN_ENDPOINT in $STACK_DIR/env: restart the stack (infra/stack-down.sh; infra/stack-up.sh)"
+VERSITYGW="$(command -v versitygw || echo "$(go env GOPATH)/bin/versitygw")"
+POLICY_ARGS=()
+ROLE_ENV=""
+for role in compactor cleaner sweeper; do
+  access="$NAME-$role"; secret="$NAME-$role-local-secret"
+  if ! out="$("$VERSITYGW" admin --access "$AWS_ACCESS_KEY_ID" --secret "$AWS_SECRET_ACCESS_KEY" \
+      --endpoint-url "$TABLEKEEP_S3_ADMIN_ENDPOINT" create-user --access "$access" --secret "$secret" --role user 2>&1)"; then
+    grep -qi "exists" <<<"$out" || die "create IAM account $access: $out"
+  fi
+  POLICY_ARGS+=(-principal "$role=$access")
+  ROLE_ENV+="export TABLEKEEP_${role^^}_ACCESS_KEY=$access TABLEKEEP_${role^^}_SECRET_KEY=$secret"$'\n'
+done
+(cd "$ROOT" && go run ./infra/bucketpolicy -template template.yaml -bucket "$BUCKET" -prefix "$PREFIX" "${POLICY_ARGS[@]}") \
+  >"$STACK_DIR/bucket-policy.json" 2>>"$LOG" || die "bucket policy generation failed; see $LOG"
+awsl --endpoint-url "$TABLEKEEP_S3_ENDPOINT" s3api put-bucket-policy --bucket "$BUCKET" \
+  --policy "file://$STACK_DIR/bucket-policy.json" >/dev/null || die "put-bucket-policy on $BUCKET failed; see $LOG"
+
 cat >"$STACK_DIR/aws-env" <<ENV
 export TABLEKEEP_WAREHOUSE=s3://$BUCKET/$PREFIX
 export TABLEKEEP_LOCK_TABLE=$LOCKS
@@ -61,5 +86,6 @@ export TABLEKEEP_DLQ_URL=$DLQ_URL
 export AWS_ENDPOINT_URL_S3=$TABLEKEEP_S3_ENDPOINT
 export AWS_ENDPOINT_URL_DYNAMODB=$TABLEKEEP_AWS_ENDPOINT
 export AWS_ENDPOINT_URL_SQS=$TABLEKEEP_AWS_ENDPOINT
+${ROLE_ENV%$'\n'}
 ENV
 echo "aws-resources: bucket $BUCKET, lock table $LOCKS, queue $QUEUE_URL (DLQ $DLQ_URL); run: source $STACK_DIR/aws-env"

@@ -2,6 +2,13 @@
 # Starts the local test stack: versitygw (S3, posix backend) and moto_server
 # (DynamoDB, SQS), each on a free loopback port, and writes $STACK_DIR/env.
 #
+# versitygw enforces IAM: it runs with its internal IAM accounts
+# ($STACK_DIR/versitygw-iam) and an admin API (TABLEKEEP_S3_ADMIN_ENDPOINT,
+# for `versitygw admin create-user`). The root
+# credentials in env bypass policies; accounts created with role "user" may
+# only do what a bucket policy grants them (infra/aws-resources.sh creates one
+# per function role, with the policy generated from template.yaml).
+#
 #   infra/stack-up.sh            # stack in .stack/
 #   STACK_DIR=/tmp/x infra/stack-up.sh
 #   source .stack/env            # TABLEKEEP_S3_ENDPOINT, TABLEKEEP_AWS_ENDPOINT, creds
@@ -83,9 +90,12 @@ start() {
   return 1
 }
 
-mkdir -p "$STACK_DIR/versitygw-data"
+mkdir -p "$STACK_DIR/versitygw-data" "$STACK_DIR/versitygw-iam"
+ADMIN_PORT="$(free_port)"
 if ! start versitygw env ROOT_ACCESS_KEY="$ACCESS_KEY" ROOT_SECRET_KEY="$SECRET_KEY" \
-    "$VERSITYGW" --port 127.0.0.1:PORT --region "$REGION" --quiet posix "$STACK_DIR/versitygw-data"; then
+    "$VERSITYGW" --port 127.0.0.1:PORT --admin-port "127.0.0.1:$ADMIN_PORT" --region "$REGION" --quiet \
+    --iam-dir "$STACK_DIR/versitygw-iam" \
+    posix "$STACK_DIR/versitygw-data"; then
   die "versitygw failed to start; tail of $STACK_DIR/versitygw.log:
 $(tail -n 20 "$STACK_DIR/versitygw.log" 2>/dev/null)"
 fi
@@ -108,6 +118,7 @@ cat >"$STACK_DIR/env" <<ENV
 export TABLEKEEP_S3_ENDPOINT=http://127.0.0.1:$S3_PORT
 export TABLEKEEP_AWS_ENDPOINT=http://127.0.0.1:$AWS_PORT
 export TABLEKEEP_S3_BUCKET=$BUCKET
+export TABLEKEEP_S3_ADMIN_ENDPOINT=http://127.0.0.1:$ADMIN_PORT
 export AWS_ACCESS_KEY_ID=$ACCESS_KEY AWS_SECRET_ACCESS_KEY=$SECRET_KEY AWS_REGION=$REGION
 ENV
 

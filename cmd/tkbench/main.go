@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/tablekeep/tablekeep/shared/bench"
 	"github.com/tablekeep/tablekeep/shared/objstore"
@@ -24,7 +25,9 @@ func main() {
 	scales := flag.String("scales", "", "history sizes, comma-separated (default 10,1000,20000)")
 	repeat := flag.Int("repeat", 0, "timed repetitions per figure (default 20)")
 	latency := flag.String("latency", "none", "object-store latency added to every measured request: none, s3, s3-express, a duration, or get=20ms,put=30ms,list=40ms,delete=120ms")
-	only := flag.String("only", "", "measure one section only and print it instead of writing the docs: latency")
+	only := flag.String("only", "", "measure one section only and print it instead of writing the docs: latency, fleet")
+	fleetTables := flag.Int("fleet-tables", 0, "tables in the fleet simulation (default 10000; quick 300; -1 skips it)")
+	fleetHours := flag.Float64("fleet-hours", 0, "simulated hours of the fleet simulation (default 24)")
 	backlog := flag.Int("backlog", 0, "versions in the latency section's cleanup backlog (default bench.BacklogFull; quick 60)")
 	flag.Parse()
 	cfg := bench.Defaults(*quick)
@@ -56,11 +59,23 @@ func main() {
 		cfg.BacklogVersions = *backlog
 	}
 	switch *only {
-	case "", "latency":
+	case "", "latency", "fleet":
 		cfg.Only = *only
 	default:
-		fmt.Fprintf(os.Stderr, "tkbench: -only: unknown section %q (want latency)\n", *only)
+		fmt.Fprintf(os.Stderr, "tkbench: -only: unknown section %q (want latency or fleet)\n", *only)
 		os.Exit(2)
+	}
+	switch {
+	case *fleetTables < 0:
+		cfg.Fleet.Tables = 0
+	case *fleetTables > 0:
+		cfg.Fleet.Tables = *fleetTables
+	}
+	if *fleetHours > 0 {
+		cfg.Fleet.Duration = time.Duration(*fleetHours * float64(time.Hour))
+	}
+	if !prof.IsZero() {
+		cfg.Fleet.Profile = prof
 	}
 	cfg.WorkDir = *work
 	if cfg.WorkDir == "" {
@@ -81,6 +96,11 @@ func main() {
 			os.RemoveAll(cfg.WorkDir)
 		}
 		os.Exit(1)
+	}
+	if cfg.Only == "fleet" {
+		fmt.Print(bench.MarkdownFleet(*res.Fleet))
+		fmt.Printf("(section measured in %s; nothing written to %s)\n", res.Elapsed.Round(1e9), cfg.DocsDir)
+		return
 	}
 	if cfg.Only == "latency" {
 		fmt.Print(bench.MarkdownLatency(res.Latency))

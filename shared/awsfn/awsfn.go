@@ -3,6 +3,7 @@ package awsfn
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -33,8 +34,14 @@ type Deps struct {
 	Root   string      // warehouse prefix in the bucket
 	Locker lock.Locker // compactor only
 	Queue  queue.Queue // compactor and cleaner
+	// Jobs is the compaction queue (fan-out); nil: none configured.
+	Jobs JobSender
 	// Metrics receives EMF lines (stdout in Lambda).
 	Metrics io.Writer
+
+	// bucketAPI reads the bucket's versioning and lifecycle at cold start
+	// (nil for a store that is not S3).
+	bucketAPI BucketAPI
 
 	mu  sync.Mutex
 	cat *catalog.Catalog
@@ -60,6 +67,9 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Deps, error) {
 	if err != nil {
 		return nil, fmt.Errorf("warehouse %s: %w", cfg.Warehouse, err)
 	}
+	if s3st, ok := st.(*objstore.S3); ok {
+		d.bucketAPI = s3st.Client()
+	}
 	if cfg.CrashAfter != nil {
 		logger.Warn("TEST ONLY: crash point in effect", "crash_point", cfg.CrashAfter.String())
 		st = crashingStore(st, cfg.CrashAfter, logger)
@@ -81,6 +91,9 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Deps, error) {
 	d.Queue = queue.NewSQS(sqs.NewFromConfig(jsonCfg), cfg.QueueURL, queue.SQSOptions{})
 	if cfg.Role == RoleCompactor {
 		d.Locker = lock.NewDynamoLocker(dynamodb.NewFromConfig(jsonCfg), cfg.LockTable, d.Clock)
+		if cfg.CompactionQueueURL != "" {
+			d.Jobs = SQSJobSender{Client: sqs.NewFromConfig(jsonCfg), QueueURL: cfg.CompactionQueueURL}
+		}
 	}
 	return d, nil
 }
@@ -139,16 +152,49 @@ func (d *Deps) workContext(ctx context.Context, margin time.Duration) (context.C
 	return c, func() { stop(); timer.Stop(); cancel() }
 }
 
-// Main is the whole main function of functions/<role>: it loads and
+// EnvFunction picks the role of the one bootstrap (functions/tablekeep)
+// that all three functions run; template.yaml sets it per function.
+const EnvFunction = "TABLEKEEP_FUNCTION"
+
+// MainFromEnv is the main function of functions/tablekeep: Main of the role
+// named by TABLEKEEP_FUNCTION. Any other value fails every invocation with
+// an error naming the variable.
+func MainFromEnv() {
+	role := Role(os.Getenv(EnvFunction))
+	for _, r := range Roles {
+		if role == r {
+			Main(role)
+			return
+		}
+	}
+	err := fmt.Errorf("%w: %s=%q: want compactor, cleaner or sweeper", ErrConfig, EnvFunction, role)
+	NewLogger(os.Stdout, "info", role).Error("cold start failed; every invocation will fail until the configuration is fixed", "err", err)
+	lambda.Start(func(context.Context, json.RawMessage) (json.RawMessage, error) { return nil, err })
+}
+
+// Main is the main function of role (MainFromEnv calls it): it loads and
 // validates the configuration, then serves invocations. A configuration
 // error is logged at cold start and returned by every invocation, so it
 // shows both in the logs and in the invoke response.
 func Main(role Role) {
 	cfg, err := LoadConfig(role, os.Getenv)
 	logger := NewLogger(os.Stdout, cfg.LogLevel, role)
+	if err == nil && cfg.Local != nil {
+		// LOCAL ONLY (sam local invoke with the local env file): every
+		// client goes to the local stack with the role's local keys.
+		for k, v := range cfg.Local.Environ() {
+			if serr := os.Setenv(k, v); serr != nil && err == nil {
+				err = serr
+			}
+		}
+		logger.Warn("LOCAL ONLY: talking to the local stack", "s3", cfg.Local.S3Endpoint, "aws", cfg.Local.AWSEndpoint)
+	}
 	var d *Deps
 	if err == nil {
 		d, err = New(context.Background(), cfg, logger)
+	}
+	if err == nil {
+		err = d.checkBucket(context.Background())
 	}
 	if err != nil {
 		logger.Error("cold start failed; every invocation will fail until the configuration is fixed", "err", err)
@@ -159,10 +205,71 @@ func Main(role Role) {
 		"margin", cfg.Margin.String(), "lease", cfg.Lease.String())
 	switch role {
 	case RoleCompactor:
-		lambda.Start(d.Compact)
+		lambda.Start(d.compactWithinLease)
 	case RoleCleaner:
 		lambda.Start(d.Clean)
 	case RoleSweeper:
 		lambda.Start(d.Sweep)
 	}
+}
+
+// compactWithinLease is the compactor's handler: HandleCompactor (a
+// schedule's run, table jobs, manifest notifications), unless the table
+// lease does not exceed the invocation's time. A lease shorter than the
+// function's timeout could expire while the function still works under it
+// (template: TableLease must exceed CompactorTimeout); every such
+// invocation fails with a configuration error naming both, so the errors
+// alarm fires, and nothing is locked or written.
+func (d *Deps) compactWithinLease(ctx context.Context, raw json.RawMessage) (any, error) {
+	if err := leaseCovers(ctx, d.Config.Lease); err != nil {
+		d.logger(ctx).ErrorContext(ctx, "refusing to run", "err", err)
+		return nil, err
+	}
+	return d.HandleCompactor(ctx, raw)
+}
+
+// leaseCovers fails when lease does not exceed the time left before ctx's
+// deadline (at the start of an invocation: the function's timeout).
+func leaseCovers(ctx context.Context, lease time.Duration) error {
+	dl, ok := ctx.Deadline()
+	if !ok {
+		return nil
+	}
+	if left := time.Until(dl); left >= lease {
+		return fmt.Errorf("%w (%s): %s=%s must exceed the function's timeout (%s left in this invocation); "+
+			"raise the lease (at most %s) or lower the timeout (template: TableLease > CompactorTimeout)",
+			ErrConfig, RoleCompactor, EnvLease, lease, left.Round(time.Second), MaxLease)
+	}
+	return nil
+}
+
+// CheckBucket checks the deployment's bucket as a cold start does
+// (checkBucket): ErrVersionedBucket when it would be refused; nil when it
+// is fine or could not be checked (logged). status reports it as health.
+func (d *Deps) CheckBucket(ctx context.Context) error { return d.checkBucket(ctx) }
+
+// checkBucket runs CheckBucket at cold start. A versioned bucket without a
+// noncurrent-version expiration rule is refused (ErrVersionedBucket: every
+// invocation fails with it, naming the fix); a check that could not be made
+// (an S3 error) is logged and the function runs, so a transient error at
+// cold start does not stop maintenance until the next one.
+func (d *Deps) checkBucket(ctx context.Context) error {
+	if d.bucketAPI == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	c, err := CheckBucket(ctx, d.bucketAPI, d.Config.Bucket, d.Config.Prefix)
+	switch {
+	case errors.Is(err, ErrVersionedBucket):
+		return err
+	case err != nil:
+		d.Logger.Warn("bucket check failed; running without it", "err", err)
+	case c.Versioning != "" && !c.MarkersExpire:
+		d.Logger.Warn("versioned bucket: no lifecycle rule removes expired delete markers (Expiration.ExpiredObjectDeleteMarker); listings slow down as markers pile up",
+			"bucket", d.Config.Bucket, "versioning", c.Versioning, "noncurrent_rule", c.Rule)
+	case c.Versioning != "":
+		d.Logger.Info("versioned bucket: noncurrent versions expire", "bucket", d.Config.Bucket, "rule", c.Rule)
+	}
+	return nil
 }

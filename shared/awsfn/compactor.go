@@ -4,10 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"strings"
 	"time"
 
 	"github.com/tablekeep/tablekeep/shared/maintenance"
+	"github.com/tablekeep/tablekeep/shared/telemetry"
 )
 
 // TableSummary is what the compactor did to one table.
@@ -44,6 +46,50 @@ type CompactSummary struct {
 	Busy       int            `json:"busy"`
 	Stopped    string         `json:"stopped,omitempty"`
 	ElapsedMS  int64          `json:"elapsed_ms"`
+	// Fan-out (a compaction queue configured): table jobs sent, and tables
+	// left to their pending retry or continuation job.
+	JobsEnqueued int `json:"jobs_enqueued,omitempty"`
+	InRetry      int `json:"in_retry,omitempty"`
+	// Idle tables (unchanged, nothing due: one LIST each) and tables
+	// backing off after failures were skipped by the scan.
+	Idle       int `json:"idle"`
+	BackingOff int `json:"backing_off,omitempty"`
+}
+
+// tableSummary is the response's view of one table's report.
+func tableSummary(tr maintenance.TableReport) TableSummary {
+	return TableSummary{
+		Table: tr.Table, Skipped: tr.Skipped, CompactionError: tr.CompactionError, FencingToken: tr.Token,
+		GroupsPlanned: tr.Compacted.Planned, GroupsDone: tr.Compacted.Committed,
+		FragmentsIn: tr.Compacted.InputFrags, FragmentsOut: tr.Compacted.OutputFrags,
+		Latest: tr.Prune.Latest, Floor: tr.Prune.Floor, RangesEnqueued: len(tr.Prune.Ranges),
+		Prunable: tr.Prune.Prunable, Unreclaimed: tr.Stats.Unreclaimed, Rows: tr.Stats.Rows,
+		StatsNote: tr.StatsNote, DurationMS: tr.Duration.Milliseconds(), Versions: tr.Compacted.Versions,
+	}
+}
+
+// add records one table's report, counting errors and busy tables.
+func (sum *CompactSummary) add(tr maintenance.TableReport) {
+	switch {
+	case strings.HasPrefix(tr.Skipped, "error:"):
+		sum.Errors++
+	case tr.Skipped != "":
+		sum.Busy++
+	}
+	sum.Tables = append(sum.Tables, tableSummary(tr))
+}
+
+// newRunner is the maintenance runner of one invocation.
+func (d *Deps) newRunner(ctx context.Context, log *slog.Logger, cat maintenance.Catalog, m *telemetry.Metrics) *maintenance.Runner {
+	comp := maintenance.NewCompactor(log, d.Clock.Now)
+	comp.Margin = d.Config.Margin
+	return &maintenance.Runner{
+		Store: d.Store, Catalog: cat, Locker: d.Locker, Queue: maintenance.QueueEnqueuer{Q: d.Queue},
+		Compactor: comp, Clock: d.Clock, Logger: log, Owner: "compactor/" + requestID(ctx),
+		Lease: d.Config.Lease, LockWait: d.Config.LockWait, Margin: d.Config.Margin, Metrics: m,
+		// Locks are per warehouse: stacks may share one lock table.
+		LockNamespace: d.Config.Warehouse + "/",
+	}
 }
 
 // Compact is the compactor's handler: on a scheduled event it maintains
@@ -70,14 +116,18 @@ func (d *Deps) Compact(ctx context.Context, raw json.RawMessage) (CompactSummary
 	wctx, cancel := d.workContext(ctx, 0) // Runner and Compactor keep the margin
 	defer cancel()
 	m := d.metrics(RoleCompactor)
-	comp := maintenance.NewCompactor(log, d.Clock.Now)
-	comp.Margin = d.Config.Margin
-	r := &maintenance.Runner{
-		Store: d.Store, Catalog: cat, Locker: d.Locker, Queue: maintenance.QueueEnqueuer{Q: d.Queue},
-		Compactor: comp, Clock: d.Clock, Logger: log, Owner: "compactor/" + requestID(ctx),
-		Lease: d.Config.Lease, LockWait: d.Config.LockWait, Margin: d.Config.Margin, Metrics: m,
-		// Locks are per warehouse: stacks may share one lock table.
-		LockNamespace: d.Config.Warehouse + "/",
+	r := d.newRunner(ctx, log, cat, m)
+	if d.Jobs != nil {
+		// Fan-out: inline while there is time, the rest as table jobs.
+		d.compactFanout(ctx, wctx, r, cat, log, m, &sum)
+		sum.ElapsedMS = time.Since(start).Milliseconds()
+		if err := m.Flush(); err != nil {
+			log.WarnContext(ctx, "metrics not written", "err", err)
+		}
+		log.InfoContext(ctx, "compactor run", "tables", len(sum.Tables), "errors", sum.Errors, "busy", sum.Busy,
+			"not_reached", sum.NotReached, "jobs_enqueued", sum.JobsEnqueued, "in_retry", sum.InRetry,
+			"stopped", sum.Stopped, "elapsed_ms", sum.ElapsedMS)
+		return sum, nil
 	}
 	rep, err := r.Run(wctx)
 	if err != nil {
@@ -87,26 +137,13 @@ func (d *Deps) Compact(ctx context.Context, raw json.RawMessage) (CompactSummary
 	sum.Stopped = rep.Stopped
 	var ranges int
 	for _, tr := range rep.Tables {
-		ts := TableSummary{
-			Table: tr.Table, Skipped: tr.Skipped, CompactionError: tr.CompactionError, FencingToken: tr.Token,
-			GroupsPlanned: tr.Compacted.Planned, GroupsDone: tr.Compacted.Committed,
-			FragmentsIn: tr.Compacted.InputFrags, FragmentsOut: tr.Compacted.OutputFrags,
-			Latest: tr.Prune.Latest, Floor: tr.Prune.Floor, RangesEnqueued: len(tr.Prune.Ranges),
-			Prunable: tr.Prune.Prunable, Unreclaimed: tr.Stats.Unreclaimed, Rows: tr.Stats.Rows,
-			StatsNote: tr.StatsNote, DurationMS: tr.Duration.Milliseconds(), Versions: tr.Compacted.Versions,
-		}
-		switch {
-		case strings.HasPrefix(tr.Skipped, "error:"):
-			sum.Errors++
-		case tr.Skipped != "":
-			sum.Busy++
-		}
+		sum.add(tr)
 		ranges += len(tr.Prune.Ranges)
-		sum.Tables = append(sum.Tables, ts)
 	}
 	if refs, err := cat.Tables(ctx); err == nil {
 		sum.Registered = len(refs)
-		sum.NotReached = max(len(refs)-len(rep.Tables), 0)
+		sum.NotReached = max(len(refs)-len(rep.Tables)-rep.Idle-rep.BackingOff, 0)
+		sum.Idle, sum.BackingOff = rep.Idle, rep.BackingOff
 	}
 	sum.ElapsedMS = time.Since(start).Milliseconds()
 	m.Count("TablesMaintained", len(rep.Tables)-sum.Errors-sum.Busy)

@@ -1,7 +1,8 @@
 // Package awsfn is the AWS Lambda shell around tablekeep's maintenance: the
 // compactor (scheduled: lock, compact, plan prune, enqueue, refresh stats),
 // the cleaner (SQS: drain prune ranges with no lock) and the sweeper
-// (scheduled: orphan sweep). functions/* are thin mains over this package.
+// (scheduled: orphan sweep). functions/tablekeep is the one thin main over
+// this package (TABLEKEEP_FUNCTION picks the role).
 //
 // Configuration comes from environment variables, validated at cold start
 // (see LoadConfig). AWS endpoints follow the SDK's standard variables
@@ -13,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -22,17 +24,44 @@ import (
 
 // Environment variables read by LoadConfig.
 const (
-	EnvWarehouse    = "TABLEKEEP_WAREHOUSE"          // s3://bucket/prefix (all functions)
-	EnvLockTable    = "TABLEKEEP_LOCK_TABLE"         // DynamoDB lock table (compactor)
-	EnvQueueURL     = "TABLEKEEP_QUEUE_URL"          // cleanup queue URL (compactor, cleaner)
-	EnvMargin       = "TABLEKEEP_SAFETY_MARGIN"      // time kept before the Lambda deadline (default 30s)
-	EnvLease        = "TABLEKEEP_LEASE"              // table lock lease (default 5m)
-	EnvLockWait     = "TABLEKEEP_LOCK_WAIT"          // wait for a busy table lock (default 5s)
-	EnvSweepDeletes = "TABLEKEEP_SWEEP_MAX_DELETES"  // deletes per table per sweep invocation (default 10000)
-	EnvLogLevel     = "TABLEKEEP_LOG_LEVEL"          // debug, info (default), warn, error
-	EnvClockOffset  = "TABLEKEEP_CLOCK_OFFSET"       // TEST ONLY: shifts the clock, e.g. "2h"
-	EnvAllowOffset  = "TABLEKEEP_ALLOW_CLOCK_OFFSET" // must be "test" for EnvClockOffset to be accepted
+	EnvWarehouse    = "TABLEKEEP_WAREHOUSE"         // s3://bucket/prefix (all functions)
+	EnvLockTable    = "TABLEKEEP_LOCK_TABLE"        // DynamoDB lock table (compactor)
+	EnvQueueURL     = "TABLEKEEP_QUEUE_URL"         // cleanup queue URL (compactor, cleaner)
+	EnvMargin       = "TABLEKEEP_SAFETY_MARGIN"     // time kept before the Lambda deadline (default 30s)
+	EnvLease        = "TABLEKEEP_LEASE"             // table lock lease (default 5m)
+	EnvLockWait     = "TABLEKEEP_LOCK_WAIT"         // wait for a busy table lock (default 5s)
+	EnvSweepDeletes = "TABLEKEEP_SWEEP_MAX_DELETES" // deletes per table per sweep invocation (default 10000)
+	EnvLogLevel     = "TABLEKEEP_LOG_LEVEL"         // debug, info (default), warn, error
+	EnvStack        = "TABLEKEEP_STACK"             // CloudFormation stack: the metrics' Stack dimension (optional)
+
+	// LOCAL ONLY (sam local invoke --env-vars): the template declares them
+	// empty, so an env file can set them; all four or none.
+	EnvLocalS3Endpoint  = "TABLEKEEP_LOCAL_S3_ENDPOINT"       // versitygw of the local stack
+	EnvLocalAWSEndpoint = "TABLEKEEP_LOCAL_AWS_ENDPOINT"      // moto_server (DynamoDB, SQS)
+	EnvLocalAccessKey   = "TABLEKEEP_LOCAL_ACCESS_KEY_ID"     // the role's versitygw account
+	EnvLocalSecretKey   = "TABLEKEEP_LOCAL_SECRET_ACCESS_KEY" // its secret
+	EnvSAMLocal         = "AWS_SAM_LOCAL"                     // set to "true" by sam local
+	EnvClockOffset      = "TABLEKEEP_CLOCK_OFFSET"            // TEST ONLY: shifts the clock, e.g. "2h"
+	EnvAllowOffset      = "TABLEKEEP_ALLOW_CLOCK_OFFSET"      // must be "test" for EnvClockOffset to be accepted
 )
+
+// Limits of what LoadConfig accepts. template.yaml's parameter constraints
+// equal them (TestTemplateParametersMatchConfig).
+const (
+	MinMargin          = time.Second
+	MaxMargin          = 5 * time.Minute
+	MinLease           = 10 * time.Second
+	MaxLease           = 15 * time.Minute
+	MaxLockWait        = time.Minute
+	MaxSweepDeletes    = 1_000_000
+	DefaultMargin      = 30 * time.Second
+	DefaultLease       = 5 * time.Minute
+	DefaultLockWait    = 5 * time.Second
+	DefaultSweepDelete = 10000
+)
+
+// stackRE is a CloudFormation stack name.
+var stackRE = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9-]{0,127}$`)
 
 // Role is which function a configuration is for; it decides what is required.
 type Role string
@@ -58,6 +87,9 @@ type Config struct {
 	// SweepMaxDeletes bounds the sweeper's deletes per table per invocation.
 	SweepMaxDeletes int
 	LogLevel        string
+	// Stack is the CloudFormation stack (EnvStack): metrics carry it as a
+	// dimension so two stacks in one account never share alarms.
+	Stack string
 	// ClockOffset is FOR TESTS ONLY: every time decision (grace windows,
 	// leases, retention) is made as if the clock read now+ClockOffset, so an
 	// end-to-end test can act as if the grace window had passed without
@@ -66,7 +98,35 @@ type Config struct {
 	ClockOffset time.Duration
 	// CrashAfter is FOR TESTS ONLY (EnvCrashAfter): exit mid-invocation.
 	CrashAfter *CrashPoint
+	// Local is set only by a local env file (sam local invoke): every
+	// client talks to the local stack with the role's local keys, never to
+	// AWS (Main applies it to the SDK's variables before building clients).
+	Local *LocalStack
+	// Fan-out (compactor): see fanout_config.go.
+	CompactionQueueURL string
+	InlineTables       int           // -1: no limit
+	InlineTime         time.Duration // 0: until the deadline
 }
+
+// LocalStack is where a function run by sam local invoke talks to.
+type LocalStack struct {
+	S3Endpoint, AWSEndpoint string
+	AccessKey, SecretKey    string
+}
+
+// Environ is the SDK's standard variables for l: endpoints and static
+// credentials, with any session token and profile cleared.
+func (l *LocalStack) Environ() map[string]string {
+	return map[string]string{
+		"AWS_ENDPOINT_URL_S3": l.S3Endpoint, "AWS_ENDPOINT_URL_DYNAMODB": l.AWSEndpoint, "AWS_ENDPOINT_URL_SQS": l.AWSEndpoint,
+		"AWS_ENDPOINT_URL": "", "AWS_ACCESS_KEY_ID": l.AccessKey, "AWS_SECRET_ACCESS_KEY": l.SecretKey,
+		"AWS_SESSION_TOKEN": "", "AWS_PROFILE": "", "AWS_CONFIG_FILE": "/dev/null", "AWS_SHARED_CREDENTIALS_FILE": "/dev/null",
+	}
+}
+
+// localHosts are the hosts a local endpoint may name: this machine, or the
+// Docker host as seen from sam local's container.
+var localHosts = map[string]bool{"127.0.0.1": true, "localhost": true, "::1": true, "host.docker.internal": true}
 
 // ErrConfig marks configuration errors.
 var ErrConfig = errors.New("tablekeep lambda configuration")
@@ -120,14 +180,14 @@ func LoadConfig(role Role, getenv func(string) string) (Config, error) {
 		}
 		return d
 	}
-	c.Margin = dur(EnvMargin, 30*time.Second, time.Second, 5*time.Minute)
-	c.Lease = dur(EnvLease, 5*time.Minute, 10*time.Second, 15*time.Minute)
-	c.LockWait = dur(EnvLockWait, 5*time.Second, 0, time.Minute)
-	c.SweepMaxDeletes = 10000
+	c.Margin = dur(EnvMargin, DefaultMargin, MinMargin, MaxMargin)
+	c.Lease = dur(EnvLease, DefaultLease, MinLease, MaxLease)
+	c.LockWait = dur(EnvLockWait, DefaultLockWait, 0, MaxLockWait)
+	c.SweepMaxDeletes = DefaultSweepDelete
 	if v := strings.TrimSpace(getenv(EnvSweepDeletes)); v != "" {
 		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > 1_000_000 {
-			bad("%s=%q must be an integer between 1 and 1000000", EnvSweepDeletes, v)
+		if err != nil || n < 1 || n > MaxSweepDeletes {
+			bad("%s=%q must be an integer between 1 and %d", EnvSweepDeletes, v, MaxSweepDeletes)
 		} else {
 			c.SweepMaxDeletes = n
 		}
@@ -139,6 +199,35 @@ func LoadConfig(role Role, getenv func(string) string) (Config, error) {
 		default:
 			bad("%s=%q: want debug, info, warn or error", EnvLogLevel, v)
 		}
+	}
+	if v := strings.TrimSpace(getenv(EnvStack)); v != "" {
+		if !stackRE.MatchString(v) {
+			bad("%s=%q is not a CloudFormation stack name", EnvStack, v)
+		} else {
+			c.Stack = v
+		}
+	}
+	local := map[string]string{}
+	for _, k := range []string{EnvLocalS3Endpoint, EnvLocalAWSEndpoint, EnvLocalAccessKey, EnvLocalSecretKey} {
+		if v := strings.TrimSpace(getenv(k)); v != "" {
+			local[k] = v
+		}
+	}
+	switch {
+	case len(local) == 4:
+		for _, k := range []string{EnvLocalS3Endpoint, EnvLocalAWSEndpoint} {
+			u, err := url.Parse(local[k])
+			if err != nil || (u.Scheme != "http" && u.Scheme != "https") || !localHosts[u.Hostname()] {
+				bad("%s=%q must be an http(s) URL on this machine (127.0.0.1, localhost, host.docker.internal): local only", k, local[k])
+			}
+		}
+		c.Local = &LocalStack{S3Endpoint: local[EnvLocalS3Endpoint], AWSEndpoint: local[EnvLocalAWSEndpoint],
+			AccessKey: local[EnvLocalAccessKey], SecretKey: local[EnvLocalSecretKey]}
+	case len(local) > 0:
+		bad("%s, %s, %s and %s go together (local only; make sam-env writes them)", EnvLocalS3Endpoint, EnvLocalAWSEndpoint, EnvLocalAccessKey, EnvLocalSecretKey)
+	case getenv(EnvSAMLocal) == "true":
+		bad("sam local invoke without the local env file would use your AWS credentials against real AWS: "+
+			"pass --env-vars .stack/sam-env.json (make sam-env) to use the local stack (%s unset)", EnvLocalS3Endpoint)
 	}
 	if v := strings.TrimSpace(getenv(EnvClockOffset)); v != "" {
 		d, err := time.ParseDuration(v)
@@ -162,6 +251,7 @@ func LoadConfig(role Role, getenv func(string) string) (Config, error) {
 			c.CrashAfter = cp
 		}
 	}
+	loadFanout(&c, getenv, bad)
 	if len(errs) > 0 {
 		return c, fmt.Errorf("%w (%s): %s", ErrConfig, role, strings.Join(errs, "; "))
 	}

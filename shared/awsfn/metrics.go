@@ -9,11 +9,16 @@ import (
 const MetricNamespace = telemetry.Namespace
 
 // metrics returns the recorder of one invocation: it writes one EMF line
-// (namespace tablekeep, dimension Function) to d.Metrics when flushed.
+// (namespace tablekeep, dimensions Stack and Function; Function alone
+// without TABLEKEEP_STACK) to d.Metrics when flushed.
 // The metrics every run reports are declared, so they read 0 rather than
 // missing (the alarms treat missing data as not breaching anyway).
 func (d *Deps) metrics(role Role) *telemetry.Metrics {
-	m := telemetry.New(d.Metrics, d.Clock.Now, "Function", string(role))
+	dims := []string{"Function", string(role)}
+	if d.Config.Stack != "" {
+		dims = append([]string{"Stack", d.Config.Stack}, dims...)
+	}
+	m := telemetry.New(d.Metrics, d.Clock.Now, dims...)
 	switch role {
 	case RoleCompactor:
 		m.Declare(telemetry.Count, telemetry.CompactionGroups, telemetry.CompactionRows, telemetry.LockLost,

@@ -31,9 +31,12 @@ func repoRoot(t *testing.T) string {
 	return root
 }
 
-// buildBootstraps builds the three functions as Lambda does (linux,
-// CGO_ENABLED=0, -tags lambda.norpc, -ldflags=-s -w) for the host
-// architecture and returns dir/<name>/bootstrap paths.
+// buildBootstraps builds the one bootstrap all functions run
+// (functions/tablekeep) as Lambda does (linux, CGO_ENABLED=0, -tags
+// lambda.norpc, -ldflags=-s -w) for the host architecture, and returns
+// dir/<name>/bootstrap paths: each a two-line script that sets
+// TABLEKEEP_FUNCTION=<name>, as template.yaml does per function (unless the
+// test's environment sets it), and runs that binary.
 func buildBootstraps(t *testing.T, names ...string) map[string]string {
 	t.Helper()
 	if runtime.GOOS != "linux" {
@@ -41,10 +44,8 @@ func buildBootstraps(t *testing.T, names ...string) map[string]string {
 	}
 	root := repoRoot(t)
 	out := t.TempDir()
-	args := []string{"build", "-tags", "lambda.norpc", "-trimpath", "-ldflags=-s -w", "-o", filepath.Join(out, "build") + "/"}
-	for _, n := range names {
-		args = append(args, "./functions/"+n)
-	}
+	bin := filepath.Join(out, "tablekeep")
+	args := []string{"build", "-tags", "lambda.norpc", "-trimpath", "-ldflags=-s -w", "-o", bin, "./functions/tablekeep"}
 	cmd := exec.Command("go", args...)
 	cmd.Dir = root
 	cmd.Env = append(os.Environ(), "GOOS=linux", "GOARCH="+runtime.GOARCH, "CGO_ENABLED=0")
@@ -58,7 +59,8 @@ func buildBootstraps(t *testing.T, names ...string) map[string]string {
 			t.Fatal(err)
 		}
 		p := filepath.Join(dir, "bootstrap")
-		if err := os.Rename(filepath.Join(out, "build", n), p); err != nil {
+		script := "#!/bin/sh\nexport TABLEKEEP_FUNCTION=\"${TABLEKEEP_FUNCTION:-" + n + "}\"\nexec " + bin + "\n"
+		if err := os.WriteFile(p, []byte(script), 0o755); err != nil {
 			t.Fatal(err)
 		}
 		paths[n] = p

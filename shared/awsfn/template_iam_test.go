@@ -51,7 +51,9 @@ func render(n *yaml.Node) string {
 // Why each grant: the S3 SDK calls are GetObject/HeadObject (s3:GetObject),
 // PutObject incl. If-None-Match (s3:PutObject), DeleteObjects
 // (s3:DeleteObject), ListObjectsV2 (s3:ListBucket, limited by s3:prefix);
-// the lock uses GetItem and UpdateItem only (shared/lock DynamoAPI); the
+// the cleaner's one write is its cleanup state
+// (<table>/_maintenance/cleanup-state.json, read by status); the lock uses
+// GetItem and UpdateItem only (shared/lock DynamoAPI); the
 // queue sends with SendMessage/SendMessageBatch (both sqs:SendMessage); the
 // cleaner's SQS event source mapping needs ReceiveMessage, DeleteMessage and
 // GetQueueAttributes (what AWSLambdaSQSQueueExecutionRole grants); logs go
@@ -71,34 +73,62 @@ func TestTemplateLeastPrivilege(t *testing.T) {
 		bucketVars = "{Bucket=If:[CreateBucket,Ref:WarehouseBucket,Ref:ExistingBucketName]}"
 		bucket     = "Sub:[arn:${AWS::Partition}:s3:::${Bucket}," + bucketVars + "]"
 		objects    = "Sub:[arn:${AWS::Partition}:s3:::${Bucket}/${WarehousePrefix}/*," + bucketVars + "]"
+		state      = "Sub:[arn:${AWS::Partition}:s3:::${Bucket}/${WarehousePrefix}/*/_maintenance/cleanup-state.json," + bucketVars + "]"
 		prefixOnly = "{StringLike={s3:prefix=[Ref:WarehousePrefix,Sub:${WarehousePrefix}/*]}}"
 		queue      = "GetAtt:CleanupQueue.Arn"
+		jobs       = "GetAtt:CompactionQueue.Arn"
 	)
 	logs := func(fn string) []string {
 		g := "Sub:${" + fn + "LogGroup.Arn}"
 		return []string{"logs:CreateLogStream " + g, "logs:PutLogEvents " + g}
 	}
 	s3 := func(actions ...string) []string {
-		out := []string{"s3:ListBucket " + bucket + " if " + prefixOnly}
+		out := []string{"s3:ListBucket " + bucket + " if " + prefixOnly,
+			// the cold-start check of a versioned bucket (CheckBucket)
+			"s3:GetBucketVersioning " + bucket, "s3:GetLifecycleConfiguration " + bucket}
 		for _, a := range actions {
 			out = append(out, a+" "+objects)
+		}
+		return out
+	}
+	const viaS3 = " if {StringEquals={kms:ViaService=Sub:s3.${AWS::Region}.amazonaws.com}} when HasKmsKey"
+	kms := func(actions ...string) []string {
+		var out []string
+		for _, a := range actions {
+			out = append(out, a+" Ref:KmsKeyArn"+viaS3)
 		}
 		return out
 	}
 	want := map[string][]string{
 		"Compactor": append(append(logs("Compactor"), s3("s3:GetObject", "s3:PutObject", "s3:DeleteObject")...),
 			"dynamodb:GetItem GetAtt:LockTable.Arn", "dynamodb:UpdateItem GetAtt:LockTable.Arn",
-			"sqs:SendMessage "+queue),
+			"sqs:SendMessage "+queue, kms("kms:Decrypt", "kms:GenerateDataKey")[0], kms("kms:Decrypt", "kms:GenerateDataKey")[1],
+			// Fan-out (CompactorFanoutPolicy): the compaction queue's event
+			// source mapping, and table jobs sent by the compactor.
+			"sqs:ReceiveMessage "+jobs, "sqs:DeleteMessage "+jobs, "sqs:GetQueueAttributes "+jobs, "sqs:SendMessage "+jobs),
 		"Cleaner": append(append(logs("Cleaner"), s3("s3:GetObject", "s3:DeleteObject")...),
+			"s3:PutObject "+state, // its cleanup state, nothing else
 			"sqs:ReceiveMessage "+queue, "sqs:DeleteMessage "+queue, "sqs:GetQueueAttributes "+queue,
-			"sqs:SendMessage "+queue),
-		"Sweeper": append(logs("Sweeper"), s3("s3:GetObject", "s3:PutObject", "s3:DeleteObject")...),
+			"sqs:SendMessage "+queue, kms("kms:Decrypt")[0], kms("kms:GenerateDataKey")[0]),
+		"Sweeper": append(append(logs("Sweeper"), s3("s3:GetObject", "s3:DeleteObject")...), kms("kms:Decrypt")...), // it writes nothing
 	}
 
 	roles := map[string]bool{}
+	// Standalone policies (AWS::IAM::Policy) by the role they attach to:
+	// their statements count as the role's.
+	extra := map[string][]*yaml.Node{}
 	for i := 0; i+1 < len(res.Content); i += 2 {
-		if child(res.Content[i+1], "Type").Value == "AWS::IAM::Role" {
+		switch child(res.Content[i+1], "Type").Value {
+		case "AWS::IAM::Role":
 			roles[res.Content[i].Value] = true
+		case "AWS::IAM::Policy", "AWS::IAM::ManagedPolicy", "AWS::IAM::RolePolicy":
+			pr := path(res.Content[i+1], "Properties")
+			attached := scalars(child(pr, "Roles"))
+			if len(attached) != 1 || child(pr, "Users") != nil || child(pr, "Groups") != nil || child(res.Content[i+1], "Type").Value != "AWS::IAM::Policy" {
+				t.Errorf("%s: want an AWS::IAM::Policy attached to exactly one role, got roles %v", res.Content[i].Value, attached)
+				continue
+			}
+			extra[attached[0]] = append(extra[attached[0]], path(pr, "PolicyDocument", "Statement").Content...)
 		}
 	}
 	for fn, exp := range want {
@@ -126,7 +156,18 @@ func TestTemplateLeastPrivilege(t *testing.T) {
 			continue
 		}
 		var got []string
-		for _, s := range path(pols.Content[0], "PolicyDocument", "Statement").Content {
+		stmts := append(append([]*yaml.Node{}, path(pols.Content[0], "PolicyDocument", "Statement").Content...), extra[role]...)
+		delete(extra, role)
+		for _, s := range stmts {
+			when := ""
+			if s.Tag == "!If" {
+				// !If [cond, statement, !Ref AWS::NoValue]: a grant only under cond.
+				if len(s.Content) != 3 || render(s.Content[2]) != "Ref:AWS::NoValue" {
+					t.Errorf("%s: conditional statement %s: want !If [condition, statement, !Ref AWS::NoValue]", role, render(s))
+					continue
+				}
+				when, s = " when "+s.Content[0].Value, s.Content[1]
+			}
 			for i := 0; i+1 < len(s.Content); i += 2 {
 				switch k := s.Content[i].Value; k {
 				case "Sid", "Effect", "Action", "Resource", "Condition":
@@ -151,10 +192,10 @@ func TestTemplateLeastPrivilege(t *testing.T) {
 				}
 				for _, r := range resources {
 					rs := render(r)
-					if strings.Contains(rs, "*") && rs != objects {
+					if strings.Contains(rs, "*") && rs != objects && rs != state {
 						t.Errorf("%s: %s on a wildcard resource %s", role, a, rs)
 					}
-					got = append(got, a+" "+rs+cond)
+					got = append(got, a+" "+rs+cond+when)
 				}
 			}
 		}
@@ -186,5 +227,8 @@ func TestTemplateLeastPrivilege(t *testing.T) {
 	}
 	for r := range roles {
 		t.Errorf("unexpected IAM role %s (a function's permissions must be listed here)", r)
+	}
+	for r := range extra {
+		t.Errorf("an IAM policy attaches to %s, which is no function's role", r)
 	}
 }

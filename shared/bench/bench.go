@@ -58,9 +58,11 @@ type Config struct {
 	// drained by 1 and 5 cleaner workers under s3. LatencyOps 0 skips it.
 	LatencyOps, LatencyWriters int
 	BacklogVersions            int
-	// Only, if "latency", measures only that section and writes nothing
-	// to DocsDir (Run returns it; tkbench prints it).
+	// Only, if "latency" or "fleet", measures only that section and
+	// writes nothing to DocsDir (Run returns it; tkbench prints it).
 	Only string
+	// Fleet sizes the fleet simulation (DefaultFleetConfig); Tables 0 skips it.
+	Fleet FleetConfig
 }
 
 // measured wraps a store that measured requests go through with the run's
@@ -74,11 +76,11 @@ func Defaults(quick bool) Config {
 	if quick {
 		return Config{Quick: true, ChurnOps: 150, CompactEvery: 15, SweepEvery: 60, Samples: 15,
 			Scales: []int{10, 50, 200}, KeySpace: 50, Repeat: 3, GrowthUpserts: 50, CompactFrags: 40, CompactRows: 10,
-			LatencyOps: 40, LatencyWriters: 4, BacklogVersions: 60}
+			LatencyOps: 40, LatencyWriters: 4, BacklogVersions: 60, Fleet: DefaultFleetConfig(true)}
 	}
 	return Config{ChurnOps: 10000, CompactEvery: 15, SweepEvery: 1440, Samples: 60,
 		Scales: []int{10, 1000, 20000}, KeySpace: 1000, Repeat: 20, GrowthUpserts: 1000, CompactFrags: 2000, CompactRows: 50,
-		LatencyOps: 2000, LatencyWriters: 4, BacklogVersions: BacklogFull}
+		LatencyOps: 2000, LatencyWriters: 4, BacklogVersions: BacklogFull, Fleet: DefaultFleetConfig(false)}
 }
 
 // Results is everything one run measured.
@@ -96,6 +98,7 @@ type Results struct {
 	OpenGet    OpenGetResult // open + get by key at the largest history, under OpenGetProfile
 	Latency    LatencyResult // maintenance at object-store latency (none and s3)
 	Heap       []HeapResult  // compaction peak heap (CompactionHeapCases; not in -quick)
+	Fleet      *FleetResult  // the fleet simulation (nil if skipped)
 	Elapsed    time.Duration
 }
 
@@ -120,6 +123,30 @@ func Run(ctx context.Context, cfg Config) (*Results, error) {
 	res := &Results{Cfg: cfg, Date: cfg.Now().UTC(),
 		Machine: fmt.Sprintf("%s/%s, %d CPUs, %s, local disk", runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.Version())}
 	var err error
+	fleet := func() error {
+		if cfg.Fleet.Tables == 0 {
+			return nil
+		}
+		fc := cfg.Fleet
+		fc.WorkDir = filepath.Join(cfg.WorkDir, "fleet")
+		if err := os.MkdirAll(fc.WorkDir, 0o755); err != nil {
+			return err
+		}
+		cfg.logf("fleet: %d tables, one written in %d, a pass every %s for %s", fc.Tables, fc.ActiveEvery, fc.Period, fc.Duration)
+		fr, err := FleetSim(ctx, fc, cfg.logf)
+		if err != nil {
+			return fmt.Errorf("fleet: %w", err)
+		}
+		res.Fleet = &fr
+		return nil
+	}
+	if cfg.Only == "fleet" {
+		if err := fleet(); err != nil {
+			return nil, err
+		}
+		res.Elapsed = time.Since(start)
+		return res, nil
+	}
 	if cfg.Only == "latency" {
 		if res.Latency, err = latencySection(ctx, cfg, filepath.Join(cfg.WorkDir, "latency")); err != nil {
 			return nil, fmt.Errorf("maintenance at latency: %w", err)
@@ -172,6 +199,9 @@ func Run(ctx context.Context, cfg Config) (*Results, error) {
 			}
 			res.Heap = append(res.Heap, hr)
 		}
+	}
+	if err := fleet(); err != nil {
+		return nil, err
 	}
 	res.Elapsed = time.Since(start)
 	if err := Write(res); err != nil {

@@ -103,11 +103,23 @@ func CompactionHeap(ctx context.Context, dir string, c HeapCase) (HeapResult, er
 	if c.Compactor != nil {
 		c.Compactor(comp)
 	}
+	stopHeap := sampleHeap()
+	base, t0 := cnt.Counts(), time.Now()
+	res.Res, err = comp.Run(ctx, ct, maintenance.DefaultPolicy())
+	res.Time, res.Reqs = time.Since(t0), Reqs{C: cnt.Counts().Sub(base), N: 1}
+	res.BaseHeap, res.PeakHeap = stopHeap()
+	return res, err
+}
+
+// sampleHeap collects garbage, reads the heap in use (the base) and samples
+// it every 2 ms until the returned stop, which gives the base and the peak
+// (slightly under the true peak).
+func sampleHeap() (stop func() (base, peak uint64)) {
 	runtime.GC()
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
-	res.BaseHeap = ms.HeapInuse
-	stop := make(chan struct{})
+	base := ms.HeapInuse
+	done := make(chan struct{})
 	var wg sync.WaitGroup
 	var peak uint64
 	wg.Go(func() {
@@ -118,19 +130,17 @@ func CompactionHeap(ctx context.Context, dir string, c HeapCase) (HeapResult, er
 			runtime.ReadMemStats(&ms)
 			peak = max(peak, ms.HeapInuse)
 			select {
-			case <-stop:
+			case <-done:
 				return
 			case <-tick.C:
 			}
 		}
 	})
-	base, t0 := cnt.Counts(), time.Now()
-	res.Res, err = comp.Run(ctx, ct, maintenance.DefaultPolicy())
-	res.Time, res.Reqs = time.Since(t0), Reqs{C: cnt.Counts().Sub(base), N: 1}
-	close(stop)
-	wg.Wait()
-	res.PeakHeap = peak
-	return res, err
+	return func() (uint64, uint64) {
+		close(done)
+		wg.Wait()
+		return base, peak
+	}
 }
 
 // payloadRows builds n rows whose uri is payload bytes of random text.

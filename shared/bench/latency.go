@@ -76,6 +76,12 @@ type BacklogDrain struct {
 	Time     time.Duration
 	Reqs     objstore.Counts
 	Messages int
+	// Throttled: DeleteObjects requests the emulated per-prefix write limit
+	// answered SlowDown (retried by the cleaners, their rate lowered).
+	Throttled objstore.Throttled
+	// BaseHeap and PeakHeap: heap in use before and at most during the
+	// drain (every worker in this process).
+	BaseHeap, PeakHeap uint64
 }
 
 // KeysPerSec is deleted keys per second.
@@ -108,7 +114,7 @@ func latencySection(ctx context.Context, cfg Config, dir string) (LatencyResult,
 	if err != nil {
 		return res, err
 	}
-	for _, prof := range []objstore.Profile{{Name: objstore.ProfileNone}, objstore.S3Profile()} {
+	for _, prof := range []objstore.Profile{{Name: objstore.ProfileNone}, objstore.S3ExpressProfile(), objstore.S3Profile()} {
 		cfg.logf("maintenance at latency: one pass under the %s profile", prof.Name)
 		wh := filepath.Join(dir, "pass-"+prof.Name)
 		if err := fresh(wh); err != nil {
@@ -315,15 +321,20 @@ func backlog(ctx context.Context, cfg Config, dir string) (BacklogResult, error)
 }
 
 // drainBacklog sends bodies to a fresh in-process queue and drains it with
-// workers cleaners concurrently (each receiving one message at a time, so
-// the messages spread over the workers), every request under the s3 profile.
+// workers cleaners concurrently (each working on LocalMessagesInFlight
+// messages at a time, receiving one at a time, so the messages spread over
+// the workers), every request under the s3 profile.
 func drainBacklog(ctx context.Context, wh string, ref maintenance.TableRef, clock *fakeClock, bodies [][]byte, workers int) (BacklogDrain, error) {
 	res := BacklogDrain{Workers: workers}
 	disk, err := objstore.NewDisk(wh)
 	if err != nil {
 		return res, err
 	}
-	cnt := objstore.NewCounting(objstore.WithLatency(disk, objstore.S3Profile()))
+	// S3's per-prefix write rate is emulated (each deleted key one write):
+	// cleaners that together ask for more are answered SlowDown and lower
+	// their rates (AIMD), as on S3.
+	thr := objstore.WithWriteThrottle(disk, objstore.ThrottleOptions{WritesPerSecond: s3WritesPerPrefix})
+	cnt := objstore.NewCounting(objstore.WithLatency(thr, objstore.S3Profile()))
 	// The fake clock stands still: no message becomes visible again while
 	// another worker handles it.
 	q := queue.NewEmbedded(queue.EmbeddedOptions{Now: clock.Now, MaxReceives: 5})
@@ -332,34 +343,38 @@ func drainBacklog(ctx context.Context, wh string, ref maintenance.TableRef, cloc
 	}
 	var mu sync.Mutex
 	g, gctx := errgroup.WithContext(ctx)
+	stopHeap := sampleHeap()
 	t0 := time.Now()
 	for range workers {
+		// One worker is one cleaner (its limiters shared) working on
+		// LocalMessagesInFlight messages at once, as one Lambda invocation
+		// does; each receiver takes one message at a time.
 		cl := &maintenance.Cleaner{Store: cnt, Tables: staticResolver{ref}, Requeue: maintenance.QueueEnqueuer{Q: q},
 			OpenOpts: table.Options{Clock: clock.Now}}
-		g.Go(func() error {
-			st, err := queue.Drain(gctx, q, cl.Handle, queue.DrainOptions{BatchSize: 1, MaxReceives: 5})
-			mu.Lock()
-			res.Messages += st.Succeeded
-			mu.Unlock()
-			if err == nil && st.Failed > 0 {
-				err = fmt.Errorf("%d messages failed", st.Failed)
-			}
-			return err
-		})
+		for range maintenance.LocalMessagesInFlight {
+			g.Go(func() error {
+				st, err := queue.Drain(gctx, q, cl.Handle, queue.DrainOptions{BatchSize: 1, MaxReceives: 5})
+				mu.Lock()
+				res.Messages += st.Succeeded
+				mu.Unlock()
+				if err == nil && st.Failed > 0 {
+					err = fmt.Errorf("%d messages failed", st.Failed)
+				}
+				return err
+			})
+		}
 	}
 	err = g.Wait()
-	res.Time, res.Reqs = time.Since(t0), cnt.Counts()
+	res.Time, res.Reqs, res.Throttled = time.Since(t0), cnt.Counts(), thr.Throttled()
+	res.BaseHeap, res.PeakHeap = stopHeap()
+	res.Reqs.DeleteKeys -= res.Throttled.Keys // refused keys were not deleted
 	return res, err
 }
 
-// BacklogFull is the backlog's size in `make bench`: the seed's backlog was
-// ~34,000 versions (see LatencyMethod for why the default may be smaller).
-//
-// On today's serial cleaner a version costs one GET round trip (20 ms under
-// s3), so 34,000 versions take over ten minutes for one worker; 3,000 keep
-// the whole section near three minutes on a 2-core machine. Raise it with
-// `tkbench -backlog 34000` once the cleaner is parallel.
-const BacklogFull = 3000
+// BacklogFull is the backlog's size in `make bench`: the seed's backlog of
+// ~34,000 versions (about 100,000 keys: ~30 s for one worker at S3's
+// per-prefix write rate).
+const BacklogFull = 34000
 
 // backlogKeySpace is the names the backlog's upserts cycle over: few, so
 // the manifest stays small and the history is cheap to build.
@@ -422,16 +437,18 @@ func MarkdownLatency(r LatencyResult) string {
 	p("**Cleanup backlog.** A history of %s versions (Create plus one-row upserts over %d names, as in \"Open and commit at scale\"; built and planned at zero latency in %s) is pruned once: %s prunable versions in %d range messages. ",
 		n(int64(bl.Versions)), backlogKeySpace, dur(bl.Build), n(int64(bl.Prunable)), bl.Messages)
 	if bl.Versions < 34000 {
-		p("(The seed's backlog was ~34,000 versions; this run uses %s so that the section stays near three minutes on this machine with a serial cleaner (`tkbench -backlog 34000` for the seed's size): drain times scale with the versions, rates do not.) ", n(int64(bl.Versions)))
+		p("(The seed's backlog was ~34,000 versions; this run uses %s (`tkbench -backlog 34000` for the seed's size): drain times scale with the versions, rates do not.) ", n(int64(bl.Versions)))
 	}
-	p("A copy of the table is drained under the %s profile by 1 and by 5 cleaners receiving one message at a time from one in-process queue, concurrently (a message is a range of up to 1,000 versions: workers beyond the message count have nothing to do). ", bl.Profile.Name)
-	p("Rates are requests per second over the drain; every key is under the table's prefix, so they are the per-prefix rates, beside S3's per-prefix limits of %s write (DELETE) and %s read (GET) requests per second.\n\n", n(s3WritesPerPrefix), n(s3ReadsPerPrefix))
-	p("| cleaner workers | messages | keys deleted | time | keys/s | keys/s per worker | DELETE req/s (limit %s) | GET req/s (limit %s) | requests |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- |\n",
+	p("A copy of the table is drained under the %s profile by 1 and by 5 workers from one in-process queue, concurrently; a worker is one cleaner (one set of rate limiters) working on %d messages at once, as one Lambda invocation does (a message is a range of up to 1,000 versions). ", bl.Profile.Name, maintenance.LocalMessagesInFlight)
+	p("Every key is under the table's prefix, so the rates are per-prefix rates. The store emulates S3's per-prefix write limit of %s writes per second (each key of a DeleteObjects one write; a token bucket of one second; a request that would exceed it is answered SlowDown and deletes nothing), so workers that together ask for more are slowed down and lower their own rates (AIMD) as on S3; S3's read limit is %s GET per second.\n\n", n(s3WritesPerPrefix), n(s3ReadsPerPrefix))
+	p("| cleaner workers | messages | keys deleted | time | keys/s (per prefix; limit %s) | keys/s per worker | GET/s per prefix (limit %s) | SlowDown answers (keys refused) | requests | peak heap in use (base) |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n",
 		n(s3WritesPerPrefix), n(s3ReadsPerPrefix))
 	for _, d := range bl.Drains {
-		p("| %d | %d | %s | %s | %s | %s | %.1f | %.1f | %s |\n", d.Workers, d.Messages, n(d.Reqs.DeleteKeys), dur(d.Time),
-			n(int64(d.KeysPerSec())), n(int64(d.KeysPerSec()/float64(d.Workers))), d.Rate(d.Reqs.DeleteRequests), d.Rate(d.Reqs.Get+d.Reqs.Head), reqText(d.Reqs))
+		p("| %d | %d | %s | %s | %s | %s | %s | %d (%s) | %s | %s (%s) |\n", d.Workers, d.Messages, n(d.Reqs.DeleteKeys), dur(d.Time),
+			n(int64(d.KeysPerSec())), n(int64(d.KeysPerSec()/float64(d.Workers))), n(int64(d.Rate(d.Reqs.Get+d.Reqs.Head))),
+			d.Throttled.Requests, n(d.Throttled.Keys), reqText(d.Reqs), fmt.Sprintf("%.0f MB", float64(d.PeakHeap)/(1<<20)), fmt.Sprintf("%.0f MB", float64(d.BaseHeap)/(1<<20)))
 	}
+	p("\nThe goal per worker is >= 3,000 keys/s: one worker runs at its own limiter's %s keys/s less the time its first message is read before anything can be deleted. Five workers on one table share the prefix's %s writes per second: more workers drain a single table no faster (they do drain several tables at once, each under its own prefix).\n", n(s3WritesPerPrefix), n(s3WritesPerPrefix))
 	p("\n")
 	return b.String()
 }

@@ -287,6 +287,9 @@ func Markdown(r *Results) string {
 	p("| total, month 12 | %s | %s |\n\n", money(wo.RequestDollars+wo.StorageDollars12), money(wi.RequestDollars+wi.StorageDollars12))
 	p("At one write a minute the dollar cost of one table is small either way; maintenance adds requests (mostly the compactor's per-pass reads and the catalog's stats refresh) and saves storage that otherwise grows without bound (the seed's registry held ~29 GB of manifests). ")
 	p("The seed's real cost was latency and a frozen control plane, not the bill: every open read, and every commit rewrote, the whole manifest.\n")
+	if r.Fleet != nil {
+		p("\n%s", MarkdownFleet(*r.Fleet))
+	}
 	return b.String()
 }
 

@@ -119,25 +119,46 @@ func (c *Catalog) TableRoot(rel string) string {
 // Register adds or updates a managed table. rel is the table's location
 // relative to the warehouse root.
 func (c *Catalog) Register(ctx context.Context, name, rel string, p maintenance.Policy) error {
-	if !tableName.MatchString(name) {
-		return fmt.Errorf("%w: table name %q", maintenance.ErrInvalidMessage, name)
-	}
-	if err := objstore.ValidateKey(strings.Trim(rel, "/")); err != nil {
-		return fmt.Errorf("register %s: %w", name, err)
-	}
-	p = p.WithDefaults()
-	if err := p.Validate(); err != nil {
-		return err
+	return c.RegisterBatch(ctx, []Registration{{Name: name, Rel: rel, Policy: p}})
+}
+
+// Registration is one table to register.
+type Registration struct {
+	Name, Rel string
+	Policy    maintenance.Policy
+}
+
+// RegisterBatch adds or updates many managed tables in one commit.
+func (c *Catalog) RegisterBatch(ctx context.Context, regs []Registration) error {
+	if len(regs) == 0 {
+		return nil
 	}
 	b := array.NewRecordBuilder(memory.DefaultAllocator, RegistrySchema)
 	defer b.Release()
-	b.Field(0).(*array.StringBuilder).Append(name)
-	b.Field(1).(*array.StringBuilder).Append(strings.Trim(rel, "/"))
-	b.Field(2).(*array.Int64Builder).Append(int64(p.TargetRows))
-	b.Field(3).(*array.Float64Builder).Append(p.DeletedThreshold)
-	b.Field(4).(*array.Int64Builder).Append(int64(p.Grace / time.Second))
-	b.Field(5).(*array.Int64Builder).Append(int64(p.KeepLast))
-	b.Field(6).(*array.TimestampBuilder).Append(arrow.Timestamp(time.Now().UnixMicro()))
+	for _, r := range regs {
+		name, rel, p := r.Name, strings.Trim(r.Rel, "/"), r.Policy
+		if !tableName.MatchString(name) {
+			return fmt.Errorf("%w: table name %q", maintenance.ErrInvalidMessage, name)
+		}
+		if err := objstore.ValidateKey(rel); err != nil {
+			return fmt.Errorf("register %s: %w", name, err)
+		}
+		// The fleet index lives in _fleet/ under the warehouse root.
+		if fleet := strings.TrimSuffix(maintenance.FleetIndexDir, "/"); rel == fleet || strings.HasPrefix(rel, fleet+"/") {
+			return fmt.Errorf("register %s: %w: %q is reserved for the fleet index", name, objstore.ErrInvalidKey, rel)
+		}
+		p = p.WithDefaults()
+		if err := p.Validate(); err != nil {
+			return err
+		}
+		b.Field(0).(*array.StringBuilder).Append(name)
+		b.Field(1).(*array.StringBuilder).Append(rel)
+		b.Field(2).(*array.Int64Builder).Append(int64(p.TargetRows))
+		b.Field(3).(*array.Float64Builder).Append(p.DeletedThreshold)
+		b.Field(4).(*array.Int64Builder).Append(int64(p.Grace / time.Second))
+		b.Field(5).(*array.Int64Builder).Append(int64(p.KeepLast))
+		b.Field(6).(*array.TimestampBuilder).Append(arrow.Timestamp(time.Now().UnixMicro()))
+	}
 	rec := b.NewRecordBatch()
 	defer rec.Release()
 	_, err := c.registry.Upsert(ctx, rec)
@@ -226,21 +247,34 @@ func (c *Catalog) Stats(ctx context.Context) (map[string]maintenance.TableStats,
 
 // PutStats upserts one table's stats row.
 func (c *Catalog) PutStats(ctx context.Context, s maintenance.TableStats) error {
+	return c.PutStatsBatch(ctx, []maintenance.TableStats{s})
+}
+
+var _ maintenance.StatsBatchPutter = (*Catalog)(nil)
+
+// PutStatsBatch upserts many tables' stats rows in one commit.
+func (c *Catalog) PutStatsBatch(ctx context.Context, rows []maintenance.TableStats) error {
+	if len(rows) == 0 {
+		return nil
+	}
 	b := array.NewRecordBuilder(memory.DefaultAllocator, StatsSchema)
 	defer b.Release()
-	b.Field(0).(*array.StringBuilder).Append(s.Name)
-	for i, v := range []int64{int64(s.Rows), int64(s.Fragments), int64(s.SmallFrags), int64(s.Versions),
-		int64(s.Unreclaimed), int64(s.DataBytes), s.ManifestBytes} {
-		b.Field(1 + i).(*array.Int64Builder).Append(v)
-	}
-	for i, t := range []time.Time{s.LastCompaction, s.LastCleanup} {
-		if t.IsZero() {
-			b.Field(8 + i).AppendNull()
-		} else {
-			b.Field(8 + i).(*array.TimestampBuilder).Append(arrow.Timestamp(t.UnixMicro()))
+	now := arrow.Timestamp(time.Now().UnixMicro())
+	for _, s := range rows {
+		b.Field(0).(*array.StringBuilder).Append(s.Name)
+		for i, v := range []int64{int64(s.Rows), int64(s.Fragments), int64(s.SmallFrags), int64(s.Versions),
+			int64(s.Unreclaimed), int64(s.DataBytes), s.ManifestBytes} {
+			b.Field(1 + i).(*array.Int64Builder).Append(v)
 		}
+		for i, t := range []time.Time{s.LastCompaction, s.LastCleanup} {
+			if t.IsZero() {
+				b.Field(8 + i).AppendNull()
+			} else {
+				b.Field(8 + i).(*array.TimestampBuilder).Append(arrow.Timestamp(t.UnixMicro()))
+			}
+		}
+		b.Field(10).(*array.TimestampBuilder).Append(now)
 	}
-	b.Field(10).(*array.TimestampBuilder).Append(arrow.Timestamp(time.Now().UnixMicro()))
 	rec := b.NewRecordBatch()
 	defer rec.Release()
 	_, err := c.stats.Upsert(ctx, rec)

@@ -7,9 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"regexp"
+	"runtime/debug"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -66,8 +68,13 @@ func (a *App) OpenStore(ctx context.Context, mustExist bool) (objstore.Store, st
 	}
 	if scheme == "file" && mustExist {
 		st, err := os.Stat(path)
-		if err != nil || !st.IsDir() {
+		switch {
+		case errors.Is(err, fs.ErrPermission):
+			return nil, "", fmt.Errorf("%s: permission denied", a.TableURI)
+		case err != nil:
 			return nil, "", fmt.Errorf("%s: %w: no such directory", a.TableURI, table.ErrNotATable)
+		case !st.IsDir():
+			return nil, "", fmt.Errorf("%s: %w: it is a file, not a table directory", a.TableURI, table.ErrNotATable)
 		}
 	}
 	store, root, err := objstore.Open(ctx, a.TableURI)
@@ -109,6 +116,46 @@ func (a *App) Snapshot(ctx context.Context, t *table.Table, v uint64) (*table.Sn
 	return s, nil
 }
 
+// EnvTable is the default of --table for the table commands.
+const EnvTable = "TABLEKEEP_TABLE"
+
+// Command annotations: warehouse commands (their --table is a registered
+// name, not TABLEKEEP_TABLE), commands with CSV output.
+const (
+	annotWarehouse = "tablekeep.warehouse"
+	annotCSV       = "tablekeep.csv"
+)
+
+// buildVersion is the module version and VCS revision the binary was built
+// from (debug.ReadBuildInfo), with the Go version.
+func buildVersion() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "(no build info)"
+	}
+	v := bi.Main.Version
+	if v == "" {
+		v = "(devel)"
+	}
+	var rev, at, dirty string
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.time":
+			at = s.Value
+		case "vcs.modified":
+			if s.Value == "true" {
+				dirty = "+dirty"
+			}
+		}
+	}
+	if rev != "" {
+		v += fmt.Sprintf(" (commit %.12s%s, %s)", rev, dirty, at)
+	}
+	return v + " " + bi.GoVersion
+}
+
 // commands are the subcommands of the tree.
 var commands = []func(*App) *cobra.Command{
 	newCreateCmd,
@@ -122,8 +169,16 @@ var commands = []func(*App) *cobra.Command{
 	newTagsCmd,
 	newRestoreCmd,
 	newStatsCmd,
+	newDescribeCmd,
+	newExportCmd,
+	newFilesCmd,
 	newRegisterCmd,
+	newUnregisterCmd,
+	newTablesCmd,
 	newMaintainCmd,
+	newCompactCmd,
+	newPruneCmd,
+	newSweepCmd,
 	newStatusCmd,
 }
 
@@ -134,11 +189,21 @@ func NewRoot(app *App) *cobra.Command {
 		Short:         "Keep versioned tables on S3 or local disk healthy",
 		SilenceErrors: true,
 		SilenceUsage:  true,
+		Version:       buildVersion(),
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
 			switch app.Output {
 			case "table", "json":
+			case "csv":
+				if cmd.Annotations[annotCSV] == "" {
+					return Usagef("--output csv is for scan and get; %s takes table or json", cmd.Name())
+				}
 			default:
-				return Usagef("--output must be table or json, not %q", app.Output)
+				return Usagef("--output must be table, json or csv (scan, get), not %q", app.Output)
+			}
+			// TABLEKEEP_TABLE stands for --table in the table commands (in
+			// the warehouse commands --table names a registered table).
+			if !cmd.Flags().Changed("table") && cmd.Annotations[annotWarehouse] == "" {
+				app.TableURI = os.Getenv(EnvTable)
 			}
 			if app.Verbose {
 				app.Logger = slog.New(slog.NewTextHandler(app.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
@@ -146,18 +211,28 @@ func NewRoot(app *App) *cobra.Command {
 			return nil
 		},
 	}
-	root.CompletionOptions.DisableDefaultCmd = true
+	root.SetVersionTemplate("tablekeep {{.Version}}\n")
 	root.SetIn(app.Stdin)
 	root.SetOut(app.Stdout)
 	root.SetErr(app.Stderr)
 	pf := root.PersistentFlags()
-	pf.StringVar(&app.TableURI, "table", "", "table location: s3://bucket/prefix or a local directory")
-	pf.StringVarP(&app.Output, "output", "o", "table", "output format: table or json")
+	pf.StringVar(&app.TableURI, "table", "", "table location: s3://bucket/prefix or a local directory (default $"+EnvTable+"); warehouse commands: a registered NAME")
+	pf.StringVarP(&app.Output, "output", "o", "table", "output format: table or json (scan and get: also csv)")
 	pf.BoolVarP(&app.Verbose, "verbose", "v", false, "log to stderr")
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &UsageError{Err: err} })
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		return Usagef("%s: %v (usage: %s; see %s --help)", c.CommandPath(), err, c.UseLine(), c.CommandPath())
+	})
 
 	for _, newCmd := range commands {
 		root.AddCommand(newCmd(app))
+	}
+	for _, c := range root.Commands() {
+		switch c.Name() {
+		case "register", "unregister", "tables", "status", "maintain", "compact", "prune", "sweep":
+			c.Annotations = map[string]string{annotWarehouse: "1"}
+		case "scan", "get":
+			c.Annotations = map[string]string{annotCSV: "1"}
+		}
 	}
 	markRunErrors(root)
 	return root
@@ -171,6 +246,15 @@ func (e *runError) Error() string { return e.err.Error() }
 func (e *runError) Unwrap() error { return e.err }
 
 func markRunErrors(c *cobra.Command) {
+	// cobra's argument errors name the command and its usage.
+	if args := c.Args; args != nil {
+		c.Args = func(cmd *cobra.Command, a []string) error {
+			if err := args(cmd, a); err != nil {
+				return Usagef("%s: %v (usage: %s)", cmd.CommandPath(), err, cmd.UseLine())
+			}
+			return nil
+		}
+	}
 	if run := c.RunE; run != nil {
 		c.RunE = func(cmd *cobra.Command, args []string) error {
 			if err := run(cmd, args); err != nil {
@@ -187,6 +271,7 @@ func markRunErrors(c *cobra.Command) {
 // Run executes the command tree with args and returns the exit code. Errors
 // are printed to stderr as one line: "tablekeep: <message>".
 func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	stackEndpoints()
 	app := &App{Stdin: stdin, Stdout: stdout, Stderr: stderr, Logger: slog.New(slog.DiscardHandler)}
 	root := NewRoot(app)
 	root.SetArgs(args)
@@ -197,7 +282,7 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	if err == nil {
 		return ExitOK
 	}
-	fmt.Fprintf(stderr, "tablekeep: %s\n", oneLine(err.Error()))
+	fmt.Fprintf(stderr, "tablekeep: %s\n", oneLine(styled(err, app.TableURI).Error()))
 	var ue *UsageError
 	var re *runError
 	switch {

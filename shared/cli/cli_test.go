@@ -373,7 +373,7 @@ func TestErrors(t *testing.T) {
 		{"unknown version", 1, "version 99 not found", "", []string{"scan", tbl, "--version", "99"}},
 		{"unknown version get", 1, "version 99 not found", "", []string{"get", tbl, "a", "--version", "99"}},
 		{"unknown scan column", 2, `unknown column "zz"`, "", []string{"scan", tbl, "--columns", "name,zz"}},
-		{"bad output", 2, "--output must be table or json", "", []string{"scan", tbl, "-o", "yaml"}},
+		{"bad output", 2, "--output must be table, json or csv", "", []string{"scan", tbl, "-o", "yaml"}},
 		{"unknown command", 2, `unknown command "frobnicate"`, "", []string{"frobnicate"}},
 		{"unknown flag", 2, "unknown flag: --bogus", "", []string{"scan", tbl, "--bogus"}},
 		{"bad flag value", 2, `invalid argument "x" for "--limit"`, "", []string{"scan", tbl, "--limit", "x"}},
@@ -437,7 +437,7 @@ func TestRegisterAndMaintain(t *testing.T) {
 	for _, tp := range plan.Tables {
 		if tp.Table == "reg" {
 			found = true
-			if !plan.DryRun || tp.Groups != 1 || tp.Floor != 17 || len(tp.Ranges) != 1 || tp.Ranges[0] != "1-16" {
+			if !plan.DryRun || tp.Groups != 1 || tp.Floor != 18 || len(tp.Ranges) != 1 || tp.Ranges[0] != "1-17" {
 				t.Fatalf("plan %+v", tp)
 			}
 		}

@@ -1,16 +1,19 @@
 package cli
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"text/tabwriter"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/spf13/cobra"
 	"golang.org/x/sync/errgroup"
 
@@ -209,15 +212,21 @@ func parseKey(kt arrow.DataType, s string) (any, error) {
 func newDeleteCmd(app *App) *cobra.Command {
 	var keys []string
 	var prefix string
-	var hasPrefix bool
+	var hasPrefix, all bool
 	cmd := &cobra.Command{
-		Use:   "delete (--key K [--key K2 ...] | --prefix P)",
-		Short: "Delete rows by key or key prefix, in one commit",
+		Use:   "delete (--key K [--key K2 ...] | --prefix P | --all)",
+		Short: "Delete rows by key, key prefix or all (--all), in one commit",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			hasPrefix = cmd.Flags().Changed("prefix")
-			if (len(keys) > 0) == hasPrefix {
-				return Usagef("give either --key (repeatable) or --prefix")
+			if all && (len(keys) > 0 || (hasPrefix && prefix != "")) {
+				return Usagef("--all deletes every row: give it alone (or with --prefix \"\")")
+			}
+			if hasPrefix && prefix == "" && !all {
+				return Usagef("--prefix \"\" matches every row: pass --all to delete every row")
+			}
+			if !all && (len(keys) > 0) == hasPrefix {
+				return Usagef("give either --key (repeatable), --prefix or --all")
 			}
 			ctx := cmd.Context()
 			t, err := app.OpenTable(ctx)
@@ -229,6 +238,17 @@ func newDeleteCmd(app *App) *cobra.Command {
 				return err
 			}
 			var res *table.CommitResult
+			if all {
+				everything, err := table.KeyRange(kt, nil, nil)
+				if err != nil {
+					return err
+				}
+				res, err = t.DeleteWhere(ctx, everything)
+				if err != nil {
+					return err
+				}
+				return printCommit(app, "delete", 1, res)
+			}
 			if hasPrefix {
 				if kt.ID() != arrow.STRING {
 					return Usagef("--prefix needs a utf8 key column; this table's key is %s", typeName(kt))
@@ -250,7 +270,8 @@ func newDeleteCmd(app *App) *cobra.Command {
 		},
 	}
 	cmd.Flags().StringArrayVar(&keys, "key", nil, "key of a row to delete (repeatable)")
-	cmd.Flags().StringVar(&prefix, "prefix", "", "delete every row whose (utf8) key starts with this")
+	cmd.Flags().StringVar(&prefix, "prefix", "", "delete every row whose (utf8) key starts with this (not empty: see --all)")
+	cmd.Flags().BoolVar(&all, "all", false, "delete every row (one commit; history is kept)")
 	return cmd
 }
 
@@ -260,8 +281,9 @@ func newScanCmd(app *App) *cobra.Command {
 	var columns []string
 	var version uint64
 	var limit int
+	var keyPrefix, keyRange string
 	cmd := &cobra.Command{
-		Use:   "scan [--columns a,b] [--version N] [--limit N]",
+		Use:   "scan [--columns a,b] [--version N] [--limit N] [--key-prefix P | --key-range LO..HI]",
 		Short: "Print the live rows of a version (default: latest)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -290,8 +312,14 @@ func newScanCmd(app *App) *cobra.Command {
 					return Usagef("--columns: unknown column %q (table columns: %s)", n, strings.Join(fieldNames(schema), ", "))
 				}
 			}
-			p := newRowPrinter(app.Stdout, app.JSON(), names, limit)
-			err = snap.Scan(ctx, table.ScanOptions{Columns: columns}, func(rec arrow.RecordBatch) error {
+			p := newRowPrinter(app.Stdout, app.Output, names, limit)
+			scanCols := columns
+			if keyPrefix != "" || keyRange != "" {
+				if p.keep, scanCols, p.cols, err = keyFilter(snap.Manifest(), names, keyPrefix, keyRange); err != nil {
+					return err
+				}
+			}
+			err = snap.Scan(ctx, table.ScanOptions{Columns: scanCols}, func(rec arrow.RecordBatch) error {
 				if err := p.print(rec); err != nil {
 					return err
 				}
@@ -309,7 +337,71 @@ func newScanCmd(app *App) *cobra.Command {
 	cmd.Flags().StringSliceVar(&columns, "columns", nil, "columns to print, comma-separated (default all)")
 	cmd.Flags().Uint64Var(&version, "version", 0, "version to read (default latest)")
 	cmd.Flags().IntVar(&limit, "limit", 0, "print at most N rows (0: all)")
+	cmd.Flags().StringVar(&keyPrefix, "key-prefix", "", "only rows whose (utf8) key starts with this")
+	cmd.Flags().StringVar(&keyRange, "key-range", "", "only rows with LO <= key < HI, as LO..HI (either side may be empty)")
 	return cmd
+}
+
+// keyFilter returns the row filter of --key-prefix / --key-range, the
+// columns to scan (the printed ones plus the key column) and the printed
+// columns' positions in the scanned batch.
+func keyFilter(m *table.Manifest, names []string, prefix, rng string) (func(arrow.RecordBatch, int) bool, []string, []int, error) {
+	if m.KeyColumn == "" {
+		return nil, nil, nil, Usagef("--key-prefix and --key-range need a table with a key column")
+	}
+	kt := m.Schema.Field(m.Schema.FieldIndices(m.KeyColumn)[0]).Type
+	if prefix != "" && rng != "" {
+		return nil, nil, nil, Usagef("give --key-prefix or --key-range, not both")
+	}
+	if prefix != "" && kt.ID() != arrow.STRING {
+		return nil, nil, nil, Usagef("--key-prefix needs a utf8 key column; this table's key is %s", typeName(kt))
+	}
+	var lo, hi []byte
+	if rng != "" {
+		l, h, ok := strings.Cut(rng, "..")
+		if !ok {
+			return nil, nil, nil, Usagef("--key-range %q: want LO..HI (either side may be empty)", rng)
+		}
+		for _, b := range []struct {
+			s   string
+			out *[]byte
+		}{{l, &lo}, {h, &hi}} {
+			if b.s == "" {
+				continue
+			}
+			v, err := parseKey(kt, b.s)
+			if err != nil {
+				return nil, nil, nil, err
+			}
+			if *b.out, err = table.KeyOf(kt, v); err != nil {
+				return nil, nil, nil, Usagef("--key-range: %v", err)
+			}
+		}
+	}
+	scan := append([]string{}, names...)
+	keyCol := slices.Index(scan, m.KeyColumn)
+	if keyCol < 0 {
+		scan = append(scan, m.KeyColumn)
+		keyCol = len(scan) - 1
+	}
+	cols := make([]int, len(names))
+	for i := range cols {
+		cols[i] = i
+	}
+	keep := func(rec arrow.RecordBatch, i int) bool {
+		var k []byte
+		switch col := rec.Column(keyCol).(type) {
+		case *array.String:
+			if prefix != "" {
+				return strings.HasPrefix(col.Value(i), prefix)
+			}
+			k, _ = table.KeyOf(kt, col.Value(i))
+		case *array.Int64:
+			k, _ = table.KeyOf(kt, col.Value(i))
+		}
+		return (lo == nil || bytes.Compare(k, lo) >= 0) && (hi == nil || bytes.Compare(k, hi) < 0)
+	}
+	return keep, scan, cols, nil
 }
 
 func fieldNames(s *arrow.Schema) []string {
@@ -352,7 +444,7 @@ func newGetCmd(app *App) *cobra.Command {
 				return err
 			}
 			defer rec.Release()
-			p := newRowPrinter(app.Stdout, app.JSON(), fieldNames(snap.Schema()), 0)
+			p := newRowPrinter(app.Stdout, app.Output, fieldNames(snap.Schema()), 0)
 			if err := p.print(rec); err != nil {
 				return err
 			}
@@ -511,6 +603,9 @@ func friendlyVersionErr(app *App, t *table.Table, v uint64, err error) error {
 			latest = fmt.Sprintf(" (latest is %d)", m.Version)
 		}
 		return fmt.Errorf("version %d not found in %s%s: %w", v, app.TableURI, latest, table.ErrVersionNotFound)
+	}
+	if errors.Is(err, table.ErrVersionPruned) {
+		return prunedErr(app.TableURI, t, v)
 	}
 	return err
 }

@@ -142,11 +142,18 @@ func (r *rowReader) finish(line int) error {
 	return nil
 }
 
-// parseTimestamp accepts RFC 3339 (any offset; stored as UTC microseconds)
-// or an integer count of microseconds since the Unix epoch.
+// parseTimestamp accepts RFC 3339 (any offset; stored as UTC microseconds),
+// a date and time without a zone (read as UTC), a date (midnight UTC), or
+// an integer count of microseconds since the Unix epoch.
 func parseTimestamp(s string) (arrow.Timestamp, error) {
 	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
 		return arrow.Timestamp(t.UnixMicro()), nil
+	}
+	// Without a zone: UTC (as stored).
+	for _, layout := range []string{"2006-01-02T15:04:05.999999999", "2006-01-02 15:04:05.999999999", "2006-01-02"} {
+		if t, err := time.ParseInLocation(layout, s, time.UTC); err == nil {
+			return arrow.Timestamp(t.UnixMicro()), nil
+		}
 	}
 	if n, err := strconv.ParseInt(s, 10, 64); err == nil {
 		return arrow.Timestamp(n), nil
@@ -280,6 +287,60 @@ func fromJSON(dt arrow.DataType, raw json.RawMessage) (any, error) {
 	return nil, fmt.Errorf("unsupported type %s", dt)
 }
 
+// readJSON reads a JSON array of objects (a .json file written by other
+// tools) or, if the input does not start with '[', JSON lines.
+func (r *rowReader) readJSON(in io.Reader) error {
+	br := bufio.NewReader(in)
+	for {
+		b, err := br.Peek(1)
+		if err != nil {
+			return r.readJSONL(br)
+		}
+		if b[0] == ' ' || b[0] == '\t' || b[0] == '\r' || b[0] == '\n' {
+			_, _ = br.ReadByte()
+			continue
+		}
+		if b[0] != '[' {
+			return r.readJSONL(br)
+		}
+		break
+	}
+	dec := json.NewDecoder(br)
+	if _, err := dec.Token(); err != nil {
+		return fmt.Errorf("invalid JSON array: %v", err)
+	}
+	for i := 1; dec.More(); i++ {
+		var obj map[string]json.RawMessage
+		if err := dec.Decode(&obj); err != nil || obj == nil {
+			return fmt.Errorf("array element %d: not a JSON object", i)
+		}
+		if err := r.addObject(fmt.Sprintf("array element %d", i), i, obj); err != nil {
+			return err
+		}
+	}
+	if _, err := dec.Token(); err != nil {
+		return fmt.Errorf("invalid JSON array: %v", err)
+	}
+	return nil
+}
+
+// addObject adds one JSON object; where names it in errors.
+func (r *rowReader) addObject(where string, line int, obj map[string]json.RawMessage) error {
+	r.begin()
+	for name, raw := range obj {
+		i, ok := r.cols[name]
+		if !ok {
+			return r.unknownColumn(line, name)
+		}
+		v, err := fromJSON(r.schema.Field(i).Type, raw)
+		if err != nil {
+			return fmt.Errorf("%s: column %q: %v", where, name, err)
+		}
+		r.vals[i] = v
+	}
+	return r.finish(line)
+}
+
 func (r *rowReader) readJSONL(in io.Reader) error {
 	sc := bufio.NewScanner(in)
 	sc.Buffer(make([]byte, 64<<10), 256<<20)
@@ -395,7 +456,7 @@ func readBatch(in io.Reader, format string, schema *arrow.Schema, keyColumn stri
 	if format == "csv" {
 		err = r.readCSV(in)
 	} else {
-		err = r.readJSONL(in)
+		err = r.readJSON(in)
 	}
 	if err != nil {
 		return nil, err

@@ -1,26 +1,19 @@
 package cli
 
 import (
-	"context"
+	"errors"
 	"fmt"
+	"maps"
 	"os"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/tablekeep/tablekeep/shared/embedded"
-	"github.com/tablekeep/tablekeep/shared/lock"
-	"github.com/tablekeep/tablekeep/shared/maintenance"
 	"github.com/tablekeep/tablekeep/shared/progress"
 )
-
-// warehouseFlag adds --warehouse: a local directory holding _registry,
-// _stats and the managed tables (the embedded default; AWS runs the same
-// maintenance as Lambda functions).
-func warehouseFlag(cmd *cobra.Command, dir *string) {
-	cmd.Flags().StringVar(dir, "warehouse", "", "local warehouse directory (holds _registry, _stats and the tables)")
-}
 
 // progress is the progress-bar constructor for long local operations: bars
 // on stderr when it is a terminal, none otherwise.
@@ -28,82 +21,93 @@ func (a *App) progress() func(desc string, total int) progress.Bar {
 	return progress.For(a.Stderr)
 }
 
-func openWarehouse(ctx context.Context, app *App, dir string, clock lock.Clock) (*embedded.Warehouse, error) {
-	if dir == "" {
-		return nil, Usagef("--warehouse is required (a local directory)")
-	}
-	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
-		return nil, fmt.Errorf("warehouse %s: no such directory", dir)
-	}
-	return embedded.Open(ctx, dir, clock, app.Logger, nil)
-}
-
-func newRegisterCmd(app *App) *cobra.Command {
-	var dir string
-	p := maintenance.DefaultPolicy()
-	cmd := &cobra.Command{
-		Use:   "register NAME PATH",
-		Short: "Register a table (PATH relative to the warehouse) for maintenance, with its policy",
-		Args:  cobra.ExactArgs(2),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx := cmd.Context()
-			w, err := openWarehouse(ctx, app, dir, nil)
-			if err != nil {
-				return err
-			}
-			if err := w.Catalog.Register(ctx, args[0], args[1], p); err != nil {
-				return err
-			}
-			fmt.Fprintf(app.Stdout, "registered %s at %s (keep-last %d, grace %s, target %d rows)\n",
-				args[0], args[1], p.KeepLast, p.Grace, p.TargetRows)
-			return nil
-		},
-	}
-	warehouseFlag(cmd, &dir)
-	f := cmd.Flags()
-	f.IntVar(&p.KeepLast, "keep-last", p.KeepLast, "newest versions always kept")
-	f.DurationVar(&p.Grace, "grace", p.Grace, "keep versions superseded less than this long ago, and unreferenced files younger than this")
-	f.Uint64Var(&p.TargetRows, "target-rows", p.TargetRows, "compaction target rows per fragment")
-	f.Float64Var(&p.DeletedThreshold, "deleted-threshold", p.DeletedThreshold, "rewrite fragments with more than this share of deleted rows")
-	return cmd
-}
-
 func newMaintainCmd(app *App) *cobra.Command {
-	var dir string
+	return newPassCmd(app, "maintain", allSteps,
+		"Compact, prune, clean up and sweep every registered table, or one (--table NAME); --dry-run prints the plan",
+		`Maintain the warehouse's registered tables: for each, under its lock,
+compact small fragments and raise the retention floor, enqueueing the
+versions below it; then clean up those versions (in-process, or by the
+deployment's cleaner with --queue-url) and sweep unreferenced files older
+than the grace window. The same library calls as the Lambda functions.
+
+With --table NAME (a registered name) only that table is maintained.
+--dry-run changes nothing and prints the plan: compaction groups, cleanup
+ranges with every key and byte they delete (--keys lists them), why the
+other versions are kept, and what compaction leaves for the next pass.`)
+}
+
+func newCompactCmd(app *App) *cobra.Command {
+	return newPassCmd(app, "compact", steps{Compact: true},
+		"Compact the small fragments of every registered table, or one (--table NAME), under its lock",
+		`Compact only: fold small fragments (and fragments with many deleted rows)
+into fragments of the policy's target rows, under the table's lock. The
+retention floor is not raised (cleanup of versions already below it still
+runs). --dry-run prints the groups.`)
+}
+
+func newPruneCmd(app *App) *cobra.Command {
+	return newPassCmd(app, "prune", steps{Prune: true},
+		"Raise the retention floor and clean up the versions below it, for every registered table or one (--table NAME)",
+		`Prune only: under the table's lock, raise the retention floor as the
+policy allows (keep-last, grace, tags) and enqueue the versions below it;
+then clean them up (in-process, or by the deployment's cleaner with
+--queue-url). --dry-run prints the ranges, their keys and bytes, and why the
+other versions are kept.`)
+}
+
+func newSweepCmd(app *App) *cobra.Command {
+	return newPassCmd(app, "sweep", steps{Sweep: true},
+		"Delete unreferenced data and deletion files older than the grace window, for every registered table or one (--table NAME)",
+		`Sweep only: delete data and deletion files that no retained version
+references and that are older than the grace window (leftovers of failed
+commits and crashed compactions). Needs no lock. --dry-run lists them.`)
+}
+
+// newPassCmd builds maintain, compact, prune and sweep: one pass (pass.go)
+// running the given steps.
+func newPassCmd(app *App, name string, st steps, short, long string) *cobra.Command {
+	var wf warehouseFlags
 	var dryRun, keys bool
-	var ahead time.Duration
 	cmd := &cobra.Command{
-		Use:   "maintain",
-		Short: "Compact, plan pruning, drain cleanup and sweep every registered table (or print the plan)",
+		Use:   name + " [--table NAME] [--dry-run]",
+		Short: short,
+		Long:  long,
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
-			if err := checkClockAhead(ahead); err != nil {
+			if err := checkClockAhead(wf.ahead); err != nil {
 				return err
 			}
-			var clock lock.Clock
-			if ahead != 0 {
-				clock = lock.AheadClock{Clock: lock.SystemClock(), Ahead: ahead}
+			if keys && !dryRun {
+				return Usagef("--keys lists the keys a dry run would delete: use it with --dry-run")
 			}
-			w, err := openWarehouse(ctx, app, dir, clock)
+			// Sweeping needs no lock (the sweeper function takes none).
+			write := !dryRun && (st.Compact || st.Prune)
+			w, err := openWarehouse(ctx, app, wf, write)
 			if err != nil {
 				return err
 			}
-			rep, err := w.Maintain(ctx, embedded.Options{DryRun: dryRun, Progress: app.progress()})
-			if err != nil {
-				return err
+			var names []string
+			if app.TableURI != "" {
+				names = []string{app.TableURI}
 			}
-			out := maintainJSON(rep, dryRun, keys)
+			rep, runErr := w.pass(ctx, passOptions{DryRun: dryRun, Tables: names, Steps: st, Progress: app.progress()})
+			if len(rep.Run.Tables) == 0 && len(rep.Sweeps) == 0 {
+				return runErr
+			}
+			out := maintainJSON(rep, dryRun, keys, w.Remote != nil)
 			if app.JSON() {
-				return printJSON(app.Stdout, out)
+				err = printJSON(app.Stdout, out)
+			} else {
+				err = printMaintain(app, out, rep.Elapsed)
 			}
-			return printMaintain(app, out, rep.Elapsed)
+			return errors.Join(runErr, err)
 		},
 	}
-	warehouseFlag(cmd, &dir)
+	addWarehouseFlags(cmd, &wf, true)
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "print what would be done; change nothing")
 	cmd.Flags().BoolVar(&keys, "keys", false, "with --dry-run: list every key that would be deleted")
-	clockAheadFlag(cmd, &ahead)
+	clockAheadFlag(cmd, &wf.ahead)
 	return cmd
 }
 
@@ -129,21 +133,37 @@ func checkClockAhead(ahead time.Duration) error {
 type tableJSON struct {
 	Table           string      `json:"table"`
 	Skipped         string      `json:"skipped,omitempty"`
+	Error           string      `json:"error,omitempty"`
 	FencingToken    uint64      `json:"fencing_token,omitempty"`
 	Groups          int         `json:"compaction_groups"`
 	GroupFragments  []int       `json:"group_fragments,omitempty"`
 	GroupBytes      []uint64    `json:"group_bytes,omitempty"`
 	FragmentsBefore int         `json:"input_fragments,omitempty"`
 	RowsRewritten   uint64      `json:"rows_rewritten,omitempty"`
+	LeftGroups      int         `json:"compaction_groups_left,omitempty"`    // dry run: beyond this pass's limits
+	LeftFragments   int         `json:"compaction_fragments_left,omitempty"` // dry run
 	Latest          uint64      `json:"latest"`
 	Floor           uint64      `json:"floor"`
 	Prunable        int         `json:"prunable_versions"`
 	Ranges          []string    `json:"ranges"`
+	Kept            []keptJSON  `json:"kept,omitempty"`    // dry run: why the other versions are kept
 	Cleanup         []rangeJSON `json:"cleanup,omitempty"` // dry run: what the cleaner would delete per range
 	Sweep           *sweepJSON  `json:"sweep,omitempty"`   // dry run: what the sweep would delete
-	DeleteKeys      int         `json:"delete_keys"`       // dry run: cleanup + sweep
-	DeleteBytes     int64       `json:"delete_bytes"`
-	SweepDeleted    int         `json:"sweep_deleted,omitempty"`
+	// DeleteKeys and DeleteBytes: dry run, what cleanup and sweep would
+	// delete; real run, what they deleted (with --queue-url, the sweep
+	// only: the deployment's cleaner does the cleanup).
+	DeleteKeys     int   `json:"delete_keys"`
+	DeleteBytes    int64 `json:"delete_bytes"`
+	VersionsPruned int   `json:"versions_pruned"` // real run: manifests deleted by cleanup
+	RangesSent     int   `json:"ranges_sent,omitempty"`
+	SweepDeleted   int   `json:"sweep_deleted,omitempty"`
+}
+
+type keptJSON struct {
+	From   uint64 `json:"from"`
+	To     uint64 `json:"to"`
+	Reason string `json:"reason"`
+	Until  string `json:"until,omitempty"`
 }
 
 type rangeJSON struct {
@@ -168,24 +188,40 @@ type sweepJSON struct {
 type maintainOut struct {
 	DryRun         bool        `json:"dry_run"`
 	Tables         []tableJSON `json:"tables"`
-	DeleteKeys     int         `json:"delete_keys,omitempty"`
-	DeleteBytes    int64       `json:"delete_bytes,omitempty"`
+	DeleteKeys     int         `json:"delete_keys"`
+	DeleteBytes    int64       `json:"delete_bytes"`
+	VersionsPruned int         `json:"versions_pruned"`
 	CleanupHandled int         `json:"cleanup_messages,omitempty"`
 	CleanupFailed  int         `json:"cleanup_failed,omitempty"`
+	RangesSent     int         `json:"ranges_sent,omitempty"` // --queue-url: left to the deployment's cleaner
 	ElapsedMS      int64       `json:"elapsed_ms"`
 }
 
-func maintainJSON(rep embedded.Report, dry, keys bool) maintainOut {
-	out := maintainOut{DryRun: dry, CleanupHandled: rep.Drain.Succeeded, CleanupFailed: rep.Drain.Failed + rep.Drain.DeadLettered,
-		ElapsedMS: rep.Elapsed.Milliseconds()}
+func maintainJSON(rep passReport, dry, keys, remote bool) maintainOut {
+	out := maintainOut{DryRun: dry, Tables: []tableJSON{}, CleanupHandled: rep.Drain.Succeeded,
+		CleanupFailed: rep.Drain.Failed + rep.Drain.DeadLettered, ElapsedMS: rep.Elapsed.Milliseconds()}
+	seen := map[string]bool{}
 	for _, tr := range rep.Run.Tables {
+		seen[tr.Table] = true
 		tj := tableJSON{Table: tr.Table, Skipped: tr.Skipped, FencingToken: tr.Token, Latest: tr.Prune.Latest,
 			Floor: tr.Prune.Floor, Prunable: tr.Prune.Prunable, Ranges: []string{}}
+		if msg, ok := strings.CutPrefix(tr.Skipped, "error: "); ok {
+			tj.Skipped, tj.Error = "", msg
+		}
 		if dry {
 			tj.Groups = len(tr.Compaction.Groups)
 			for _, g := range tr.Compaction.Groups {
 				tj.GroupFragments = append(tj.GroupFragments, len(g.Fragments))
 				tj.GroupBytes = append(tj.GroupBytes, g.InputBytes)
+			}
+			left := rep.Leftover[tr.Table]
+			tj.LeftGroups, tj.LeftFragments = left[0], left[1]
+			for _, k := range rep.Kept[tr.Table] {
+				kj := keptJSON{From: k.From, To: k.To, Reason: k.Reason}
+				if !k.Until.IsZero() {
+					kj.Until = k.Until.UTC().Format(time.RFC3339)
+				}
+				tj.Kept = append(tj.Kept, kj)
 			}
 			for _, rp := range rep.Cleanup[tr.Table] {
 				rj := rangeJSON{From: rp.Range.From, To: rp.Range.To, ChangeRecords: rp.ChangeRecords,
@@ -198,64 +234,103 @@ func maintainJSON(rep embedded.Report, dry, keys bool) maintainOut {
 				tj.DeleteKeys += rp.Keys()
 				tj.DeleteBytes += rp.DataBytes + rp.MetaBytes
 			}
-			if sr, ok := rep.Sweeps[tr.Table]; ok {
+		} else {
+			tj.Groups, tj.FragmentsBefore, tj.RowsRewritten = tr.Compacted.Committed, tr.Compacted.InputFrags, tr.Compacted.RowsWritten
+			if c := rep.Cleaned[tr.Table]; c != nil {
+				tj.VersionsPruned, tj.DeleteKeys, tj.DeleteBytes = c.Versions, c.Keys, c.Bytes
+			}
+			if remote {
+				tj.RangesSent = len(tr.Prune.Ranges)
+			}
+		}
+		for _, r := range tr.Prune.Ranges {
+			tj.Ranges = append(tj.Ranges, fmt.Sprintf("%d-%d", r.From, r.To))
+		}
+		out.Tables = append(out.Tables, tj)
+	}
+	// The sweep step alone has no Runner reports: one row per swept table.
+	for _, name := range slices.Sorted(maps.Keys(rep.Sweeps)) {
+		if !seen[name] {
+			out.Tables = append(out.Tables, tableJSON{Table: name, Ranges: []string{}})
+		}
+	}
+	for i := range out.Tables {
+		tj := &out.Tables[i]
+		if e, ok := rep.Errors[tj.Table]; ok && tj.Error == "" {
+			tj.Error = e
+		}
+		if sr, ok := rep.Sweeps[tj.Table]; ok {
+			if dry {
 				tj.Sweep = &sweepJSON{Keys: len(sr.Planned), Bytes: sr.Bytes}
 				if keys {
 					tj.Sweep.List = sr.Planned
 				}
 				tj.DeleteKeys += len(sr.Planned)
-				tj.DeleteBytes += sr.Bytes
+			} else {
+				tj.SweepDeleted = sr.Deleted
+				tj.DeleteKeys += sr.Deleted
 			}
-		} else {
-			tj.Groups, tj.FragmentsBefore, tj.RowsRewritten = tr.Compacted.Committed, tr.Compacted.InputFrags, tr.Compacted.RowsWritten
-			tj.SweepDeleted = rep.Sweeps[tr.Table].Deleted
-		}
-		for _, r := range tr.Prune.Ranges {
-			tj.Ranges = append(tj.Ranges, fmt.Sprintf("%d-%d", r.From, r.To))
+			tj.DeleteBytes += sr.Bytes
 		}
 		out.DeleteKeys += tj.DeleteKeys
 		out.DeleteBytes += tj.DeleteBytes
-		out.Tables = append(out.Tables, tj)
+		out.VersionsPruned += tj.VersionsPruned
+		out.RangesSent += tj.RangesSent
 	}
 	return out
 }
 
 func printMaintain(app *App, j maintainOut, elapsed time.Duration) error {
 	dry := j.DryRun
-	head := []string{"TABLE", "GROUPS", "LATEST", "FLOOR", "PRUNABLE", "RANGES", "NOTE"}
+	head := []string{"TABLE", "GROUPS", "LATEST", "FLOOR", "PRUNED", "DELETED KEYS", "DELETED BYTES", "NOTE"}
 	if dry {
 		head = []string{"TABLE", "GROUPS", "LATEST", "FLOOR", "PRUNABLE", "RANGES", "DELETE KEYS", "DELETE BYTES", "NOTE"}
 	}
 	var rows [][]string
 	for _, t := range j.Tables {
 		note := t.Skipped
-		if !dry && note == "" {
+		switch {
+		case t.Error != "":
+			note = "error: " + t.Error
+		case !dry && note == "":
 			note = fmt.Sprintf("%d fragments rewritten, %d orphans swept", t.FragmentsBefore, t.SweepDeleted)
+			if t.RangesSent > 0 {
+				note += fmt.Sprintf(", %d cleanup ranges sent to the queue", t.RangesSent)
+			}
 		}
-		ranges := strconv.Itoa(len(t.Ranges))
-		row := []string{t.Table, strconv.Itoa(t.Groups), strconv.FormatUint(t.Latest, 10),
-			strconv.FormatUint(t.Floor, 10), strconv.Itoa(t.Prunable), ranges}
+		row := []string{t.Table, strconv.Itoa(t.Groups), strconv.FormatUint(t.Latest, 10), strconv.FormatUint(t.Floor, 10)}
 		if dry {
-			row = append(row, strconv.Itoa(t.DeleteKeys), shortBytes(t.DeleteBytes))
+			row = append(row, strconv.Itoa(t.Prunable), strconv.Itoa(len(t.Ranges)))
+		} else {
+			row = append(row, strconv.Itoa(t.VersionsPruned))
 		}
+		row = append(row, strconv.Itoa(t.DeleteKeys), shortBytes(t.DeleteBytes))
 		rows = append(rows, append(row, note))
 	}
 	if err := printAligned(app.Stdout, head, rows); err != nil {
 		return err
 	}
+	out := app.Stdout
 	if !dry {
-		_, err := fmt.Fprintf(app.Stdout, "cleanup: %d messages handled, %d failed; took %s\n", j.CleanupHandled, j.CleanupFailed, elapsed.Round(time.Millisecond))
+		fmt.Fprintf(out, "deleted %d keys (%s), %d versions pruned", j.DeleteKeys, shortBytes(j.DeleteBytes), j.VersionsPruned)
+		if j.RangesSent > 0 {
+			fmt.Fprintf(out, "; %d cleanup ranges sent to the deployment's queue", j.RangesSent)
+		}
+		_, err := fmt.Fprintf(out, "; cleanup: %d messages handled, %d failed; took %s\n", j.CleanupHandled, j.CleanupFailed, elapsed.Round(time.Millisecond))
 		return err
 	}
-	// The plan, table by table: compaction groups, cleanup ranges, sweep.
-	out := app.Stdout
+	// The plan, table by table: compaction groups, cleanup ranges, kept
+	// versions, sweep.
 	for _, t := range j.Tables {
-		if t.Groups == 0 && len(t.Cleanup) == 0 && (t.Sweep == nil || t.Sweep.Keys == 0) {
+		if t.Error != "" || t.Skipped != "" {
 			continue
 		}
 		fmt.Fprintf(out, "\n%s:\n", t.Table)
 		for i, n := range t.GroupFragments {
 			fmt.Fprintf(out, "  compact group %d: %d fragments, %s\n", i+1, n, shortBytes(int64(t.GroupBytes[i])))
+		}
+		if t.LeftFragments > 0 {
+			fmt.Fprintf(out, "  compaction leaves %d fragments in %d groups for the next pass (per-run limits)\n", t.LeftFragments, t.LeftGroups)
 		}
 		for _, r := range t.Cleanup {
 			fmt.Fprintf(out, "  cleanup %d-%d: %d versions; %d data/deletion files (%s), %d manifests and change records (%s)\n",
@@ -263,6 +338,16 @@ func printMaintain(app *App, j maintainOut, elapsed time.Duration) error {
 			for _, k := range r.Keys {
 				fmt.Fprintf(out, "    %s\n", k)
 			}
+		}
+		if len(t.Ranges) == 0 && len(t.Kept) > 0 {
+			fmt.Fprintf(out, "  nothing to prune:\n")
+		}
+		for _, k := range t.Kept {
+			vs := fmt.Sprintf("version %d", k.From)
+			if k.To > k.From {
+				vs = fmt.Sprintf("versions %d-%d", k.From, k.To)
+			}
+			fmt.Fprintf(out, "  keep %s: %s\n", vs, k.Reason)
 		}
 		if t.Sweep != nil && t.Sweep.Keys > 0 {
 			fmt.Fprintf(out, "  sweep: %d unreferenced files (%s)\n", t.Sweep.Keys, shortBytes(t.Sweep.Bytes))

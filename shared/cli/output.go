@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"encoding/base64"
+	"encoding/csv"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -65,18 +66,30 @@ func cellText(col arrow.Array, i int) string {
 	return fmt.Sprint(v)
 }
 
-// rowPrinter prints record batches as an aligned table or JSON lines.
+// rowPrinter prints record batches as an aligned table, JSON lines or CSV.
 type rowPrinter struct {
 	json  bool
 	out   io.Writer
 	tw    *tabwriter.Writer
+	csv   *csv.Writer
 	names []string
 	rows  int
 	limit int // 0: no limit
+	// keep, if set, selects the rows printed; cols, if set, the columns
+	// of the batch printed (in names' order).
+	keep func(rec arrow.RecordBatch, i int) bool
+	cols []int
 }
 
-func newRowPrinter(out io.Writer, asJSON bool, names []string, limit int) *rowPrinter {
+// newRowPrinter prints in format "table", "json" or "csv".
+func newRowPrinter(out io.Writer, format string, names []string, limit int) *rowPrinter {
+	asJSON := format == "json"
 	p := &rowPrinter{json: asJSON, out: out, names: names, limit: limit}
+	if format == "csv" {
+		p.csv = csv.NewWriter(out)
+		_ = p.csv.Write(names)
+		return p
+	}
 	if !asJSON {
 		p.tw = tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 		upper := make([]string, len(names))
@@ -93,21 +106,40 @@ func (p *rowPrinter) full() bool { return p.limit > 0 && p.rows >= p.limit }
 
 func (p *rowPrinter) print(rec arrow.RecordBatch) error {
 	var line bytes.Buffer
-	cells := make([]string, rec.NumCols())
+	cols := p.cols
+	if cols == nil {
+		cols = make([]int, rec.NumCols())
+		for c := range cols {
+			cols[c] = c
+		}
+	}
+	cells := make([]string, len(cols))
 	for i := range int(rec.NumRows()) {
 		if p.full() {
 			return nil
 		}
+		if p.keep != nil && !p.keep(rec, i) {
+			continue
+		}
 		p.rows++
+		if p.csv != nil {
+			for c, col := range cols {
+				cells[c] = cellCSV(rec.Column(col), i)
+			}
+			if err := p.csv.Write(cells); err != nil {
+				return err
+			}
+			continue
+		}
 		if p.json {
 			line.Reset()
 			line.WriteByte('{')
-			for c := range int(rec.NumCols()) {
+			for c, col := range cols {
 				if c > 0 {
 					line.WriteByte(',')
 				}
 				k, _ := json.Marshal(p.names[c])
-				v, err := json.Marshal(cellJSON(rec.Column(c), i))
+				v, err := json.Marshal(cellJSON(rec.Column(col), i))
 				if err != nil {
 					return err
 				}
@@ -121,8 +153,8 @@ func (p *rowPrinter) print(rec arrow.RecordBatch) error {
 			}
 			continue
 		}
-		for c := range cells {
-			cells[c] = cellText(rec.Column(c), i)
+		for c, col := range cols {
+			cells[c] = cellText(rec.Column(col), i)
 		}
 		fmt.Fprintln(p.tw, strings.Join(cells, "\t"))
 	}
@@ -130,10 +162,29 @@ func (p *rowPrinter) print(rec arrow.RecordBatch) error {
 }
 
 func (p *rowPrinter) flush() error {
+	if p.csv != nil {
+		p.csv.Flush()
+		return p.csv.Error()
+	}
 	if p.tw != nil {
 		return p.tw.Flush()
 	}
 	return nil
+}
+
+// cellCSV is row i of a column as a CSV field that upsert reads back: null
+// is empty, timestamps RFC 3339, binary base64.
+func cellCSV(col arrow.Array, i int) string {
+	switch v := cellJSON(col, i).(type) {
+	case nil:
+		return ""
+	case string:
+		return v
+	case float64:
+		return strconv.FormatFloat(v, 'g', -1, 64)
+	default:
+		return fmt.Sprint(v)
+	}
 }
 
 // printJSON writes v as one line of JSON.

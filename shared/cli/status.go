@@ -2,14 +2,17 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/tablekeep/tablekeep/shared/awsfn"
 	"github.com/tablekeep/tablekeep/shared/lock"
 	"github.com/tablekeep/tablekeep/shared/maintenance"
 	"github.com/tablekeep/tablekeep/shared/objstore"
@@ -19,52 +22,99 @@ import (
 
 // tableStatus is one row of `tablekeep status`.
 type tableStatus struct {
-	Table          string  `json:"table"`
-	Root           string  `json:"root"`
-	Latest         uint64  `json:"latest_version"`
-	Floor          uint64  `json:"floor"`
-	Versions       int     `json:"versions"`
-	Unreclaimed    int     `json:"unreclaimed_versions"`
-	Rows           uint64  `json:"rows"`
-	Fragments      int     `json:"fragments"`
-	SmallFrags     int     `json:"small_fragments"`
-	SmallRatio     float64 `json:"small_fragment_ratio"`
-	ManifestBytes  int64   `json:"manifest_bytes"`
-	GarbageFiles   int     `json:"garbage_files"`
-	GarbageBytes   int64   `json:"garbage_bytes"`
-	LastCompaction string  `json:"last_compaction,omitempty"`
-	LastCleanup    string  `json:"last_cleanup,omitempty"`
-	Error          string  `json:"error,omitempty"`
+	Table string `json:"table"`
+	Root  string `json:"root"`
+	// Health is "ok", "behind" (a backlog older than --max-lag) or
+	// "unreadable"; Reason says why.
+	Health   string `json:"health"`
+	Reason   string `json:"reason,omitempty"`
+	Latest   uint64 `json:"latest_version"`
+	Floor    uint64 `json:"floor"`
+	Versions int    `json:"versions"`
+	// PrunableNow: versions the next pass deletes (the prune planner's own
+	// rule); PrunableLater more once their grace window ends, at
+	// PrunableAt.
+	PrunableNow   int    `json:"prunable_versions"`
+	PrunableSince string `json:"prunable_since,omitempty"`
+	PrunableLater int    `json:"prunable_later"`
+	PrunableAt    string `json:"prunable_at,omitempty"`
+	// Unreclaimed: stored versions below the floor already set.
+	Unreclaimed int    `json:"unreclaimed_versions"`
+	Rows        uint64 `json:"rows"`
+	Fragments   int    `json:"fragments"`
+	// Compactable: fragments the compaction planner would fold (its own
+	// rule); SmallFrags: under the target rows (a lone small fragment is
+	// left alone).
+	Compactable      int        `json:"compactable_fragments"`
+	CompactGroups    int        `json:"compaction_groups"`
+	CompactableSince string     `json:"compactable_since,omitempty"`
+	SmallFrags       int        `json:"small_fragments"`
+	SmallRatio       float64    `json:"small_fragment_ratio"`
+	ManifestBytes    int64      `json:"manifest_bytes"`
+	GarbageFiles     int        `json:"garbage_files"`
+	GarbageBytes     int64      `json:"garbage_bytes"`
+	LastCompaction   string     `json:"last_compaction,omitempty"`
+	LastCleanup      string     `json:"last_cleanup,omitempty"`
+	Policy           policyJSON `json:"policy"`
+	Error            string     `json:"error,omitempty"`
 }
 
+// bucketProblem is why the warehouse's bucket is unhealthy for every
+// table ("" if it is not): a versioned bucket without a noncurrent-version
+// expiration rule, which the functions refuse at cold start, since deletes
+// there reclaim nothing.
+func bucketProblem(ctx context.Context, w *whouse) string {
+	if w.CheckBucket == nil {
+		return ""
+	}
+	if err := w.CheckBucket(ctx); errors.Is(err, awsfn.ErrVersionedBucket) {
+		return err.Error()
+	}
+	return ""
+}
+
+// errUnhealthy makes status exit 1 after printing every row.
+var errUnhealthy = errors.New("unhealthy tables")
+
 func newStatusCmd(app *App) *cobra.Command {
-	var dir string
-	var ahead time.Duration
+	var wf warehouseFlags
+	var lag time.Duration
 	parallel := defaultStatusParallel
 	cmd := &cobra.Command{
 		Use:   "status",
-		Short: "Show the health of every registered table: versions, backlog, fragments, garbage, last maintenance",
-		Long: `Show every table in the warehouse's _registry: versions stored, unreclaimed
-versions (stored below the retention floor), fragments and the share under
-the compaction target, garbage bytes (data and deletion files no retained
-version references and older than the grace window: what a sweep would
-delete), and when compaction and cleanup last ran. Reads only; it lists and
-reads the tables' metadata.`,
+		Short: "Is every registered table healthy, what is its backlog, when will it shrink (exit 1 if not)",
+		Long: `Show every table in the warehouse's _registry (or one: --table NAME):
+
+  HEALTH       ok; behind: a backlog older than --max-lag (default: the
+               policy's re-plan interval, 6h, plus an hour: longer than a
+               lost cleanup message takes to be found again); unreadable
+  PRUNABLE     versions the next pass deletes (the prune planner's rule),
+               and "+N at T": more once their grace window ends at T
+  COMPACTABLE  fragments the compaction planner would fold (its rule)
+  GARBAGE      unreferenced data and deletion files older than the grace
+               window: what a sweep deletes
+  LAST COMPACTION, LAST CLEANUP, and the POLICY in force
+
+Reads only. Exit status 1 when any table is behind or unreadable, so
+status -o json can drive monitoring.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
-			if err := checkClockAhead(ahead); err != nil {
+			if err := checkClockAhead(wf.ahead); err != nil {
 				return err
 			}
-			var clock lock.Clock = lock.SystemClock()
-			if ahead != 0 {
-				clock = lock.AheadClock{Clock: clock, Ahead: ahead}
+			if lag < 0 {
+				return Usagef("--max-lag %s must not be negative", lag)
 			}
-			w, err := openWarehouse(ctx, app, dir, clock)
+			w, err := openWarehouse(ctx, app, wf, false)
 			if err != nil {
 				return err
 			}
-			refs, err := w.Catalog.Tables(ctx)
+			var names []string
+			if app.TableURI != "" {
+				names = []string{app.TableURI}
+			}
+			refs, err := w.refs(ctx, names)
 			if err != nil {
 				return err
 			}
@@ -81,7 +131,7 @@ reads the tables' metadata.`,
 			g.SetLimit(max(parallel, 1))
 			for i, ref := range refs {
 				g.Go(func() error {
-					rows[i] = statusOf(ctx, w.Store, ref, stats[ref.Name], clock)
+					rows[i] = statusOf(ctx, w.Store, ref, stats[ref.Name], w.Clock, lag)
 					barMu.Lock()
 					_ = bar.Add(1)
 					barMu.Unlock()
@@ -93,29 +143,66 @@ reads the tables' metadata.`,
 			if err := ctx.Err(); err != nil {
 				return err
 			}
-			if app.JSON() {
-				return printJSON(app.Stdout, struct {
-					Tables []tableStatus `json:"tables"`
-				}{rows})
-			}
-			head := []string{"TABLE", "VERSIONS", "UNRECLAIMED", "FRAGMENTS", "SMALL", "GARBAGE", "LAST COMPACTION", "LAST CLEANUP"}
-			var cells [][]string
+			var bad []string
 			for _, r := range rows {
-				if r.Error != "" {
-					cells = append(cells, []string{r.Table, "error: " + r.Error, "", "", "", "", "", ""})
-					continue
+				if r.Health != "ok" {
+					bad = append(bad, r.Table)
 				}
-				cells = append(cells, []string{r.Table, strconv.Itoa(r.Versions), strconv.Itoa(r.Unreclaimed),
-					strconv.Itoa(r.Fragments), fmt.Sprintf("%.0f%%", 100*r.SmallRatio), shortBytes(r.GarbageBytes),
-					orNever(r.LastCompaction), orNever(r.LastCleanup)})
 			}
-			return printAligned(app.Stdout, head, cells)
+			bucket := bucketProblem(ctx, w)
+			if bucket != "" {
+				bad = append(bad, "the bucket")
+			}
+			if app.JSON() {
+				err = printJSON(app.Stdout, struct {
+					Healthy bool          `json:"healthy"`
+					Bucket  string        `json:"bucket_error,omitempty"`
+					Tables  []tableStatus `json:"tables"`
+				}{len(bad) == 0, bucket, rows})
+			} else {
+				if bucket != "" {
+					fmt.Fprintf(app.Stdout, "warehouse %s: unhealthy: %s\n", w.URI, bucket)
+				}
+				err = printStatus(app, rows)
+			}
+			if err != nil {
+				return err
+			}
+			if len(bad) > 0 {
+				return fmt.Errorf("%w: %s", errUnhealthy, strings.Join(bad, ", "))
+			}
+			return nil
 		},
 	}
-	warehouseFlag(cmd, &dir)
-	clockAheadFlag(cmd, &ahead)
+	addWarehouseFlags(cmd, &wf, false)
+	clockAheadFlag(cmd, &wf.ahead)
+	cmd.Flags().DurationVar(&lag, "max-lag", 0, "a backlog waiting longer than this is unhealthy (0: the policy's re-plan interval plus 1h)")
 	cmd.Flags().IntVar(&parallel, "parallel", defaultStatusParallel, "tables read at once (each sends at most "+strconv.Itoa(maintenance.DefaultConcurrency)+" requests at once)")
 	return cmd
+}
+
+func printStatus(app *App, rows []tableStatus) error {
+	head := []string{"TABLE", "HEALTH", "VERSIONS", "PRUNABLE", "COMPACTABLE", "GARBAGE", "LAST COMPACTION", "LAST CLEANUP", "POLICY"}
+	var cells [][]string
+	for _, r := range rows {
+		health := r.Health
+		if r.Reason != "" {
+			health += ": " + r.Reason
+		}
+		if r.Error != "" {
+			cells = append(cells, []string{r.Table, health, "", "", "", "", "", "", ""})
+			continue
+		}
+		prunable := strconv.Itoa(r.PrunableNow)
+		if r.PrunableLater > 0 {
+			prunable += fmt.Sprintf(" (+%d at %s)", r.PrunableLater, r.PrunableAt)
+		}
+		cells = append(cells, []string{r.Table, health, strconv.Itoa(r.Versions), prunable,
+			fmt.Sprintf("%d of %d", r.Compactable, r.Fragments), shortBytes(r.GarbageBytes),
+			orNever(r.LastCompaction), orNever(r.LastCleanup),
+			fmt.Sprintf("keep %d, grace %s", r.Policy.KeepLast, r.Policy.Grace)})
+	}
+	return printAligned(app.Stdout, head, cells)
 }
 
 // defaultStatusParallel is how many tables `tablekeep status` reads at once.
@@ -128,9 +215,21 @@ func orNever(s string) string {
 	return s
 }
 
-func statusOf(ctx context.Context, store objstore.Store, ref maintenance.TableRef, old maintenance.TableStats, clock lock.Clock) tableStatus {
-	r := tableStatus{Table: ref.Name, Root: ref.Root}
-	fail := func(err error) tableStatus { r.Error = oneLine(err.Error()); return r }
+func rfc3339(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format(time.RFC3339)
+}
+
+func statusOf(ctx context.Context, store objstore.Store, ref maintenance.TableRef, old maintenance.TableStats, clock lock.Clock, lag time.Duration) tableStatus {
+	r := tableStatus{Table: ref.Name, Root: ref.Root, Health: "ok", Policy: policyOf(ref)}
+	fail := func(err error) tableStatus {
+		r.Error = oneLine(sdkOneLine(err))
+		r.Health, r.Reason = "unreadable", r.Error
+		return r
+	}
+	now := clock.Now()
 	t, err := table.Open(ctx, store, ref.Root, table.Options{Clock: clock.Now, Grace: ref.Policy.Grace})
 	if err != nil {
 		return fail(err)
@@ -138,16 +237,21 @@ func statusOf(ctx context.Context, store objstore.Store, ref maintenance.TableRe
 	if r.Floor, err = t.Floor(ctx); err != nil {
 		return fail(err)
 	}
-	// The stats and the dry-run sweep only read: they run at once.
+	// The stats, the health and the dry-run sweep only read: they run at
+	// once.
 	var s maintenance.TableStats
+	var h maintenance.Health
 	var sr maintenance.SweepResult
-	var statsErr, sweepErr error
+	var statsErr, healthErr, sweepErr error
 	var g errgroup.Group
 	g.Go(func() error { s, statsErr = maintenance.ComputeStats(ctx, t, ref, r.Floor); return nil })
-	g.Go(func() error { sr, sweepErr = maintenance.Sweep(ctx, t, ref.Policy, clock.Now(), 0, true); return nil })
+	g.Go(func() error { h, healthErr = maintenance.TableHealth(ctx, t, ref, now); return nil })
+	g.Go(func() error { sr, sweepErr = maintenance.Sweep(ctx, t, ref.Policy, now, 0, true); return nil })
 	_ = g.Wait()
-	if statsErr != nil {
-		return fail(statsErr)
+	for _, err := range []error{statsErr, healthErr, sweepErr} {
+		if err != nil {
+			return fail(err)
+		}
 	}
 	r.Latest = t.Cached().Version
 	r.Versions, r.Unreclaimed, r.Rows, r.Fragments, r.SmallFrags = s.Versions, s.Unreclaimed, s.Rows, s.Fragments, s.SmallFrags
@@ -155,19 +259,21 @@ func statusOf(ctx context.Context, store objstore.Store, ref maintenance.TableRe
 	if s.Fragments > 0 {
 		r.SmallRatio = float64(s.SmallFrags) / float64(s.Fragments)
 	}
-	if sweepErr != nil {
-		return fail(sweepErr)
-	}
+	r.PrunableNow, r.PrunableSince = h.PrunableNow, rfc3339(h.PrunableSince)
+	r.PrunableLater, r.PrunableAt = h.PrunableLater, rfc3339(h.PrunableAt)
+	r.Compactable, r.CompactGroups, r.CompactableSince = h.Compactable, h.CompactGroups, rfc3339(h.CompactableSince)
 	r.GarbageFiles, r.GarbageBytes = len(sr.Planned), sr.Bytes
-	if !old.LastCompaction.IsZero() {
-		r.LastCompaction = old.LastCompaction.UTC().Format(time.RFC3339)
-	}
+	r.LastCompaction = rfc3339(old.LastCompaction)
 	last := s.LastCleanup
 	if last.IsZero() {
 		last = old.LastCleanup
 	}
-	if !last.IsZero() {
-		r.LastCleanup = last.UTC().Format(time.RFC3339)
+	r.LastCleanup = rfc3339(last)
+	if lag == 0 {
+		lag = ref.Policy.WithDefaults().ReplanAfter + time.Hour
+	}
+	if why := h.Behind(now, lag); len(why) > 0 {
+		r.Health, r.Reason = "behind", strings.Join(why, "; ")
 	}
 	return r
 }

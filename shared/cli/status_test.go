@@ -53,12 +53,17 @@ func TestStatusAndDryRunPlan(t *testing.T) {
 		st.GarbageBytes != 0 || st.LastCompaction != "" || st.LastCleanup != "" || st.Rows != 6 {
 		t.Fatalf("status before: %+v", st)
 	}
-	if st := statusOfTable(t, dir, "reg", "--clock-ahead", "2h"); st.GarbageFiles != 1 || st.GarbageBytes != 123 {
+	if st.PrunableNow != 0 || st.PrunableLater != 16 || st.PrunableAt == "" || st.Compactable != 6 || st.CompactGroups != 1 ||
+		st.Health != "ok" || st.Policy.KeepLast != 10 || st.Policy.Grace != "1h" {
+		t.Fatalf("status before, backlog: %+v", st)
+	}
+	if st := statusOfTable(t, dir, "reg", "--clock-ahead", "2h"); st.GarbageFiles != 1 || st.GarbageBytes != 123 ||
+		st.PrunableNow != 16 || st.PrunableLater != 0 || st.Health != "ok" {
 		t.Fatalf("garbage: %+v", st)
 	}
 	human := ok(t, "", "status", "--warehouse", dir, "--clock-ahead", "2h")
 	lines := strings.Split(strings.TrimSpace(human), "\n")
-	if !regexp.MustCompile(`^TABLE +VERSIONS +UNRECLAIMED +FRAGMENTS +SMALL +GARBAGE +LAST COMPACTION +LAST CLEANUP$`).MatchString(lines[0]) {
+	if !regexp.MustCompile(`^TABLE +HEALTH +VERSIONS +PRUNABLE +COMPACTABLE +GARBAGE +LAST COMPACTION +LAST CLEANUP +POLICY$`).MatchString(lines[0]) {
 		t.Fatalf("header: %q", lines[0])
 	}
 	var regLine string
@@ -67,7 +72,7 @@ func TestStatusAndDryRunPlan(t *testing.T) {
 			regLine = l
 		}
 	}
-	if !regexp.MustCompile(`^reg +26 +0 +6 +100% +123 B +never +never$`).MatchString(regLine) {
+	if !regexp.MustCompile(`^reg +ok +26 +16 +6 of 6 +123 B +never +never +keep 10, grace 1h$`).MatchString(regLine) {
 		t.Fatalf("status line: %q\n%s", regLine, human)
 	}
 	col := strings.Index(lines[0], "VERSIONS")
@@ -94,9 +99,11 @@ func TestStatusAndDryRunPlan(t *testing.T) {
 		t.Fatalf("plan: %s", out)
 	}
 	r := reg.Cleanup[0]
-	// Range 1-16 reads change records 2-17; versions 8-17 replaced a row,
-	// each removing one one-row data file. Manifests 1-16, change records 1-17.
-	if r.From != 1 || r.To != 16 || r.Versions != 16 || r.DataKeys != 10 || r.MetaKeys != 33 || len(r.Keys) != 43 {
+	// The plan models the compaction's commit (version 27): keep-last 10
+	// keeps 18-27. Range 1-17 reads change records 2-18; versions 8-18
+	// replaced a row, each removing one one-row data file. Manifests 1-17,
+	// change records 1-18.
+	if r.From != 1 || r.To != 17 || r.Versions != 17 || r.DataKeys != 11 || r.MetaKeys != 35 || len(r.Keys) != 46 {
 		t.Fatalf("cleanup range %+v", r)
 	}
 	var size int64
@@ -113,7 +120,7 @@ func TestStatusAndDryRunPlan(t *testing.T) {
 	if reg.Sweep.Keys != 1 || reg.Sweep.Bytes != 123 || len(reg.Sweep.List) != 1 || reg.Sweep.List[0] != "reg/data/00000000deadbeef.parquet" {
 		t.Fatalf("sweep plan %+v", reg.Sweep)
 	}
-	if reg.DeleteKeys != 44 || reg.DeleteBytes != size+123 {
+	if reg.DeleteKeys != 47 || reg.DeleteBytes != size+123 {
 		t.Fatalf("totals %d keys %d bytes", reg.DeleteKeys, reg.DeleteBytes)
 	}
 
@@ -121,15 +128,15 @@ func TestStatusAndDryRunPlan(t *testing.T) {
 	human = ok(t, "", "maintain", "--warehouse", dir, "--dry-run", "--clock-ahead", "2h")
 	for _, want := range []string{
 		"DELETE KEYS", "\nreg:\n", "  compact group 1: 6 fragments,",
-		fmt.Sprintf("  cleanup 1-16: 16 versions; 10 data/deletion files (%s), 33 manifests and change records (%s)",
+		fmt.Sprintf("  cleanup 1-17: 17 versions; 11 data/deletion files (%s), 35 manifests and change records (%s)",
 			shortBytes(r.DataBytes), shortBytes(r.MetaBytes)),
-		"  sweep: 1 unreferenced files (123 B)", "dry run: would delete 44 keys",
+		"  sweep: 1 unreferenced files (123 B)", "dry run: would delete 47 keys",
 	} {
 		if !strings.Contains(human, want) {
 			t.Fatalf("dry-run output lacks %q:\n%s", want, human)
 		}
 	}
-	if !regexp.MustCompile(`(?m)^reg +1 +26 +17 +16 +1 +44 +`).MatchString(human) {
+	if !regexp.MustCompile(`(?m)^reg +1 +27 +18 +17 +1 +47 +`).MatchString(human) {
 		t.Fatalf("dry-run table row:\n%s", human)
 	}
 	if st := statusOfTable(t, dir, "reg"); st.Versions != 26 {

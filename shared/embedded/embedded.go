@@ -14,7 +14,10 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"time"
+
+	"golang.org/x/sync/errgroup"
 
 	"github.com/tablekeep/tablekeep/shared/catalog"
 	"github.com/tablekeep/tablekeep/shared/lock"
@@ -117,6 +120,9 @@ type Options struct {
 	// Progress, if set, shows progress over tables and cleanup messages
 	// (see shared/progress: a terminal's stderr, or nothing).
 	Progress func(desc string, total int) progress.Bar
+	// Everything maintains and sweeps every registered table, in need or
+	// not (maintenance.Runner.Everything).
+	Everything bool
 }
 
 func (o Options) progress(desc string, total int) progress.Bar {
@@ -126,10 +132,18 @@ func (o Options) progress(desc string, total int) progress.Bar {
 	return o.Progress(desc, total)
 }
 
-// Maintain runs compaction and prune planning on every registered table,
-// drains the queue with the cleaner, and sweeps orphans. With DryRun it
-// changes nothing and reports the plan: compaction groups, prune ranges,
-// what the cleaner would delete for each range, and what the sweep would.
+// SweepTables is how many tables Maintain sweeps at once.
+const SweepTables = 4
+
+// Maintain runs compaction and prune planning on the registered tables in
+// need (every table with DryRun or Options.Everything; maintenance.Runner),
+// drains the queue with the cleaner, and sweeps orphans from the tables it
+// maintained (an idle table is swept when the scan next finds it in need:
+// at its next write, or its full check, at most Policy.FullCheckEvery
+// away). With DryRun it changes nothing and reports the plan: compaction
+// groups, prune ranges, what the cleaner would delete for each range, and
+// what the sweep would.
+
 func (w *Warehouse) Maintain(ctx context.Context, o Options) (Report, error) {
 	start := w.Clock.Now()
 	var rep Report
@@ -141,7 +155,7 @@ func (w *Warehouse) Maintain(ctx context.Context, o Options) (Report, error) {
 	bar := o.progress("maintain", len(refs))
 	r := &maintenance.Runner{
 		Store: w.Store, Catalog: w.Catalog, Locker: w.Locker, Queue: maintenance.QueueEnqueuer{Q: w.Queue},
-		Clock: w.Clock, Logger: w.Logger, Owner: fmt.Sprintf("%s/%d", host, os.Getpid()), DryRun: o.DryRun,
+		Clock: w.Clock, Logger: w.Logger, Owner: fmt.Sprintf("%s/%d", host, os.Getpid()), DryRun: o.DryRun, Everything: o.Everything,
 		Metrics:  o.Metrics,
 		Progress: func(int, int) { _ = bar.Add(1) },
 	}
@@ -174,19 +188,33 @@ func (w *Warehouse) Maintain(ctx context.Context, o Options) (Report, error) {
 			drainErr = fmt.Errorf("drain cleanup queue: %w", drainErr)
 		}
 	}
+	// The sweeps are independent per table: SweepTables at a time, each
+	// a chain of listings and reads.
 	rep.Sweeps = map[string]maintenance.SweepResult{}
-	for _, ref := range refs {
+	var mu sync.Mutex
+	var g errgroup.Group
+	g.SetLimit(SweepTables)
+	for _, ref := range sweepRefs(refs, rep.Run) {
 		if err := ctx.Err(); err != nil {
-			return rep, errors.Join(drainErr, err)
+			break
 		}
-		sr, err := maintenance.SweepTable(ctx, w.Store, ref, maintenance.SweepOptions{
-			Now: w.Clock.Now(), MaxDeletes: o.SweepMax, DryRun: o.DryRun, Logger: w.Logger, Clock: w.Clock.Now,
-			Metrics: o.Metrics, Table: table.Options{Clock: w.Clock.Now},
+		g.Go(func() error {
+			sr, err := maintenance.SweepTable(ctx, w.Store, ref, maintenance.SweepOptions{
+				Now: w.Clock.Now(), MaxDeletes: o.SweepMax, DryRun: o.DryRun, Logger: w.Logger, Clock: w.Clock.Now,
+				Metrics: o.Metrics, Table: table.Options{Clock: w.Clock.Now},
+			})
+			mu.Lock()
+			defer mu.Unlock()
+			rep.Sweeps[ref.Name] = sr
+			if err != nil {
+				rep.fail(ref.Name, fmt.Errorf("sweep: %w", err))
+			}
+			return nil
 		})
-		rep.Sweeps[ref.Name] = sr
-		if err != nil {
-			rep.fail(ref.Name, fmt.Errorf("sweep: %w", err))
-		}
+	}
+	_ = g.Wait()
+	if err := ctx.Err(); err != nil {
+		return rep, errors.Join(drainErr, err)
 	}
 	rep.Elapsed = w.Clock.Now().Sub(start)
 	if err := o.Metrics.Flush(); err != nil {
@@ -200,6 +228,26 @@ func (w *Warehouse) Maintain(ctx context.Context, o Options) (Report, error) {
 		return rep, errors.Join(drainErr, fmt.Errorf("%w: %s", ErrTablesFailed, strings.Join(msgs, "; ")))
 	}
 	return rep, drainErr
+}
+
+// sweepRefs are the tables a pass sweeps: every table when the run
+// maintained every table (Everything, DryRun, no fleet index), else those
+// it maintained (in need: changed, due, or at their periodic full check).
+func sweepRefs(refs []maintenance.TableRef, run maintenance.RunReport) []maintenance.TableRef {
+	if run.Scan == nil {
+		return refs
+	}
+	done := map[string]bool{}
+	for _, tr := range run.Tables {
+		done[tr.Table] = true
+	}
+	var out []maintenance.TableRef
+	for _, ref := range refs {
+		if done[ref.Name] {
+			out = append(out, ref)
+		}
+	}
+	return out
 }
 
 // planCleanup fills rep.Cleanup: for each planned range, what the cleaner

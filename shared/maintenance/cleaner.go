@@ -171,33 +171,55 @@ func (c *Cleaner) clean(ctx context.Context, store objstore.Store, body []byte) 
 	p := ref.Policy.WithDefaults()
 	opts := c.OpenOpts
 	opts.Grace = p.Grace
-	t, err := table.Open(ctx, store, ref.Root, opts)
-	if err != nil {
-		return res, err
-	}
-	floor, err := t.Floor(ctx)
-	if err != nil {
-		return res, err
-	}
-	if msg.To >= floor {
-		return res, fmt.Errorf("%w: %w: [%d, %d] with floor %d", queue.ErrPermanent, ErrAboveFloor, msg.From, msg.To, floor)
-	}
 	lim := c.Limits.withDefaults()
 	getLimit, delLimit := c.limiters()
+	// The table is opened, its floor checked and its tags read while the
+	// first change records are read (GETs only): scanRange consumes none
+	// before ready returns, and nothing is deleted before the whole slice
+	// is read and checked, so a message above the floor deletes nothing
+	// (it costs at most Limits.Reads GETs). Tags are read after the floor:
+	// a tag written before the floor was raised is seen here, and Tag
+	// withdraws itself if it lost that race.
+	var t *table.Table
+	ready := func(ctx context.Context) (map[uint64]bool, error) {
+		var err error
+		if t, err = table.Open(ctx, store, ref.Root, opts); err != nil {
+			return nil, err
+		}
+		floor, err := t.Floor(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if msg.To >= floor {
+			return nil, fmt.Errorf("%w: %w: [%d, %d] with floor %d", queue.ErrPermanent, ErrAboveFloor, msg.From, msg.To, floor)
+		}
+		return taggedVersions(ctx, t)
+	}
 	// Every change record of the slice is read (and checked) before
 	// anything is deleted: a forged record deletes nothing, not even the
 	// keys listed before it (TestForgedChangeRecord). The size listings
 	// run meanwhile.
-	sz := newSizer(ctx, t.Store(), ref.Root, sizeListPages)
-	rp, err := scanRange(ctx, t, ref, msg, scanOpts{
+	sz := newSizer(ctx, store, ref.Root, sizeListPages)
+	rp, err := scanRange(ctx, store, ref, msg, scanOpts{
 		maxKeys: p.MaxKeysPerRun, reads: lim.Reads, stop: c.pastStop, onKey: sz.see,
 		limit: getLimit, retries: lim.Retries,
-	})
+	}, ready)
 	rp.DataBytes, _ = sz.dataBytes(rp.DataKeys)
 	if err != nil {
 		return res, err
 	}
 	res.ChangeRecords, res.KeptForTags = rp.ChangeRecords, rp.KeptForTags
+	// The range's manifests and change records are listed for their sizes
+	// while the data keys are deleted (only when the range finishes here).
+	var metaBytes int64
+	var metaDone chan struct{}
+	if rp.Continuation == nil {
+		metaDone = make(chan struct{})
+		go func() {
+			defer close(metaDone)
+			metaBytes = rp.metaSizes(ctx, store, ref.Root)
+		}()
+	}
 	// Data keys in batches of DeleteBatch, Limits.Deletes requests in
 	// flight, in any order: each is unreferenced by every retained version.
 	del := newDeleter(ctx, store, p.DeleteBatch, lim.Deletes, delLimit, lim.Retries)
@@ -205,6 +227,9 @@ func (c *Cleaner) clean(ctx context.Context, store objstore.Store, body []byte) 
 	n, reqs, err := del.wait()
 	res.DataKeys, res.DeleteRequests = n, reqs
 	res.Bytes = rp.DataBytes
+	if metaDone != nil {
+		<-metaDone
+	}
 	if err != nil {
 		return res, err
 	}
@@ -215,22 +240,43 @@ func (c *Cleaner) clean(ctx context.Context, store objstore.Store, body []byte) 
 		}
 		return res, nil
 	}
-	// Data first, then the range's manifests and change records last, so a
-	// crash part-way leaves manifests whose files may be gone only below the
-	// floor, where nobody may read them. The meta batches go one at a time,
-	// in order (change records before manifests, which the prune planner
-	// relies on): at most three requests for a range of 1,000 versions.
+	// Data first, then the range's change records, then its manifests: a
+	// crash part-way leaves manifests whose files may be gone only below
+	// the floor, where nobody may read them, and which the planner sees and
+	// re-plans; never change records alone (the prune planner relies on
+	// it). The meta keys are cut into batches in that order, as a serial
+	// sender would send them; the batches holding only change records go
+	// out together first, then the rest together (a range of 1,000
+	// versions: 3 requests in two round trips; a small range: 1 request).
 	res.VersionsDeleted = rp.VersionsDeleted
-	res.Bytes += rp.metaSizes(ctx, t.Store(), ref.Root)
-	mdel := newDeleter(ctx, store, p.DeleteBatch, 1, delLimit, lim.Retries)
-	mdel.add(rp.MetaKeys...)
-	n, reqs, err = mdel.wait()
-	res.ManifestKeys, res.DeleteRequests = n, res.DeleteRequests+reqs
-	if err != nil {
-		return res, err
+	res.Bytes += metaBytes
+	for _, phase := range rp.metaPhases(p.DeleteBatch) {
+		mdel := newDeleter(ctx, store, p.DeleteBatch, lim.Deletes, delLimit, lim.Retries)
+		for _, batch := range phase {
+			mdel.add(batch...)
+			mdel.flush()
+		}
+		n, reqs, err = mdel.wait()
+		res.ManifestKeys, res.DeleteRequests = res.ManifestKeys+n, res.DeleteRequests+reqs
+		if err != nil {
+			return res, err
+		}
 	}
-	c.markCleaned(ctx, t, msg, c.now())
+	c.markCleaned(ctx, store, ref.Root, msg, c.now())
 	return res, nil
+}
+
+// taggedVersions reads t's tags as the set of tagged versions.
+func taggedVersions(ctx context.Context, t *table.Table) (map[uint64]bool, error) {
+	tags, err := t.Tags(ctx)
+	if err != nil {
+		return nil, err
+	}
+	tagged := map[uint64]bool{}
+	for _, v := range tags {
+		tagged[v] = true
+	}
+	return tagged, nil
 }
 
 // RangePlan is what cleaning one range deletes, read from its change
@@ -261,11 +307,44 @@ func (p RangePlan) Keys() int { return len(p.DataKeys) + len(p.MetaKeys) }
 // (0: no bound). Files removed at version r were referenced by versions
 // [Since, r-1]; the range [From, To] owns r in [From+1, To+1].
 func PlanRange(ctx context.Context, t *table.Table, ref TableRef, msg RangeMessage, maxKeys int) (RangePlan, error) {
-	return scanRange(ctx, t, ref, msg, scanOpts{maxKeys: maxKeys, reads: DefaultCleanerReads})
+	return scanRange(ctx, t.Store(), ref, msg, scanOpts{maxKeys: maxKeys, reads: DefaultCleanerReads},
+		func(ctx context.Context) (map[uint64]bool, error) { return taggedVersions(ctx, t) })
 }
 
-// sizeListPages bounds the listing a cleaner does to size what it deletes.
-const sizeListPages = 10
+// metaPhases cuts MetaKeys (change records first, then manifests) into
+// delete batches of at most batch keys, in order, and groups them into two
+// phases: the batches holding only change records, then the others.
+func (p RangePlan) metaPhases(batch int) [][][]string {
+	if batch <= 0 || batch > objstore.MaxDeleteKeys {
+		batch = objstore.MaxDeleteKeys
+	}
+	root := table.NormalizeRoot(p.Range.Root)
+	var records, rest [][]string
+	for keys := range slices.Chunk(p.MetaKeys, batch) {
+		onlyRecords := true
+		for _, k := range keys {
+			if _, ok := table.ParseManifestKey(strings.TrimPrefix(k, root)); ok {
+				onlyRecords = false
+				break
+			}
+		}
+		if onlyRecords && len(rest) == 0 {
+			records = append(records, keys)
+		} else {
+			rest = append(rest, keys)
+		}
+	}
+	return [][][]string{records, rest}
+}
+
+// sizeListPages bounds the listing a cleaner does to size what it deletes:
+// the first 2 pages (2,000 keys) of data/ and of _deletions/, listed while
+// the change records are read. Exact for tables of up to 2,000 data files;
+// a bigger table's bytes are counted where found (its deleted keys spread
+// over the whole prefix, so no bounded listing finds them all, and ten
+// pages took 10 round trips a message for a third of them at 34,000
+// versions).
+const sizeListPages = 2
 
 // Sizes fills DataBytes and MetaBytes from listings (List requests only:
 // the range's manifests and change records, and at most maxPages pages of
@@ -376,9 +455,9 @@ const cleanupStateKey = "_maintenance/cleanup-state.json"
 
 // markCleaned records that msg's range was cleaned. Best effort: the
 // state only feeds status, and the deletes it reports are done.
-func (c *Cleaner) markCleaned(ctx context.Context, t *table.Table, msg RangeMessage, now time.Time) {
+func (c *Cleaner) markCleaned(ctx context.Context, st objstore.Store, root string, msg RangeMessage, now time.Time) {
 	b, _ := json.Marshal(cleanupState{At: now.UTC(), Through: msg.To})
-	if err := t.Store().Put(ctx, t.Root()+cleanupStateKey, b); err != nil && c.Logger != nil {
+	if err := st.Put(ctx, table.NormalizeRoot(root)+cleanupStateKey, b); err != nil && c.Logger != nil {
 		c.Logger.WarnContext(ctx, "cleanup state not recorded", "table", msg.Table, "err", err)
 	}
 }

@@ -77,18 +77,16 @@ type scanOpts struct {
 // are exactly the serial ones; with more, a stop (key budget, time) leaves
 // at most reads-1 records read ahead, which are not consumed (the
 // continuation reads them again): the plan is exactly the serial one.
-func scanRange(ctx context.Context, t *table.Table, ref TableRef, msg RangeMessage, o scanOpts) (RangePlan, error) {
+//
+// ready is called once before the first record is consumed and returns the
+// tagged versions; records are read (GETs only) while it runs, so a caller
+// that opens the table and checks its floor in ready overlaps those round
+// trips with the first reads. If ready fails, nothing is consumed and its
+// error is returned (at most o.reads records were read for nothing).
+func scanRange(ctx context.Context, st objstore.Store, ref TableRef, msg RangeMessage, o scanOpts, ready func(context.Context) (map[uint64]bool, error)) (RangePlan, error) {
 	rp := RangePlan{Range: msg}
-	// Tags are read after the floor: a tag written before the floor was
-	// raised is seen here, and Tag withdraws itself if it lost that race.
-	tags, err := t.Tags(ctx)
-	if err != nil {
-		return rp, err
-	}
-	tagged := map[uint64]bool{}
-	for _, v := range tags {
-		tagged[v] = true
-	}
+	root := table.NormalizeRoot(ref.Root)
+	var tagged map[uint64]bool
 	taggedIn := func(lo, hi uint64) bool {
 		for v := range tagged {
 			if v >= lo && v <= hi {
@@ -127,7 +125,7 @@ func scanRange(ctx context.Context, t *table.Table, ref TableRef, msg RangeMessa
 			ch := make(chan got, 1)
 			slots <- ch // never blocks: tokens bound the slots
 			g.Go(func() error {
-				cr, err := readChange(gctx, t, r, o.limit, o.retries)
+				cr, err := readChange(gctx, st, root, r, o.limit, o.retries)
 				ch <- got{cr, err}
 				return nil
 			})
@@ -136,6 +134,10 @@ func scanRange(ctx context.Context, t *table.Table, ref TableRef, msg RangeMessa
 
 	last := first - 1
 	var scanErr error
+	if tagged, scanErr = ready(gctx); scanErr != nil {
+		stopped.Store(true)
+		cancel()
+	}
 	for ch := range slots {
 		res := <-ch
 		if scanErr != nil || stopped.Load() {
@@ -215,16 +217,16 @@ func scanRange(ctx context.Context, t *table.Table, ref TableRef, msg RangeMessa
 	return rp, nil
 }
 
-// readChange reads change record r, paced by lim, retrying a SlowDown
-// answer up to retries times with the rate lowered.
-func readChange(ctx context.Context, t *table.Table, r uint64, lim *AIMDLimiter, retries int) (*table.ChangeRecord, error) {
+// readChange reads change record r of the table at root, paced by lim,
+// retrying a SlowDown answer up to retries times with the rate lowered.
+func readChange(ctx context.Context, st objstore.Store, root string, r uint64, lim *AIMDLimiter, retries int) (*table.ChangeRecord, error) {
 	for attempt := 0; ; attempt++ {
 		if lim != nil {
 			if err := lim.Wait(ctx, 1); err != nil {
 				return nil, err
 			}
 		}
-		cr, err := t.ChangeRecord(ctx, r)
+		cr, err := table.ReadChangeRecord(ctx, st, root, r)
 		if lim != nil {
 			switch {
 			case err == nil || errors.Is(err, objstore.ErrNotExist):

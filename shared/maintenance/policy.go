@@ -28,6 +28,29 @@ type Policy struct {
 	MaxKeysPerRun    int           // keys one cleaner invocation deletes
 	DeleteBatch      int           // keys per delete request (<= 1000)
 	ReplanAfter      time.Duration // re-enqueue a range still not cleaned after this long
+
+	// Need triggers (Runner.Run maintains a table only when it needs it;
+	// see fleet.go and docs/reliability.md "Fleet passes").
+
+	// CompactMinFragments: a changed table is maintained once the fragments
+	// the compaction planner would take (small or deletion-heavy, counted
+	// at its last maintenance, plus one per version committed since) reach
+	// this many.
+	CompactMinFragments int
+	// CompactMaxWait: ... or once such fragments have waited this long
+	// (measured from the scan that first saw the change).
+	CompactMaxWait time.Duration
+	// PruneMinVersions: an unchanged table is maintained once this many of
+	// its retained versions have become prunable.
+	PruneMinVersions int
+	// PruneMaxWait: ... or once its first version became prunable this long ago.
+	PruneMaxWait time.Duration
+	// FullCheckEvery bounds how long any table goes without a full
+	// maintenance, whatever its mark says (the safety net for what the
+	// mark does not see: a tag removed, a mark written by an older release).
+	// Each table's check falls in the second half of the period, at a
+	// point fixed by its name, so a fleet's checks are spread out.
+	FullCheckEvery time.Duration
 }
 
 // DefaultPolicy is the policy of a table registered without one.
@@ -43,6 +66,16 @@ func DefaultPolicy() Policy {
 		MaxKeysPerRun:    10000,
 		DeleteBatch:      1000,
 		ReplanAfter:      6 * time.Hour,
+		// Chosen from the cost model (docs/benchmarks.md, "Fleet"): at one
+		// write a minute and one pass every 15 min, 24 fragments is two
+		// passes of writes, so an active table is compacted and pruned
+		// every other pass (manifest <= ~3 KB, versions <= ~100); an hour
+		// bounds how long a trickle of writes waits.
+		CompactMinFragments: 24,
+		CompactMaxWait:      time.Hour,
+		PruneMinVersions:    24,
+		PruneMaxWait:        time.Hour,
+		FullCheckEvery:      7 * 24 * time.Hour,
 	}
 }
 
@@ -78,6 +111,21 @@ func (p Policy) WithDefaults() Policy {
 	}
 	if p.ReplanAfter <= 0 {
 		p.ReplanAfter = d.ReplanAfter
+	}
+	if p.CompactMinFragments <= 0 {
+		p.CompactMinFragments = d.CompactMinFragments
+	}
+	if p.CompactMaxWait <= 0 {
+		p.CompactMaxWait = d.CompactMaxWait
+	}
+	if p.PruneMinVersions <= 0 {
+		p.PruneMinVersions = d.PruneMinVersions
+	}
+	if p.PruneMaxWait <= 0 {
+		p.PruneMaxWait = d.PruneMaxWait
+	}
+	if p.FullCheckEvery <= 0 {
+		p.FullCheckEvery = d.FullCheckEvery
 	}
 	return p
 }

@@ -104,6 +104,8 @@ type PrunePlan struct {
 	policy    Policy
 	now       time.Time
 	vs        []table.VersionInfo
+	tags      map[string]uint64 // read by the plan (dry run: why versions are kept)
+	grace     time.Duration     // RetentionGrace
 	state     pruneState
 	stateKeys []objstore.ObjectInfo // the state objects listed
 	changed   bool                  // StateAfter differs from the state read
@@ -229,6 +231,12 @@ func RetentionGrace(t *table.Table, p Policy) time.Duration {
 // (by the store time of the next manifest) at most RetentionGrace before
 // now. It reads only listings, tags and the prune state.
 func PlanPrune(ctx context.Context, t *table.Table, name string, p Policy, now time.Time) (PrunePlan, error) {
+	return planPrune(ctx, t, name, p, now, 0)
+}
+
+// planPrune is PlanPrune after `commits` more versions committed at now
+// (the dry run's model of a planned compaction: dryrun.go).
+func planPrune(ctx context.Context, t *table.Table, name string, p Policy, now time.Time, commits int) (PrunePlan, error) {
 	p = p.WithDefaults()
 	plan := PrunePlan{name: name, policy: p, now: now}
 	// The version listing, the floor and the tags are independent reads:
@@ -247,12 +255,14 @@ func PlanPrune(ctx context.Context, t *table.Table, name string, p Policy, now t
 	if len(vs) == 0 {
 		return plan, fmt.Errorf("%s: %w", t.Root(), table.ErrNotATable)
 	}
-	plan.vs = vs
 	plan.Versions = len(vs)
+	vs = withCommits(vs, commits, now)
+	plan.vs = vs
 	plan.Latest = vs[len(vs)-1].Version
 	// The floor is the first version that must be kept: among the newest
 	// KeepLast, or superseded (its successor written) at most grace ago.
 	grace := RetentionGrace(t, p)
+	plan.grace = grace
 	floor := plan.Latest
 	if plan.Latest > uint64(p.KeepLast) {
 		floor = plan.Latest - uint64(p.KeepLast) + 1
@@ -287,6 +297,7 @@ func PlanPrune(ctx context.Context, t *table.Table, name string, p Policy, now t
 // else is enqueued meanwhile.
 func (plan *PrunePlan) planRanges(root string, tags map[string]uint64) {
 	p, now := plan.policy, plan.now
+	plan.tags = tags
 	tagged := map[uint64]bool{}
 	plan.Tagged = plan.Tagged[:0]
 	for _, v := range tags {

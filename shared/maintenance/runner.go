@@ -78,6 +78,27 @@ type Runner struct {
 	// renewed in the background while it is maintained (0: a sixth of the
 	// lease; negative: only at each step, as with fake clocks).
 	KeepAlive time.Duration
+
+	// Fleet passes (fleet.go, docs/reliability.md "Fleet passes").
+
+	// IndexRoot is the warehouse root holding the fleet index (its marks
+	// let Run skip idle tables). "": the catalog's Root(), if it has one;
+	// "-": no index, Run maintains every table.
+	IndexRoot string
+	// Everything makes Run maintain every registered table, in need or
+	// not (marks are still recorded).
+	Everything bool
+	// ScanConcurrency is how many tables a scan lists at once (default 64).
+	ScanConcurrency int
+	// ScanTimeout bounds one table's LIST in a scan (default 10 s): a
+	// table whose listing hangs is in need, fails, and backs off.
+	ScanTimeout time.Duration
+	// TableTimeout bounds one table's maintenance within a run (0: only the
+	// run's deadline). A table that times out is recorded as failed.
+	TableTimeout time.Duration
+	// FailureBackoff is the first retry delay of a failed table (default
+	// 15 min), doubling with each consecutive failure up to 6 h.
+	FailureBackoff time.Duration
 }
 
 func (r *Runner) defaults() {
@@ -102,6 +123,15 @@ func (r *Runner) defaults() {
 	if r.Compactor == nil {
 		r.Compactor = NewCompactor(r.Logger, r.Clock.Now)
 	}
+	if r.ScanConcurrency <= 0 {
+		r.ScanConcurrency = DefaultScanConcurrency
+	}
+	if r.ScanTimeout <= 0 {
+		r.ScanTimeout = DefaultScanTimeout
+	}
+	if r.FailureBackoff <= 0 {
+		r.FailureBackoff = DefaultFailureBackoff
+	}
 }
 
 // TableReport is what maintenance did (or, dry, would do) to one table.
@@ -117,54 +147,70 @@ type TableReport struct {
 	Stats           TableStats
 	StatsNote       string `json:"stats_note,omitempty"`
 	Duration        time.Duration
+
+	ref        TableRef
+	err        error // what MaintainTable returned
+	mark       Mark  // the table's mark after this maintenance
+	marked     bool
+	statsReady bool // Stats computed, left to the batch to write
 }
 
 // RunReport covers one scheduled run.
 type RunReport struct {
 	Tables  []TableReport
 	Stopped string // why the run ended before every table ("" if it did not)
+	// Scan is the run's scan (nil when every table was maintained:
+	// Everything, DryRun, or no fleet index).
+	Scan *FleetScan `json:"-"`
+	// Registered tables, and those skipped as idle or backing off.
+	Registered, Idle, BackingOff int
+	// StatsWritten is the _stats rows written (in one commit); MarksWritten
+	// the marks recorded in the fleet index (in one write).
+	StatsWritten, MarksWritten int
+	IndexNote                  string // why the fleet index was not written
 }
 
-// Run maintains every registered table, most in need first, until the
-// context's deadline minus the margin.
+// Run maintains the registered tables in need (Scan), most urgent first and
+// failed tables last, until the context's deadline minus the margin; then
+// writes the changed _stats rows in one commit and the marks in the fleet
+// index. With Everything or DryRun, or without a fleet index, every table
+// is maintained, most in need by _stats first.
 func (r *Runner) Run(ctx context.Context) (RunReport, error) {
 	r.defaults()
-	var rep RunReport
-	refs, err := r.Catalog.Tables(ctx)
-	if err != nil {
-		return rep, fmt.Errorf("list tables: %w", err)
-	}
-	stats, err := r.Catalog.Stats(ctx)
-	if err != nil {
-		r.Logger.WarnContext(ctx, "stats unreadable; maintaining in registry order", "err", err)
-		stats = nil
-	}
-	need := func(ref TableRef) int {
-		s := stats[ref.Name]
-		return s.Unreclaimed + s.SmallFrags
-	}
-	sort.SliceStable(refs, func(i, j int) bool { return need(refs[i]) > need(refs[j]) })
-	for i, ref := range refs {
-		if err := ctx.Err(); err != nil {
-			rep.Stopped = err.Error()
-			break
-		}
-		if dl, ok := ctx.Deadline(); ok && dl.Sub(r.Clock.Now()) < r.Margin {
-			rep.Stopped = fmt.Sprintf("deadline: %d of %d tables done", i, len(refs))
-			break
-		}
-		tr, err := r.MaintainTable(ctx, ref)
-		rep.Tables = append(rep.Tables, tr)
+	_, indexed := r.indexRoot()
+	if r.Everything || r.DryRun || !indexed {
+		refs, err := r.Catalog.Tables(ctx)
 		if err != nil {
-			// One table's failure does not stop the others.
-			r.Logger.ErrorContext(ctx, "maintenance failed", "table", ref.Name, "err", err)
-			rep.Tables[len(rep.Tables)-1].Skipped = "error: " + err.Error()
+			return RunReport{}, fmt.Errorf("list tables: %w", err)
 		}
-		if r.Progress != nil {
-			r.Progress(i+1, len(refs))
+		stats, err := r.Catalog.Stats(ctx)
+		if err != nil {
+			r.Logger.WarnContext(ctx, "stats unreadable; maintaining in registry order", "err", err)
+			stats = nil
 		}
+		need := func(ref TableRef) int {
+			s := stats[ref.Name]
+			return s.Unreclaimed + s.SmallFrags
+		}
+		sort.SliceStable(refs, func(i, j int) bool { return need(refs[i]) > need(refs[j]) })
+		rep, err := r.maintainBatch(ctx, refs, nil)
+		rep.Registered = len(refs)
+		return rep, err
 	}
-	return rep, nil
+	sc, err := r.Scan(ctx)
+	if err != nil {
+		return RunReport{}, err
+	}
+	refs := make([]TableRef, len(sc.Need))
+	for i, n := range sc.Need {
+		refs[i] = n.Ref
+	}
+	rep, err := r.maintainBatch(ctx, refs, sc)
+	rep.Scan, rep.Registered, rep.Idle, rep.BackingOff = sc, sc.Tables, sc.Idle, sc.BackingOff
+	r.Logger.InfoContext(ctx, "fleet pass", "registered", sc.Tables, "in_need", len(sc.Need), "idle", sc.Idle,
+		"backing_off", sc.BackingOff, "maintained", len(rep.Tables), "stats_written", rep.StatsWritten,
+		"marks_written", rep.MarksWritten, "stopped", rep.Stopped)
+	return rep, err
 }
 
 // TableLockName is the lock of one table's maintenance: by its root, which
@@ -198,9 +244,21 @@ func (r *Runner) MaintainTable(ctx context.Context, ref TableRef) (TableReport, 
 		if rep.Compaction, err = r.Compactor.Plan(ctx, t, p); err != nil {
 			return rep, err
 		}
-		rep.Prune, err = PlanPrune(ctx, t, ref.Name, p, r.Clock.Now())
+		// The real run plans pruning after the compaction committed one
+		// version per group: the dry run models those commits, so that its
+		// plan is the real run's on an unchanged table.
+		rep.Prune, err = PlanPruneAfterCompaction(ctx, t, ref.Name, p, r.Clock.Now(), len(rep.Compaction.Groups))
 		return rep, err
 	}
+	if !inBatch(ctx) {
+		// Alone: as a batch of one, which writes its stats row and mark.
+		br, _ := r.maintainBatchOpt(ctx, []TableRef{ref}, nil, false)
+		if len(br.Tables) == 0 {
+			return rep, fmt.Errorf("maintain %s: %s", ref.Name, br.Stopped)
+		}
+		return br.Tables[0], br.Tables[0].err
+	}
+	rep.ref = ref
 	acquireStart := r.Clock.Now()
 	lease, err := r.Locker.Acquire(ctx, r.TableLockName(ref), lock.AcquireOptions{Owner: r.Owner, Lease: r.Lease, MaxWait: r.LockWait})
 	lockWait := r.Clock.Now().Sub(acquireStart)
@@ -296,8 +354,10 @@ func (r *Runner) MaintainTable(ctx context.Context, ref TableRef) (TableReport, 
 		return rep, errors.Join(compactErr, lost(err))
 	}
 
+	rep.mark, rep.marked = markAfter(ref, t, rep.Prune, compactFragsOf(r.Compactor, t, p), r.Clock.Now()), true
 	st = r.beginStep(cnt)
-	rep.Stats, rep.StatsNote = r.refreshStats(ctx, ref, t, rep)
+	rep.Stats, rep.StatsNote = r.computeStats(ctx, ref, t, rep)
+	rep.statsReady = rep.StatsNote == ""
 	s := rep.Stats
 	r.endStep(ctx, st, nil, "stats refresh", ref.Name, lease.Token,
 		slog.Group("versions", slog.Uint64("latest", pl.Latest), slog.Uint64("floor", pl.Floor)),
@@ -357,35 +417,48 @@ func (r *Runner) endStep(ctx context.Context, s step, err error, name, tableName
 	r.Logger.LogAttrs(ctx, level, "maintenance step", all...)
 }
 
-// refreshStats writes the table's _stats row, waiting at most StatsWait for
-// the stats-writer lock; otherwise it leaves the row to the next run (the
-// maintenance it reports on is already committed).
-func (r *Runner) refreshStats(ctx context.Context, ref TableRef, t *table.Table, rep TableReport) (TableStats, string) {
-	s, err := ComputeStats(ctx, t, ref, rep.Prune.Floor)
+// computeStats computes the table's _stats row from what this maintenance
+// already read (the latest manifest it holds, the prune plan's version
+// listing and floor): only the cleanup state is read (one GET). The batch
+// writes the row (with the rows of the other tables maintained, in one
+// commit, if it changed).
+func (r *Runner) computeStats(ctx context.Context, ref TableRef, t *table.Table, rep TableReport) (TableStats, string) {
+	pl := rep.Prune
+	m := t.Cached()
+	if m == nil || len(pl.vs) == 0 {
+		s, err := ComputeStats(ctx, t, ref, pl.Floor)
+		if err != nil {
+			return s, "stats not computed: " + err.Error()
+		}
+		return r.stampCompaction(s, rep), ""
+	}
+	st := table.StatsOf(m)
+	s := TableStats{Name: ref.Name, Rows: st.Rows, Fragments: st.Fragments, Versions: len(pl.vs), DataBytes: st.DataBytes}
+	for _, v := range pl.vs {
+		s.ManifestBytes += v.ManifestBytes
+		if v.Version < pl.Floor {
+			s.Unreclaimed++
+		}
+	}
+	target := ref.Policy.WithDefaults().TargetRows
+	for _, f := range m.Fragments {
+		if f.LiveRows() < target {
+			s.SmallFrags++
+		}
+	}
+	last, err := LastCleanup(ctx, t)
 	if err != nil {
 		return s, "stats not computed: " + err.Error()
 	}
-	now := r.Clock.Now()
+	s.LastCleanup = last
+	return r.stampCompaction(s, rep), ""
+}
+
+func (r *Runner) stampCompaction(s TableStats, rep TableReport) TableStats {
 	if rep.Compacted.Committed > 0 {
-		s.LastCompaction = now
+		s.LastCompaction = r.Clock.Now()
 	}
-	lease, err := r.Locker.Acquire(ctx, r.StatsLockName(), lock.AcquireOptions{Owner: r.Owner, Lease: time.Minute, MaxWait: r.StatsWait})
-	if err != nil {
-		return s, "stats left to the next run: " + err.Error()
-	}
-	defer r.Locker.Release(context.WithoutCancel(ctx), lease)
-	if old, err := r.Catalog.Stats(ctx); err == nil {
-		if s.LastCompaction.IsZero() {
-			s.LastCompaction = old[ref.Name].LastCompaction
-		}
-		if s.LastCleanup.IsZero() {
-			s.LastCleanup = old[ref.Name].LastCleanup
-		}
-	}
-	if err := r.Catalog.PutStats(ctx, s); err != nil {
-		return s, "stats not written: " + err.Error()
-	}
-	return s, ""
+	return s
 }
 
 // ComputeStats summarises a table for _stats. Its reads (the table's
@@ -432,27 +505,4 @@ func ComputeStats(ctx context.Context, t *table.Table, ref TableRef, floor uint6
 		}
 	}
 	return s, nil
-}
-
-// DrainLocal runs the cleaner over an in-process queue until it is empty;
-// each onMessage (progress) is called after every message handled.
-func DrainLocal(ctx context.Context, q queue.Queue, c *Cleaner, logger *slog.Logger, onMessage ...func()) (queue.DrainStats, error) {
-	var total queue.DrainStats
-	h := func(ctx context.Context, body []byte) error {
-		err := c.Handle(ctx, body)
-		for _, f := range onMessage {
-			f()
-		}
-		return err
-	}
-	for {
-		st, err := queue.Drain(ctx, q, h, queue.DrainOptions{Logger: logger, MaxReceives: 5})
-		total.Received += st.Received
-		total.Succeeded += st.Succeeded
-		total.Failed += st.Failed
-		total.DeadLettered += st.DeadLettered
-		if err != nil || st.Received == 0 {
-			return total, err
-		}
-	}
 }

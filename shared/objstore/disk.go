@@ -176,6 +176,68 @@ func (d *Disk) List(ctx context.Context, opts ListOptions) (ListPage, error) {
 		}
 		base = filepath.Join(d.root, filepath.FromSlash(dirPart))
 	}
+	keys, flat, err := d.listFlat(base, dirPart, opts, max)
+	if err != nil {
+		return ListPage{}, fmt.Errorf("list %s: %w", opts.Prefix, err)
+	}
+	if !flat {
+		if keys, err = d.listWalk(base, opts); err != nil {
+			return ListPage{}, fmt.Errorf("list %s: %w", opts.Prefix, err)
+		}
+	}
+	page := ListPage{}
+	if len(keys) > max {
+		keys = keys[:max]
+		page.Truncated = true
+	}
+	page.Objects = make([]ObjectInfo, 0, len(keys))
+	for _, k := range keys {
+		st, err := os.Stat(filepath.Join(d.root, filepath.FromSlash(k)))
+		if err != nil {
+			continue // deleted since the walk
+		}
+		page.Objects = append(page.Objects, ObjectInfo{Key: k, Size: st.Size(), LastModified: st.ModTime()})
+	}
+	return page, nil
+}
+
+// listFlat lists a directory without subdirectories (every table prefix
+// the maintenance lists: data/, _versions/, _changes/, ...) in one sorted
+// ReadDir: its names sort as its keys do, so the page starts at a binary
+// search for StartAfter and ends after max+1 keys, whatever the
+// directory's size. flat is false (and nothing listed) when base has a
+// subdirectory: listWalk sorts the whole tree then.
+func (d *Disk) listFlat(base, dirPart string, opts ListOptions, max int) (keys []string, flat bool, err error) {
+	entries, err := os.ReadDir(base)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, true, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	for _, e := range entries {
+		if e.IsDir() {
+			return nil, false, nil
+		}
+	}
+	keyDir := dirPart
+	if keyDir != "" {
+		keyDir += "/"
+	}
+	i := sort.Search(len(entries), func(i int) bool { return keyDir+entries[i].Name() > opts.StartAfter })
+	for ; i < len(entries) && len(keys) <= max; i++ {
+		key := keyDir + entries[i].Name()
+		if strings.HasSuffix(key, tmpSuffix) || !strings.HasPrefix(key, opts.Prefix) {
+			continue
+		}
+		keys = append(keys, key)
+	}
+	return keys, true, nil
+}
+
+// listWalk lists every key under base after StartAfter with the prefix,
+// sorted.
+func (d *Disk) listWalk(base string, opts ListOptions) ([]string, error) {
 	var keys []string
 	err := filepath.WalkDir(base, func(p string, e fs.DirEntry, err error) error {
 		if err != nil {
@@ -199,23 +261,10 @@ func (d *Disk) List(ctx context.Context, opts ListOptions) (ListPage, error) {
 		return nil
 	})
 	if err != nil {
-		return ListPage{}, fmt.Errorf("list %s: %w", opts.Prefix, err)
+		return nil, err
 	}
 	sort.Strings(keys)
-	page := ListPage{}
-	if len(keys) > max {
-		keys = keys[:max]
-		page.Truncated = true
-	}
-	page.Objects = make([]ObjectInfo, 0, len(keys))
-	for _, k := range keys {
-		st, err := os.Stat(filepath.Join(d.root, filepath.FromSlash(k)))
-		if err != nil {
-			continue // deleted since the walk
-		}
-		page.Objects = append(page.Objects, ObjectInfo{Key: k, Size: st.Size(), LastModified: st.ModTime()})
-	}
-	return page, nil
+	return keys, nil
 }
 
 func (d *Disk) Delete(ctx context.Context, keys []string) error {

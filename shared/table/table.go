@@ -587,8 +587,15 @@ func (t *Table) Tags(ctx context.Context) (map[string]uint64, error) {
 
 // ChangeRecord reads version v's change record.
 func (t *Table) ChangeRecord(ctx context.Context, v uint64) (*ChangeRecord, error) {
-	k := t.key(changeKey(v))
-	b, err := t.store.Get(ctx, k)
+	return ReadChangeRecord(ctx, t.store, t.root, v)
+}
+
+// ReadChangeRecord reads version v's change record of the table at root
+// (a normalized root, as Table.Root returns) without opening the table:
+// one GET.
+func ReadChangeRecord(ctx context.Context, st objstore.Store, root string, v uint64) (*ChangeRecord, error) {
+	k := root + changeKey(v)
+	b, err := st.Get(ctx, k)
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,124 @@
+package catalog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path"
+	"strings"
+
+	"github.com/tablekeep/tablekeep/shared/maintenance"
+	"github.com/tablekeep/tablekeep/shared/objstore"
+	"github.com/tablekeep/tablekeep/shared/table"
+)
+
+// Registration errors.
+var (
+	// ErrInvalidName: a table name the registry does not accept.
+	ErrInvalidName = errors.New("invalid table name")
+	// ErrInvalidLocation: a table path that is not a relative path inside
+	// the warehouse.
+	ErrInvalidLocation = errors.New("invalid table path")
+	// ErrSystemTable: _registry and _stats cannot be registered again or
+	// unregistered.
+	ErrSystemTable = errors.New("system table")
+)
+
+// ValidateName checks a table name: 1 to 128 letters, digits, '.', '_' or
+// '-', not starting with '.' or '-'.
+func ValidateName(name string) error {
+	if !tableName.MatchString(name) {
+		return fmt.Errorf("%w %q: use 1 to 128 letters, digits, '.', '_' or '-' (not starting with '.' or '-')", ErrInvalidName, name)
+	}
+	return nil
+}
+
+// ValidateLocation checks a table's path: relative to the warehouse, inside
+// it (no "." or ".." segment), not a URI, not absolute, not empty, a valid
+// object key.
+func ValidateLocation(rel string) error {
+	switch {
+	case strings.TrimSpace(rel) == "":
+		return fmt.Errorf("%w: empty (want a path relative to the warehouse, e.g. tables/orders)", ErrInvalidLocation)
+	case strings.Contains(rel, "://") || strings.HasPrefix(strings.ToLower(rel), "s3:") || strings.HasPrefix(strings.ToLower(rel), "file:"):
+		return fmt.Errorf("%w %q: a URI; want a path relative to the warehouse (the table must live inside it)", ErrInvalidLocation, rel)
+	case strings.HasPrefix(rel, "/"):
+		return fmt.Errorf("%w %q: an absolute path; want a path relative to the warehouse", ErrInvalidLocation, rel)
+	case strings.Contains(rel, "\\"):
+		return fmt.Errorf("%w %q: use '/' between path segments", ErrInvalidLocation, rel)
+	}
+	clean := strings.TrimSuffix(rel, "/")
+	for _, seg := range strings.Split(clean, "/") {
+		switch seg {
+		case "..":
+			return fmt.Errorf("%w %q: '..' leaves the warehouse; want a path inside it", ErrInvalidLocation, rel)
+		case ".", "":
+			return fmt.Errorf("%w %q: empty or '.' segment (want e.g. tables/orders)", ErrInvalidLocation, rel)
+		}
+	}
+	if path.Clean(clean) != clean {
+		return fmt.Errorf("%w %q: not a clean path", ErrInvalidLocation, rel)
+	}
+	if err := objstore.ValidateKey(clean); err != nil {
+		return fmt.Errorf("%w %q: %v", ErrInvalidLocation, rel, err)
+	}
+	return nil
+}
+
+// ValidatePolicy checks a policy as given, before defaults fill its zero
+// fields: a zero or negative value is an error, not "the default".
+func ValidatePolicy(p maintenance.Policy) error {
+	if p.TargetRows == 0 {
+		return fmt.Errorf("%w: target rows must be at least 1", maintenance.ErrInvalidPolicy)
+	}
+	return p.Validate()
+}
+
+// RegisterTable validates name, rel and p (as given: see ValidatePolicy),
+// checks that rel holds a table (a manifest under rel/_versions/), then
+// registers it and returns the entry as stored (defaults filled).
+func (c *Catalog) RegisterTable(ctx context.Context, name, rel string, p maintenance.Policy) (maintenance.TableRef, error) {
+	if err := ValidateName(name); err != nil {
+		return maintenance.TableRef{}, err
+	}
+	if name == RegistryName || name == StatsName {
+		return maintenance.TableRef{}, fmt.Errorf("%w %s: registered with the warehouse", ErrSystemTable, name)
+	}
+	if err := ValidateLocation(rel); err != nil {
+		return maintenance.TableRef{}, err
+	}
+	if err := ValidatePolicy(p); err != nil {
+		return maintenance.TableRef{}, err
+	}
+	root := c.TableRoot(rel)
+	if _, err := table.Open(ctx, c.store, root, c.opts); err != nil {
+		if _, herr := c.store.Head(ctx, strings.TrimSuffix(root, "/")); herr == nil {
+			return maintenance.TableRef{}, fmt.Errorf("%s: %w: it is a file", rel, table.ErrNotATable)
+		}
+		if errors.Is(err, table.ErrNotATable) {
+			return maintenance.TableRef{}, fmt.Errorf("%s: %w (no manifests under %s%s)", rel, table.ErrNotATable, rel+"/", table.VersionsPrefix)
+		}
+		return maintenance.TableRef{}, fmt.Errorf("%s: %w", rel, err)
+	}
+	if err := c.Register(ctx, name, rel, p); err != nil {
+		return maintenance.TableRef{}, err
+	}
+	return c.Resolve(ctx, name)
+}
+
+// Unregister removes name from the registry: maintenance stops; the
+// table's data and its _stats row are left alone. An unknown name wraps
+// maintenance.ErrUnknownTable.
+func (c *Catalog) Unregister(ctx context.Context, name string) error {
+	if err := ValidateName(name); err != nil {
+		return err
+	}
+	if name == RegistryName || name == StatsName {
+		return fmt.Errorf("%w %s: part of the warehouse, cannot be unregistered", ErrSystemTable, name)
+	}
+	if _, err := c.Resolve(ctx, name); err != nil {
+		return err
+	}
+	_, err := c.registry.Delete(ctx, name)
+	return err
+}

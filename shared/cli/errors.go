@@ -1,0 +1,122 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"strings"
+
+	"github.com/aws/smithy-go"
+
+	"github.com/tablekeep/tablekeep/shared/table"
+)
+
+// styled rewrites errors from below the CLI into its own style: AWS
+// errors in one line without request ids (s3Error), permission denied
+// naming the path, a pruned version naming the table and version rather
+// than the manifest's object key. loc is the --table location (may be "").
+func styled(err error, loc string) error {
+	var ae smithy.APIError
+	switch {
+	case errors.As(err, &ae) || noCredentials(err.Error()):
+		if loc == "" {
+			loc = "aws"
+		}
+		if strings.HasPrefix(err.Error(), "s3://") {
+			// Already named by the warehouse: keep that prefix.
+			loc, _, _ = strings.Cut(err.Error(), ": ")
+		}
+		return s3Error(loc, err)
+	case errors.Is(err, fs.ErrPermission):
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			return fmt.Errorf("%s: permission denied", pe.Path)
+		}
+		return fmt.Errorf("%s: permission denied", loc)
+	case errors.Is(err, table.ErrVersionPruned) && loc != "":
+		// The table package names the manifest key (with its inverted
+		// version number): name the table and the version instead.
+		if i := strings.Index(err.Error(), "version "); i >= 0 {
+			return fmt.Errorf("%s: %s", loc, err.Error()[i:])
+		}
+	}
+	return err
+}
+
+func noCredentials(msg string) bool {
+	for _, s := range []string{"failed to retrieve credentials", "failed to refresh cached credentials",
+		"no EC2 IMDS role found", "static credentials are empty", "get credentials:"} {
+		if strings.Contains(msg, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// sdkOneLine renders an error that wraps an AWS SDK error as the caller's
+// context plus "SERVICE OPERATION: CODE: message", without the request id,
+// status and host ids; other errors as they are.
+func sdkOneLine(err error) string {
+	msg := err.Error()
+	if noCredentials(msg) {
+		return "no AWS credentials found (set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE)"
+	}
+	var ae smithy.APIError
+	if !errors.As(err, &ae) {
+		return msg
+	}
+	prefix, _, _ := strings.Cut(msg, "operation error ")
+	what := ""
+	var oe *smithy.OperationError
+	if errors.As(err, &oe) {
+		what = oe.ServiceID + " " + oe.OperationName + ": "
+	}
+	detail := ae.ErrorCode()
+	if m := ae.ErrorMessage(); m != "" {
+		detail += ": " + m
+	}
+	if ae.ErrorCode() == "ResourceNotFoundException" && strings.HasPrefix(what, "DynamoDB") {
+		detail += " (no such DynamoDB table: check --lock-table / " + "TABLEKEEP_LOCK_TABLE)"
+	}
+	return prefix + what + detail
+}
+
+// prunedErr says that version v of t was pruned, and which are readable.
+func prunedErr(loc string, t *table.Table, v uint64) error {
+	latest := uint64(0)
+	if m := t.Cached(); m != nil {
+		latest = m.Version
+	}
+	return fmt.Errorf("%s: version %d was pruned (%w; the latest is %d, see `tablekeep versions`)", loc, v, table.ErrVersionPruned, latest)
+}
+
+// s3Error renders an AWS error as one line in the CLI's style, without
+// request ids: "s3://b/x: bucket does not exist", "no AWS credentials
+// found". Other errors are returned as they are.
+func s3Error(uri string, err error) error {
+	if err == nil {
+		return nil
+	}
+	msg := err.Error()
+	if noCredentials(msg) {
+		return fmt.Errorf("%s: no AWS credentials found (set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE)", uri)
+	}
+	var ae smithy.APIError
+	if !errors.As(err, &ae) {
+		return err
+	}
+	switch ae.ErrorCode() {
+	case "NoSuchBucket":
+		return fmt.Errorf("%s: bucket does not exist", uri)
+	case "AccessDenied", "Forbidden", "403":
+		return fmt.Errorf("%s: permission denied", uri)
+	case "InvalidAccessKeyId", "SignatureDoesNotMatch", "UnrecognizedClientException", "InvalidClientTokenId":
+		return fmt.Errorf("%s: AWS credentials rejected (%s)", uri, ae.ErrorCode())
+	case "ResourceNotFoundException":
+		return fmt.Errorf("%s: %s", uri, ae.ErrorMessage())
+	}
+	if m := ae.ErrorMessage(); m != "" {
+		return fmt.Errorf("%s: %s: %s", uri, ae.ErrorCode(), m)
+	}
+	return fmt.Errorf("%s: %s", uri, ae.ErrorCode())
+}

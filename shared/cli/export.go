@@ -1,0 +1,239 @@
+package cli
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/parquet"
+	"github.com/apache/arrow-go/v18/parquet/compress"
+	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+	"github.com/spf13/cobra"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/tablekeep/tablekeep/shared/maintenance"
+	"github.com/tablekeep/tablekeep/shared/table"
+)
+
+type describeJSON struct {
+	Table       string      `json:"table"`
+	Version     uint64      `json:"version"`
+	Schema      string      `json:"schema"`
+	Key         string      `json:"key_column,omitempty"`
+	WriterGrace string      `json:"writer_grace"`
+	Fragments   int         `json:"fragments"`
+	Rows        uint64      `json:"rows"`
+	Registered  string      `json:"registered_as,omitempty"`
+	Policy      *policyJSON `json:"policy,omitempty"`
+}
+
+func newDescribeCmd(app *App) *cobra.Command {
+	var wf warehouseFlags
+	cmd := &cobra.Command{
+		Use:   "describe [--warehouse W]",
+		Short: "Print a table's schema, key column and, with --warehouse, the maintenance policy it is registered with",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			t, err := app.OpenTable(ctx)
+			if err != nil {
+				return err
+			}
+			m := t.Cached()
+			d := describeJSON{Table: app.TableURI, Version: m.Version, Schema: FormatSchemaSpec(m.Schema), Key: m.KeyColumn,
+				WriterGrace: shortDuration(t.WriterGrace()), Fragments: len(m.Fragments)}
+			for _, f := range m.Fragments {
+				d.Rows += f.LiveRows()
+			}
+			if wf.URI != "" || os.Getenv("TABLEKEEP_WAREHOUSE") != "" {
+				w, err := openWarehouse(ctx, app, wf, false)
+				if err != nil {
+					return err
+				}
+				refs, err := w.Catalog.Tables(ctx)
+				if err != nil {
+					return err
+				}
+				for _, ref := range refs {
+					if sameTable(w.URI, ref, app.TableURI) {
+						pj := policyOf(ref)
+						d.Registered, d.Policy = ref.Name, &pj
+					}
+				}
+			}
+			if app.JSON() {
+				return printJSON(app.Stdout, d)
+			}
+			pairs := [][2]string{{"table", d.Table}, {"version", strconv.FormatUint(d.Version, 10)}, {"schema", d.Schema},
+				{"key column", orDash(d.Key)}, {"writer grace", d.WriterGrace},
+				{"fragments", strconv.Itoa(d.Fragments)}, {"rows", strconv.FormatUint(d.Rows, 10)}}
+			switch {
+			case d.Policy != nil:
+				pairs = append(pairs, [2]string{"registered as", d.Registered}, [2]string{"policy", policyText(*d.Policy)})
+			case wf.URI != "":
+				pairs = append(pairs, [2]string{"registered as", "not registered in " + wf.URI})
+			}
+			return printKV(app.Stdout, pairs)
+		},
+	}
+	addWarehouseFlags(cmd, &wf, false)
+	return cmd
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "- (append-only)"
+	}
+	return s
+}
+
+// sameTable reports whether the registered ref of the warehouse at
+// whURI is the table at loc.
+func sameTable(whURI string, ref maintenance.TableRef, loc string) bool {
+	rel, ok := strings.CutPrefix(strings.TrimSuffix(loc, "/"), strings.TrimSuffix(whURI, "/")+"/")
+	if !strings.Contains(whURI, "://") && !strings.Contains(loc, "://") {
+		aw, err1 := filepath.Abs(whURI)
+		al, err2 := filepath.Abs(loc)
+		r, err3 := filepath.Rel(aw, al)
+		ok = err1 == nil && err2 == nil && err3 == nil && !strings.HasPrefix(r, "..")
+		rel = filepath.ToSlash(r)
+	}
+	if !ok {
+		return false
+	}
+	root := strings.TrimSuffix(ref.Root, "/")
+	return root == strings.Trim(rel, "/") || strings.HasSuffix(root, "/"+strings.Trim(rel, "/"))
+}
+
+func newExportCmd(app *App) *cobra.Command {
+	var format, out string
+	var version uint64
+	cmd := &cobra.Command{
+		Use:   "export --format parquet --out FILE [--version N]",
+		Short: "Write the live rows of a version (default latest) to one Parquet file",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if format != "parquet" {
+				return Usagef("--format must be parquet, not %q (for JSON lines or CSV use scan -o json / -o csv)", format)
+			}
+			if out == "" {
+				return Usagef("--out FILE is required")
+			}
+			ctx := cmd.Context()
+			t, err := app.OpenTable(ctx)
+			if err != nil {
+				return err
+			}
+			snap, err := app.Snapshot(ctx, t, version)
+			if err != nil {
+				return err
+			}
+			f, err := os.Create(out)
+			if err != nil {
+				return err
+			}
+			props := parquet.NewWriterProperties(parquet.WithCompression(compress.Codecs.Zstd))
+			w, err := pqarrow.NewFileWriter(snap.Schema(), f, props, pqarrow.NewArrowWriterProperties(pqarrow.WithStoreSchema()))
+			if err != nil {
+				f.Close()
+				return err
+			}
+			var rows int64
+			err = snap.Scan(ctx, table.ScanOptions{}, func(rec arrow.RecordBatch) error {
+				rows += rec.NumRows()
+				return w.Write(rec)
+			})
+			if cerr := w.Close(); err == nil {
+				err = cerr
+			}
+			if err != nil {
+				_ = os.Remove(out)
+				return err
+			}
+			if app.JSON() {
+				return printJSON(app.Stdout, map[string]any{"file": out, "version": snap.Version(), "rows": rows})
+			}
+			_, err = fmt.Fprintf(app.Stdout, "exported %s of version %d to %s\n", nRows(uint64(rows)), snap.Version(), out)
+			return err
+		},
+	}
+	cmd.Flags().StringVar(&format, "format", "parquet", "output format: parquet")
+	cmd.Flags().StringVar(&out, "out", "", "the file to write")
+	cmd.Flags().Uint64Var(&version, "version", 0, "version to export (default latest)")
+	return cmd
+}
+
+// fileJSON is one live data file of a version: what a reader needs to
+// return the version's rows from the Parquet files directly.
+type fileJSON struct {
+	Path     string   `json:"path"` // the table location + the file's key
+	Rows     uint64   `json:"rows"` // physical rows in the file
+	LiveRows uint64   `json:"live_rows"`
+	Bytes    uint64   `json:"bytes"`
+	Deleted  []uint32 `json:"deleted_positions"` // 0-based row positions masked by the deletion vector
+}
+
+func newFilesCmd(app *App) *cobra.Command {
+	var version uint64
+	cmd := &cobra.Command{
+		Use:   "files [--version N]",
+		Short: "List the data files of a version with their deleted row positions (to read them with DuckDB)",
+		Long: `List the live data files of a version (default latest), each with the
+row positions its deletion vector masks: the rows of the version are the
+rows of these files minus those positions (docs/cli.md has the DuckDB query).
+Reads every file's deletion vector (and, to do so, the file).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			t, err := app.OpenTable(ctx)
+			if err != nil {
+				return err
+			}
+			snap, err := app.Snapshot(ctx, t, version)
+			if err != nil {
+				return err
+			}
+			m := snap.Manifest()
+			files := make([]fileJSON, len(m.Fragments))
+			var g errgroup.Group
+			g.SetLimit(maintenance.DefaultConcurrency)
+			base := strings.TrimSuffix(app.TableURI, "/") + "/"
+			for i, f := range m.Fragments {
+				files[i] = fileJSON{Path: base + f.File.DataKey(), Rows: f.Rows, LiveRows: f.LiveRows(), Bytes: f.Bytes, Deleted: []uint32{}}
+				if f.Deletion == nil {
+					continue
+				}
+				g.Go(func() error {
+					rec, del, err := t.ReadFragment(ctx, m.Schema, f, []int{0})
+					if err != nil {
+						return err
+					}
+					rec.Release()
+					files[i].Deleted = del
+					return nil
+				})
+			}
+			if err := g.Wait(); err != nil {
+				return err
+			}
+			if app.JSON() {
+				for _, f := range files {
+					if err := printJSON(app.Stdout, f); err != nil {
+						return err
+					}
+				}
+				return nil
+			}
+			var rows [][]string
+			for _, f := range files {
+				rows = append(rows, []string{f.Path, strconv.FormatUint(f.Rows, 10), strconv.FormatUint(f.LiveRows, 10), strconv.Itoa(len(f.Deleted))})
+			}
+			return printAligned(app.Stdout, []string{"PATH", "ROWS", "LIVE", "DELETED"}, rows)
+		},
+	}
+	cmd.Flags().Uint64Var(&version, "version", 0, "version (default latest)")
+	return cmd
+}

@@ -1,0 +1,166 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/tablekeep/tablekeep/shared/catalog"
+	"github.com/tablekeep/tablekeep/shared/maintenance"
+)
+
+// policyJSON is a registered table with its policy in force.
+type policyJSON struct {
+	Table            string  `json:"table"`
+	Root             string  `json:"root"`
+	KeepLast         int     `json:"keep_last"`
+	Grace            string  `json:"grace"`
+	TargetRows       uint64  `json:"target_rows"`
+	DeletedThreshold float64 `json:"deleted_threshold"`
+}
+
+func policyOf(ref maintenance.TableRef) policyJSON {
+	p := ref.Policy.WithDefaults()
+	return policyJSON{Table: ref.Name, Root: ref.Root, KeepLast: p.KeepLast, Grace: shortDuration(p.Grace),
+		TargetRows: p.TargetRows, DeletedThreshold: p.DeletedThreshold}
+}
+
+// policyText is the policy in one phrase.
+func policyText(p policyJSON) string {
+	return fmt.Sprintf("keep-last %d, grace %s, target %d rows, deleted-threshold %g", p.KeepLast, p.Grace, p.TargetRows, p.DeletedThreshold)
+}
+
+func newRegisterCmd(app *App) *cobra.Command {
+	var wf warehouseFlags
+	p := maintenance.DefaultPolicy()
+	cmd := &cobra.Command{
+		Use:   "register NAME PATH",
+		Short: "Register a table (PATH relative to the warehouse) for maintenance, with its policy",
+		Long: `Register the table at PATH (relative to the warehouse, e.g. tables/orders)
+under NAME, with its maintenance policy. Everything is checked before
+anything is stored: the name, the path (inside the warehouse: no URI, no
+absolute path, no '..'), that PATH holds a table, and the policy values.
+Registering a name again replaces its entry. Prints the policy stored.`,
+		Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			// Bad input is a usage error (exit 2) before anything is opened.
+			if err := catalog.ValidateName(args[0]); err != nil {
+				return &UsageError{Err: err}
+			}
+			if err := catalog.ValidateLocation(args[1]); err != nil {
+				return &UsageError{Err: err}
+			}
+			if err := catalog.ValidatePolicy(p); err != nil {
+				return &UsageError{Err: err}
+			}
+			w, err := openWarehouse(ctx, app, wf, false)
+			if err != nil {
+				return err
+			}
+			ref, err := w.Catalog.RegisterTable(ctx, args[0], args[1], p)
+			if errors.Is(err, catalog.ErrSystemTable) {
+				return &UsageError{Err: err}
+			}
+			if err != nil {
+				return fmt.Errorf("register %s in %s: %w", args[0], w.URI, err)
+			}
+			pj := policyOf(ref)
+			if app.JSON() {
+				return printJSON(app.Stdout, pj)
+			}
+			_, err = fmt.Fprintf(app.Stdout, "registered %s at %s in %s (%s)\n", ref.Name, args[1], w.URI, policyText(pj))
+			return err
+		},
+	}
+	addWarehouseFlags(cmd, &wf, false)
+	f := cmd.Flags()
+	f.IntVar(&p.KeepLast, "keep-last", p.KeepLast, "newest versions always kept (at least 1)")
+	f.DurationVar(&p.Grace, "grace", p.Grace, "keep versions superseded less than this long ago, and unreferenced files younger than this (at least the writers' 1h)")
+	f.Uint64Var(&p.TargetRows, "target-rows", p.TargetRows, "compaction target rows per fragment (at least 1)")
+	f.Float64Var(&p.DeletedThreshold, "deleted-threshold", p.DeletedThreshold, "rewrite fragments with more than this share of deleted rows, in (0, 1]")
+	return cmd
+}
+
+func newUnregisterCmd(app *App) *cobra.Command {
+	var wf warehouseFlags
+	cmd := &cobra.Command{
+		Use:   "unregister NAME",
+		Short: "Stop maintaining a table (its data is left as it is)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			if err := catalog.ValidateName(args[0]); err != nil {
+				return &UsageError{Err: err}
+			}
+			w, err := openWarehouse(ctx, app, wf, false)
+			if err != nil {
+				return err
+			}
+			err = w.Catalog.Unregister(ctx, args[0])
+			switch {
+			case errors.Is(err, catalog.ErrSystemTable):
+				return &UsageError{Err: err}
+			case errors.Is(err, maintenance.ErrUnknownTable):
+				return fmt.Errorf("%w %q in warehouse %s (see `tablekeep tables`)", maintenance.ErrUnknownTable, args[0], w.URI)
+			case err != nil:
+				return err
+			}
+			_, err = fmt.Fprintf(app.Stdout, "unregistered %s from %s (its data is untouched)\n", args[0], w.URI)
+			return err
+		},
+	}
+	addWarehouseFlags(cmd, &wf, false)
+	return cmd
+}
+
+func newTablesCmd(app *App) *cobra.Command {
+	var wf warehouseFlags
+	cmd := &cobra.Command{
+		Use:   "tables",
+		Short: "List the warehouse's registered tables with their policies",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			w, err := openWarehouse(ctx, app, wf, false)
+			if err != nil {
+				return err
+			}
+			refs, err := w.Catalog.Tables(ctx)
+			if err != nil {
+				return err
+			}
+			if app.JSON() {
+				for _, ref := range refs {
+					if err := printJSON(app.Stdout, policyOf(ref)); err != nil {
+						return err
+					}
+				}
+				return nil
+			}
+			var rows [][]string
+			for _, ref := range refs {
+				pj := policyOf(ref)
+				rows = append(rows, []string{pj.Table, pj.Root, strconv.Itoa(pj.KeepLast), shortDuration(ref.Policy.WithDefaults().Grace),
+					strconv.FormatUint(pj.TargetRows, 10), strconv.FormatFloat(pj.DeletedThreshold, 'g', -1, 64)})
+			}
+			return printAligned(app.Stdout, []string{"TABLE", "ROOT", "KEEP LAST", "GRACE", "TARGET ROWS", "DELETED THRESHOLD"}, rows)
+		},
+	}
+	addWarehouseFlags(cmd, &wf, false)
+	return cmd
+}
+
+// shortDuration renders 1h0m0s as 1h, 90m as 1h30m.
+func shortDuration(d time.Duration) string {
+	s := d.String()
+	for _, suf := range []string{"m0s", "h0m"} {
+		if len(s) > len(suf) && s[len(s)-len(suf):] == suf {
+			s = s[:len(s)-len(suf)+1]
+		}
+	}
+	return s
+}

@@ -1,0 +1,200 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/tablekeep/tablekeep/shared/awsfn"
+	"github.com/tablekeep/tablekeep/shared/catalog"
+	"github.com/tablekeep/tablekeep/shared/embedded"
+	"github.com/tablekeep/tablekeep/shared/lock"
+	"github.com/tablekeep/tablekeep/shared/maintenance"
+	"github.com/tablekeep/tablekeep/shared/objstore"
+	"github.com/tablekeep/tablekeep/shared/queue"
+	"github.com/tablekeep/tablekeep/shared/table"
+)
+
+// Environment variables of the local stack (infra/stack-up.sh writes them
+// to .stack/env). The CLI maps them to the AWS SDK's standard endpoint
+// variables when those are unset, so `source .stack/env` is enough.
+const (
+	EnvStackS3Endpoint  = "TABLEKEEP_S3_ENDPOINT"  // versitygw: AWS_ENDPOINT_URL_S3
+	EnvStackAWSEndpoint = "TABLEKEEP_AWS_ENDPOINT" // moto: AWS_ENDPOINT_URL_DYNAMODB, AWS_ENDPOINT_URL_SQS
+)
+
+// stackEndpoints sets AWS_ENDPOINT_URL_S3 from TABLEKEEP_S3_ENDPOINT and
+// AWS_ENDPOINT_URL_DYNAMODB / _SQS from TABLEKEEP_AWS_ENDPOINT, each only
+// when unset: the object store and the AWS clients (the functions' own
+// constructors) read the standard variables.
+func stackEndpoints() {
+	set := func(std, from string) {
+		if v := os.Getenv(from); v != "" && os.Getenv(std) == "" {
+			_ = os.Setenv(std, v)
+		}
+	}
+	set("AWS_ENDPOINT_URL_S3", EnvStackS3Endpoint)
+	set("AWS_ENDPOINT_URL_DYNAMODB", EnvStackAWSEndpoint)
+	set("AWS_ENDPOINT_URL_SQS", EnvStackAWSEndpoint)
+}
+
+// warehouseFlags are the flags naming a warehouse and its services.
+type warehouseFlags struct {
+	URI       string // --warehouse, or TABLEKEEP_WAREHOUSE
+	LockTable string // --lock-table, or TABLEKEEP_LOCK_TABLE (S3 only)
+	QueueURL  string // --queue-url (S3 only): the deployment's cleanup queue
+	ahead     time.Duration
+}
+
+// addWarehouseFlags adds --warehouse and, for commands that maintain,
+// --lock-table and --queue-url.
+func addWarehouseFlags(cmd *cobra.Command, wf *warehouseFlags, maintains bool) {
+	f := cmd.Flags()
+	f.StringVar(&wf.URI, "warehouse", "", "the warehouse: s3://bucket/prefix or a local directory (default $"+awsfn.EnvWarehouse+")")
+	if maintains {
+		f.StringVar(&wf.LockTable, "lock-table", "", "S3: the DynamoDB lock table the Lambda functions use (default $"+awsfn.EnvLockTable+")")
+		f.StringVar(&wf.QueueURL, "queue-url", "", "S3: send cleanup to the deployment's SQS queue (its cleaner function drains it) instead of cleaning in-process")
+	}
+}
+
+// whouse is an opened warehouse: a local directory (a lock file per table,
+// an in-process queue) or s3://bucket/prefix with the clients the Lambda
+// functions use, built by the functions' own constructor (awsfn.New): the
+// S3 store, the DynamoDB lock, and the SQS queue when --queue-url is given.
+type whouse struct {
+	URI     string
+	S3      bool
+	Store   objstore.Store
+	Catalog *catalog.Catalog
+	Locker  lock.Locker // nil: an S3 warehouse opened without a lock table (reads only)
+	// Remote is the deployment's queue (--queue-url): cleanup ranges go
+	// there for its cleaner; nil: they go to Local, drained in-process.
+	Remote queue.Queue
+	Local  *queue.Embedded
+	Clock  lock.Clock
+	Logger *slog.Logger
+	// Lease, LockWait and LockNamespace are the functions' (S3) or the
+	// embedded defaults (local).
+	Lease, LockWait time.Duration
+	LockNamespace   string
+	// CheckBucket (S3) checks the bucket the way the functions' cold start
+	// does: awsfn.ErrVersionedBucket when they would refuse it. nil: local.
+	CheckBucket func(context.Context) error
+}
+
+// ErrNoLockTable: maintenance of an S3 warehouse needs the functions' lock.
+var ErrNoLockTable = errors.New("no lock table")
+
+// openWarehouse opens the warehouse wf names. With write, an S3 warehouse
+// must have a lock table (the one the compactor function uses, so the CLI
+// and the functions exclude each other).
+func openWarehouse(ctx context.Context, app *App, wf warehouseFlags, write bool) (*whouse, error) {
+	uri := wf.URI
+	if uri == "" {
+		uri = os.Getenv(awsfn.EnvWarehouse)
+	}
+	if uri == "" {
+		return nil, Usagef("--warehouse is required (s3://bucket/prefix or a local directory; or set %s)", awsfn.EnvWarehouse)
+	}
+	scheme, _, path, err := objstore.ParseURI(uri)
+	if err != nil {
+		return nil, Usagef("--warehouse: %v", err)
+	}
+	var clock lock.Clock = lock.SystemClock()
+	if wf.ahead != 0 {
+		clock = lock.AheadClock{Clock: clock, Ahead: wf.ahead}
+	}
+	if scheme == "file" {
+		if st, err := os.Stat(path); err != nil || !st.IsDir() {
+			if err == nil {
+				return nil, fmt.Errorf("warehouse %s: is a file, not a directory", uri)
+			}
+			return nil, fmt.Errorf("warehouse %s: no such directory", uri)
+		}
+		w, err := embedded.Open(ctx, path, clock, app.Logger, nil)
+		if err != nil {
+			return nil, fmt.Errorf("warehouse %s: %w", uri, err)
+		}
+		return &whouse{URI: uri, Store: w.Store, Catalog: w.Catalog, Locker: w.Locker, Local: w.Queue,
+			Clock: w.Clock, Logger: w.Logger}, nil
+	}
+	return openS3Warehouse(ctx, app, wf, uri, write)
+}
+
+func openS3Warehouse(ctx context.Context, app *App, wf warehouseFlags, uri string, write bool) (*whouse, error) {
+	lockTable := wf.LockTable
+	if lockTable == "" {
+		lockTable = os.Getenv(awsfn.EnvLockTable)
+	}
+	if write && lockTable == "" {
+		return nil, &UsageError{Err: fmt.Errorf("%s: %w: maintaining an S3 warehouse needs the DynamoDB lock table the "+
+			"Lambda functions use: pass --lock-table NAME or set %s (the stack's LockTableName output); "+
+			"without a deployment, create one with: aws dynamodb create-table --table-name NAME "+
+			"--attribute-definitions AttributeName=name,AttributeType=S --key-schema AttributeName=name,KeyType=HASH "+
+			"--billing-mode PAY_PER_REQUEST", uri, ErrNoLockTable, awsfn.EnvLockTable)}
+	}
+	if wf.QueueURL != "" {
+		if u, err := url.Parse(wf.QueueURL); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+			return nil, Usagef("--queue-url %q is not a queue URL (want https://sqs.REGION.amazonaws.com/ACCOUNT/NAME)", wf.QueueURL)
+		}
+	}
+	// The functions' configuration and constructor: the same store, lock
+	// and queue clients, the same lease, lock wait and lock names.
+	getenv := func(k string) string {
+		switch k {
+		case awsfn.EnvWarehouse:
+			return uri
+		case awsfn.EnvClockOffset, awsfn.EnvCrashAfter:
+			return "" // the CLI's clock offset is --clock-ahead
+		}
+		return os.Getenv(k)
+	}
+	cfg, err := awsfn.LoadConfig(awsfn.RoleSweeper, getenv)
+	if err != nil {
+		return nil, Usagef("%v", err)
+	}
+	cfg.ClockOffset = wf.ahead
+	if write || wf.QueueURL != "" {
+		cfg.Role, cfg.LockTable, cfg.QueueURL = awsfn.RoleCompactor, lockTable, wf.QueueURL
+	}
+	d, err := awsfn.New(ctx, cfg, app.Logger)
+	if err != nil {
+		return nil, s3Error(uri, err)
+	}
+	cat, err := d.Catalog(ctx)
+	if err != nil {
+		return nil, s3Error(uri, err)
+	}
+	w := &whouse{URI: uri, S3: true, Store: d.Store, Catalog: cat, Clock: d.Clock, Logger: app.Logger,
+		Lease: cfg.Lease, LockWait: cfg.LockWait, LockNamespace: cfg.Warehouse + "/", CheckBucket: d.CheckBucket}
+	if write {
+		w.Locker = d.Locker
+	}
+	if wf.QueueURL != "" {
+		w.Remote = d.Queue
+	} else {
+		w.Local = queue.NewEmbedded(queue.EmbeddedOptions{Now: d.Clock.Now, MaxReceives: 5})
+	}
+	return w, nil
+}
+
+// tableOptions are the options tables of the warehouse are opened with.
+func (w *whouse) tableOptions() table.Options {
+	return table.Options{Clock: w.Clock.Now, Logger: w.Logger}
+}
+
+// resolve finds a registered table, with an error that names the
+// warehouse and lists how to see the registered ones.
+func (w *whouse) resolve(ctx context.Context, name string) (maintenance.TableRef, error) {
+	ref, err := w.Catalog.Resolve(ctx, name)
+	if errors.Is(err, maintenance.ErrUnknownTable) {
+		return ref, fmt.Errorf("%w %q in warehouse %s (see `tablekeep tables`)", maintenance.ErrUnknownTable, name, w.URI)
+	}
+	return ref, err
+}

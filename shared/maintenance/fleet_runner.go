@@ -1,0 +1,433 @@
+package maintenance
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"sort"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/tablekeep/tablekeep/shared/lock"
+	"github.com/tablekeep/tablekeep/shared/table"
+)
+
+// StatsBatchPutter is a Catalog that writes many _stats rows in one commit.
+// Runner.Run uses it (one commit per pass for every table whose stats
+// changed); a catalog without it gets one PutStats per changed row.
+type StatsBatchPutter interface {
+	PutStatsBatch(ctx context.Context, rows []TableStats) error
+}
+
+// rooted is a Catalog that knows its warehouse root (catalog.Catalog).
+type rooted interface{ Root() string }
+
+// DefaultScanConcurrency is how many tables a scan lists at once.
+const DefaultScanConcurrency = 64
+
+// DefaultScanTimeout bounds one table's LIST in a scan.
+const DefaultScanTimeout = 10 * time.Second
+
+// DefaultFailureBackoff is the first retry delay of a failed table; it
+// doubles with each consecutive failure, up to 6 h.
+const DefaultFailureBackoff = 15 * time.Minute
+
+// TableNeed is one table a scan found in need, and why.
+type TableNeed struct {
+	Ref     TableRef `json:"-"`
+	Table   string   `json:"table"`
+	Reasons []string `json:"reasons"`
+	// Latest is the version the scan listed (0 if the listing failed).
+	Latest uint64 `json:"latest"`
+	// Failures is the table's consecutive failures: tables that failed
+	// are ordered after every table that did not.
+	Failures int `json:"failures,omitempty"`
+	since    time.Time
+}
+
+// FleetScan is the result of Runner.Scan: which registered tables need
+// maintenance. It costs one LIST per table, plus the registry and the
+// fleet index read once.
+type FleetScan struct {
+	At         time.Time
+	Tables     int         // registered tables scanned
+	Need       []TableNeed // in the order to maintain them
+	Idle       int         // unchanged, nothing due: skipped
+	BackingOff int         // failed recently, waiting for their retry time
+	// IndexError is set when the fleet index could not be read: every
+	// table is then in need.
+	IndexError string
+
+	refs    []TableRef
+	index   *FleetIndex
+	updates map[string]Mark // marks a scan changed (a change first seen)
+}
+
+// indexRoot is the warehouse root the fleet index lives under.
+func (r *Runner) indexRoot() (string, bool) {
+	switch {
+	case r.IndexRoot == "-":
+		return "", false
+	case r.IndexRoot != "":
+		return table.NormalizeRoot(r.IndexRoot), true
+	}
+	if c, ok := r.Catalog.(rooted); ok {
+		return c.Root(), true
+	}
+	return "", false
+}
+
+// Scan lists every registered table's latest version (one LIST each, at
+// most ScanConcurrency at once) and compares it with the table's mark in
+// the fleet index (read once): a table whose latest version is its mark's,
+// with nothing due, is idle. Reasons a table is in need: no mark; changed
+// with enough new fragments to compact, or changed CompactMaxWait ago;
+// its mark due (re-plan of tracked ranges, versions prunable, compaction
+// left, full check); a retry after failures, once its backoff has passed.
+// Without a fleet index (Runner.IndexRoot "-", or a catalog with no
+// root) every table is in need.
+func (r *Runner) Scan(ctx context.Context) (*FleetScan, error) {
+	r.defaults()
+	refs, err := r.Catalog.Tables(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list tables: %w", err)
+	}
+	sc := &FleetScan{At: r.Clock.Now(), Tables: len(refs), refs: refs, updates: map[string]Mark{}}
+	root, ok := r.indexRoot()
+	if !ok {
+		for _, ref := range refs {
+			sc.Need = append(sc.Need, TableNeed{Ref: ref, Table: ref.Name, Reasons: []string{"no fleet index"}})
+		}
+		return sc, nil
+	}
+	sc.index, err = ReadFleetIndex(ctx, r.Store, root)
+	if err != nil {
+		r.Logger.WarnContext(ctx, "fleet index unreadable: every table is in need", "err", err)
+		sc.IndexError = err.Error()
+		sc.index = &FleetIndex{V: fleetIndexVersion, Tables: map[string]Mark{}}
+	}
+	latest := make([]uint64, len(refs))
+	errs := make([]error, len(refs))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(r.ScanConcurrency)
+	for i, ref := range refs {
+		m, known := sc.index.Tables[ref.Name]
+		if !known || (m.Failures > 0 && sc.At.Before(m.RetryAt)) {
+			continue // in need whatever its version, or backing off: not listed
+		}
+		g.Go(func() error {
+			lctx, cancel := context.WithTimeout(gctx, r.ScanTimeout)
+			defer cancel()
+			latest[i], errs[i] = LatestVersion(lctx, r.Store, ref.Root)
+			return nil
+		})
+	}
+	_ = g.Wait()
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	now := sc.At
+	for i, ref := range refs {
+		m, known := sc.index.Tables[ref.Name]
+		reasons, upd, changed := decideNeed(ref, m, known, latest[i], errs[i], now)
+		if changed {
+			sc.updates[ref.Name] = upd
+		}
+		switch {
+		case len(reasons) > 0:
+			since := upd.ChangedAt
+			if since.IsZero() || (!upd.Due.IsZero() && upd.Due.Before(since)) {
+				since = upd.Due
+			}
+			if !known {
+				since = time.Time{}
+			}
+			sc.Need = append(sc.Need, TableNeed{Ref: ref, Table: ref.Name, Reasons: reasons, Latest: latest[i], Failures: m.Failures, since: since})
+		case known && m.Failures > 0:
+			sc.BackingOff++
+		default:
+			sc.Idle++
+		}
+	}
+	// Tables that did not fail first, longest waiting first; then the
+	// failed ones, fewest failures first: a table that keeps failing or
+	// timing out is never picked before the others.
+	sort.SliceStable(sc.Need, func(i, j int) bool {
+		a, b := sc.Need[i], sc.Need[j]
+		if a.Failures != b.Failures {
+			return a.Failures < b.Failures
+		}
+		return a.since.Before(b.since)
+	})
+	return sc, nil
+}
+
+// batchKey marks a context in which MaintainTable leaves the stats and the
+// mark to its caller (maintainBatch writes them once for every table).
+type batchKey struct{}
+
+func inBatch(ctx context.Context) bool { v, _ := ctx.Value(batchKey{}).(bool); return v }
+
+// RecordScan writes a scan's mark updates (tables first seen changed,
+// pending work found due) into the fleet index, for a caller that scans
+// with Scan and maintains the tables in need itself, one MaintainTable at
+// a time (the fan-out compactor). Without it a table changed below its
+// thresholds would look newly changed at every scan, and its wait bound
+// (CompactMaxWait, PruneMaxWait) would never run out. Marks that tables'
+// maintenance recorded since the scan are newer and kept (writeFleetIndex
+// merges).
+func (r *Runner) RecordScan(ctx context.Context, sc *FleetScan) error {
+	r.defaults()
+	if sc == nil || r.DryRun {
+		return nil
+	}
+	var rep RunReport
+	r.recordMarks(ctx, &rep, sc)
+	if rep.IndexNote != "" {
+		return errors.New(rep.IndexNote)
+	}
+	return nil
+}
+
+// MaintainTables maintains the given tables in order (whether or not they
+// are in need) until the context's deadline minus the margin, each within
+// TableTimeout, then writes the _stats rows that changed in one commit and
+// records the tables' marks in the fleet index. A fan-out consumer calls it
+// with the tables of its job.
+func (r *Runner) MaintainTables(ctx context.Context, refs []TableRef) (RunReport, error) {
+	r.defaults()
+	return r.maintainBatch(ctx, refs, nil)
+}
+
+// MaintainNamed resolves table names through the catalog and maintains
+// them as MaintainTables does. An unknown name is an error for that table
+// only (reported, nothing done to it).
+func (r *Runner) MaintainNamed(ctx context.Context, names ...string) (RunReport, error) {
+	r.defaults()
+	var refs []TableRef
+	var rep RunReport
+	for _, n := range names {
+		ref, err := r.Catalog.Resolve(ctx, n)
+		if err != nil {
+			rep.Tables = append(rep.Tables, TableReport{Table: n, Skipped: "error: " + err.Error()})
+			continue
+		}
+		refs = append(refs, ref)
+	}
+	got, err := r.maintainBatch(ctx, refs, nil)
+	got.Tables = append(rep.Tables, got.Tables...)
+	return got, err
+}
+
+// maintainBatch is the body of Run and MaintainTables. sc, if not nil, is
+// the scan the refs came from (its index and updates are reused).
+func (r *Runner) maintainBatch(ctx context.Context, refs []TableRef, sc *FleetScan) (RunReport, error) {
+	return r.maintainBatchOpt(ctx, refs, sc, true)
+}
+
+// maintainBatchOpt is maintainBatch; without runDeadline a table is started
+// whatever time is left (MaintainTable alone: the compactor keeps its own
+// margin, as it always did).
+func (r *Runner) maintainBatchOpt(ctx context.Context, refs []TableRef, sc *FleetScan, runDeadline bool) (RunReport, error) {
+	var rep RunReport
+	bctx := context.WithValue(ctx, batchKey{}, true)
+	for i, ref := range refs {
+		if err := ctx.Err(); err != nil {
+			rep.Stopped = err.Error()
+			break
+		}
+		if dl, ok := ctx.Deadline(); ok && runDeadline && dl.Sub(r.Clock.Now()) < r.Margin {
+			rep.Stopped = fmt.Sprintf("deadline: %d of %d tables done", i, len(refs))
+			break
+		}
+		tctx, cancel := bctx, context.CancelFunc(func() {})
+		if r.TableTimeout > 0 {
+			tctx, cancel = context.WithTimeout(bctx, r.TableTimeout)
+		}
+		tr, err := r.MaintainTable(tctx, ref)
+		timedOut := tctx.Err() != nil && ctx.Err() == nil
+		cancel()
+		if err == nil && timedOut {
+			err = fmt.Errorf("maintain %s: %w (table timeout %s)", ref.Name, context.DeadlineExceeded, r.TableTimeout)
+		}
+		tr.err = err
+		if err != nil {
+			// One table's failure does not stop the others.
+			r.Logger.ErrorContext(ctx, "maintenance failed", "table", ref.Name, "err", err)
+			tr.Skipped = "error: " + err.Error()
+		}
+		rep.Tables = append(rep.Tables, tr)
+		if r.Progress != nil {
+			r.Progress(i+1, len(refs))
+		}
+	}
+	if r.DryRun {
+		return rep, nil
+	}
+	wctx := ctx
+	if ctx.Err() != nil {
+		var cancel context.CancelFunc
+		wctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), r.Margin)
+		defer cancel()
+	}
+	r.writeStatsBatch(wctx, &rep)
+	r.recordMarks(wctx, &rep, sc)
+	return rep, nil
+}
+
+// writeStatsBatch writes the _stats rows of the maintained tables that
+// changed, in one commit under the stats-writer lock (waiting at most
+// StatsWait); unchanged rows are not written. A row not written is left to
+// the table's next maintenance (its note says why).
+func (r *Runner) writeStatsBatch(ctx context.Context, rep *RunReport) {
+	var idx []int
+	for i, tr := range rep.Tables {
+		if tr.statsReady {
+			idx = append(idx, i)
+		}
+	}
+	if len(idx) == 0 {
+		return
+	}
+	note := func(s string) {
+		for _, i := range idx {
+			rep.Tables[i].StatsNote = s
+		}
+	}
+	old, err := r.Catalog.Stats(ctx)
+	if err != nil {
+		old = nil // write every row
+	}
+	var rows []TableStats
+	var rowIdx []int
+	for _, i := range idx {
+		s := rep.Tables[i].Stats
+		o, had := old[s.Name]
+		if s.LastCompaction.IsZero() {
+			s.LastCompaction = o.LastCompaction
+		}
+		if s.LastCleanup.IsZero() {
+			s.LastCleanup = o.LastCleanup
+		}
+		rep.Tables[i].Stats = s
+		if had && reflect.DeepEqual(normStats(s), normStats(o)) {
+			rep.Tables[i].StatsNote = "stats unchanged"
+			continue
+		}
+		rows = append(rows, s)
+		rowIdx = append(rowIdx, i)
+	}
+	idx = rowIdx
+	if len(rows) == 0 {
+		return
+	}
+	lease, err := r.Locker.Acquire(ctx, r.StatsLockName(), lock.AcquireOptions{Owner: r.Owner, Lease: time.Minute, MaxWait: r.StatsWait})
+	if err != nil {
+		note("stats left to the next run: " + err.Error())
+		return
+	}
+	defer r.Locker.Release(context.WithoutCancel(ctx), lease)
+	if b, ok := r.Catalog.(StatsBatchPutter); ok {
+		err = b.PutStatsBatch(ctx, rows)
+	} else {
+		for _, s := range rows {
+			if err = r.Catalog.PutStats(ctx, s); err != nil {
+				break
+			}
+		}
+	}
+	if err != nil {
+		note("stats not written: " + err.Error())
+		return
+	}
+	rep.StatsWritten = len(rows)
+}
+
+// normStats is s with times in UTC at microsecond precision (as _stats
+// stores them), for comparison.
+func normStats(s TableStats) TableStats {
+	n := func(t time.Time) time.Time {
+		if t.IsZero() {
+			return time.Time{}
+		}
+		return t.UTC().Truncate(time.Microsecond)
+	}
+	s.LastCompaction, s.LastCleanup = n(s.LastCompaction), n(s.LastCleanup)
+	return s
+}
+
+// recordMarks writes the marks of a batch into the fleet index, with the
+// scan's updates, in one index write. Failures are logged: without the
+// marks the tables are simply maintained again at the next pass.
+func (r *Runner) recordMarks(ctx context.Context, rep *RunReport, sc *FleetScan) {
+	root, ok := r.indexRoot()
+	if !ok {
+		return
+	}
+	var base *FleetIndex
+	var keep func(string) bool
+	updates := map[string]Mark{}
+	if sc != nil {
+		base = sc.index
+		for n, m := range sc.updates {
+			updates[n] = m
+		}
+		registered := make(map[string]bool, len(sc.refs))
+		for _, ref := range sc.refs {
+			registered[ref.Name] = true
+		}
+		keep = func(n string) bool { return registered[n] }
+	}
+	if base == nil {
+		var err error
+		if base, err = ReadFleetIndex(ctx, r.Store, root); err != nil {
+			rep.IndexNote = "fleet index not written: " + err.Error()
+			r.Logger.WarnContext(ctx, "fleet index unreadable; marks not recorded", "err", err)
+			return
+		}
+	}
+	now := r.Clock.Now()
+	for _, tr := range rep.Tables {
+		prev, known := base.Tables[tr.Table]
+		switch {
+		case tr.err != nil:
+			if tr.ref.Root == "" {
+				continue // unknown table: nothing to mark
+			}
+			updates[tr.Table] = markFailed(tr.ref, prev, known, tr.err, r.FailureBackoff, now)
+		case tr.marked:
+			m := tr.mark
+			if known && prev.Root == m.Root {
+				m = carryCompactSince(tr.ref, m, prev)
+			}
+			if sc == nil && !r.registeredPolicy(ctx, tr.ref) {
+				// Maintained under another policy than the registry's (the
+				// CLI's compaction-only pass keeps every version): what the
+				// mark says is pending is not what a pass would do.
+				m.Due, m.DueReason = now, "maintained with another policy"
+			}
+			updates[tr.Table] = m
+		}
+	}
+	if len(updates) == 0 && (sc == nil || len(base.Tables) == len(sc.refs)) {
+		return
+	}
+	if _, err := writeFleetIndex(ctx, r.Store, root, base, updates, keep, now); err != nil {
+		rep.IndexNote = "fleet index not written: " + err.Error()
+		r.Logger.WarnContext(ctx, "fleet index not written; the tables will be maintained again", "err", err)
+		return
+	}
+	rep.MarksWritten = len(updates)
+}
+
+// registeredPolicy reports whether ref is the catalog's registration of
+// its table (same root and policy); false if it cannot tell.
+func (r *Runner) registeredPolicy(ctx context.Context, ref TableRef) bool {
+	reg, err := r.Catalog.Resolve(ctx, ref.Name)
+	if err != nil {
+		return false
+	}
+	return reg.Root == ref.Root && reg.Policy.WithDefaults() == ref.Policy.WithDefaults()
+}

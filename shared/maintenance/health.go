@@ -1,0 +1,120 @@
+package maintenance
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/tablekeep/tablekeep/shared/table"
+)
+
+// Health is a table's maintenance backlog as the planners see it now, and
+// when it shrinks: what `tablekeep status` reports.
+type Health struct {
+	Latest   uint64
+	Floor    uint64 // the floor the prune planner would set now
+	Versions int    // stored
+	// PrunableNow: stored versions below that floor, untagged (what the
+	// next pass deletes). PrunableSince: when the oldest of them became
+	// prunable (left the newest KeepLast and its grace window).
+	PrunableNow   int
+	PrunableSince time.Time
+	// PrunableLater: versions outside the newest KeepLast, untagged, still
+	// in their grace window; all are prunable from PrunableAt.
+	PrunableLater int
+	PrunableAt    time.Time
+	Tagged        int // tagged versions below the floor (kept)
+	// Compactable: fragments in the groups the compaction planner forms
+	// (its own rule, without the per-run limits); CompactableSince: when
+	// the oldest of them was written.
+	Compactable      int
+	CompactGroups    int
+	CompactableSince time.Time
+	Fragments        int
+	Rows             uint64
+}
+
+// TableHealth computes t's Health at now with ref's policy (reads only:
+// listings, floor, tags, the prune state; the manifest t holds).
+func TableHealth(ctx context.Context, t *table.Table, ref TableRef, now time.Time) (Health, error) {
+	p := ref.Policy.WithDefaults()
+	var h Health
+	plan, err := PlanPrune(ctx, t, ref.Name, p, now)
+	if err != nil {
+		return h, err
+	}
+	h.Latest, h.Floor, h.Versions, h.PrunableNow, h.Tagged = plan.Latest, plan.Floor, plan.Versions, plan.Prunable, len(plan.Tagged)
+	tagged := map[uint64]bool{}
+	for _, v := range plan.Tagged {
+		tagged[v] = true
+	}
+	vs := plan.vs
+	times := make(map[uint64]time.Time, len(vs))
+	for _, x := range vs {
+		times[x.Version] = x.Time
+	}
+	timeOf := func(v uint64) (time.Time, bool) { t, ok := times[v]; return t, ok }
+	keepFrom := uint64(1)
+	if h.Latest > uint64(p.KeepLast) {
+		keepFrom = h.Latest - uint64(p.KeepLast) + 1
+	}
+	for i, v := range vs {
+		if tagged[v.Version] || i+1 >= len(vs) {
+			continue
+		}
+		// Prunable from when it was superseded plus the grace window, and
+		// once it left the newest KeepLast.
+		from := vs[i+1].Time.Add(plan.grace)
+		if t, ok := timeOf(v.Version + uint64(p.KeepLast)); ok && t.After(from) {
+			from = t
+		}
+		switch {
+		case v.Version < plan.Floor:
+			if h.PrunableSince.IsZero() || from.Before(h.PrunableSince) {
+				h.PrunableSince = from
+			}
+		case v.Version < keepFrom:
+			h.PrunableLater++
+			if from.After(h.PrunableAt) {
+				h.PrunableAt = from
+			}
+		}
+	}
+	m := t.Cached()
+	h.Fragments = len(m.Fragments)
+	for _, f := range m.Fragments {
+		h.Rows += f.LiveRows()
+	}
+	all := p
+	all.MaxGroups, all.MaxInputBytes = math.MaxInt, math.MaxUint64
+	cp := SizePlanner{}.Plan(m, all)
+	h.CompactGroups = len(cp.Groups)
+	for _, g := range cp.Groups {
+		h.Compactable += len(g.Fragments)
+		for _, f := range g.Fragments {
+			at, ok := timeOf(f.CreatedVersion)
+			if !ok && len(vs) > 0 {
+				at = vs[0].Time // written before the oldest stored version
+			}
+			if h.CompactableSince.IsZero() || at.Before(h.CompactableSince) {
+				h.CompactableSince = at
+			}
+		}
+	}
+	return h, nil
+}
+
+// Behind returns why the table's maintenance is behind at now (empty if it
+// is not): prunable versions or compactable fragments waiting longer than
+// lag.
+func (h Health) Behind(now time.Time, lag time.Duration) []string {
+	var why []string
+	if h.PrunableNow > 0 && now.Sub(h.PrunableSince) > lag {
+		why = append(why, fmt.Sprintf("%d versions prunable since %s", h.PrunableNow, h.PrunableSince.UTC().Format(time.RFC3339)))
+	}
+	if h.Compactable > 0 && now.Sub(h.CompactableSince) > lag {
+		why = append(why, fmt.Sprintf("%d fragments compactable since %s", h.Compactable, h.CompactableSince.UTC().Format(time.RFC3339)))
+	}
+	return why
+}
