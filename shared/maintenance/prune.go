@@ -414,17 +414,37 @@ type Enqueuer interface {
 // first: from then on checkout, tag and restore below it fail, before any
 // cleaner can delete anything.
 func ApplyPrune(ctx context.Context, t *table.Table, plan *PrunePlan, q Enqueuer) error {
+	return plan.apply(ctx, applyTarget{
+		root: t.Root(), setFloor: t.SetFloor, tags: t.Tags, state: t,
+		ensure: func(ctx context.Context, spans [][2]uint64) (int, error) { return ensureChangeRecords(ctx, t, spans) },
+	}, q)
+}
+
+// applyTarget is what applying a prune plan writes to and reads from: a
+// tablekeep table (ApplyPrune) or any Source (ApplySourcePrune).
+type applyTarget struct {
+	root     string
+	setFloor func(context.Context, uint64) error
+	tags     func(context.Context) (map[string]uint64, error)
+	ensure   func(context.Context, [][2]uint64) (int, error) // the ranges' change records exist
+	state    stateLocation
+}
+
+// apply is ApplyPrune's order, for every format: the floor, the tags read
+// again, the ranges' change records ensured, the fence, the ranges sent, the
+// fence, the prune state.
+func (plan *PrunePlan) apply(ctx context.Context, at applyTarget, q Enqueuer) error {
 	if plan.Floor > plan.OldFloor {
-		if err := t.SetFloor(ctx, plan.Floor); err != nil {
+		if err := at.setFloor(ctx, plan.Floor); err != nil {
 			return fmt.Errorf("set floor: %w", err)
 		}
 		// With the floor unchanged the plan's tags stand: no Tag can land
 		// below an unchanged floor (its Checkout refuses the version).
-		tags, err := t.Tags(ctx)
+		tags, err := at.tags(ctx)
 		if err != nil {
 			return fmt.Errorf("read tags: %w", err)
 		}
-		plan.planRanges(t.Root(), tags)
+		plan.planRanges(at.root, tags)
 	}
 	if len(plan.Ranges) == 0 && !plan.changed {
 		return nil
@@ -439,7 +459,7 @@ func ApplyPrune(ctx context.Context, t *table.Table, plan *PrunePlan, q Enqueuer
 		for i, r := range plan.Ranges {
 			spans[i] = [2]uint64{r.From + 1, min(r.To+1, plan.Floor)}
 		}
-		n, err := ensureChangeRecords(ctx, t, spans)
+		n, err := at.ensure(ctx, spans)
 		plan.Repaired = n
 		if err != nil {
 			return err
@@ -458,7 +478,7 @@ func ApplyPrune(ctx context.Context, t *table.Table, plan *PrunePlan, q Enqueuer
 	if err := plan.checkFence(ctx); err != nil {
 		return err
 	}
-	if err := writePruneState(ctx, t, plan.StateAfter, plan.Token, plan.stateKeys, plan.now); err != nil {
+	if err := writePruneState(ctx, at.state, plan.StateAfter, plan.Token, plan.stateKeys, plan.now); err != nil {
 		// The messages went out; without the state a later run re-enqueues
 		// them, which cleaners tolerate (at-least-once).
 		return fmt.Errorf("record prune state: %w", err)

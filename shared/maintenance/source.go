@@ -126,48 +126,10 @@ func PlanSourcePrune(ctx context.Context, src Source, name string, p Policy, now
 // tags read again, the ranges' change records ensured, the ranges sent and
 // the prune state written under plan.Token. Call it under the table's lock.
 func ApplySourcePrune(ctx context.Context, src Source, plan *PrunePlan, q Enqueuer) error {
-	if plan.Floor > plan.OldFloor {
-		if err := src.SetFloor(ctx, plan.Floor); err != nil {
-			return fmt.Errorf("set floor: %w", err)
-		}
-		tags, err := src.Tags(ctx)
-		if err != nil {
-			return fmt.Errorf("read tags: %w", err)
-		}
-		plan.planRanges(src.Root(), tags)
-	}
-	if len(plan.Ranges) == 0 && !plan.changed {
-		return nil
-	}
-	if len(plan.Ranges) > 0 {
-		spans := make([][2]uint64, len(plan.Ranges))
-		for i, r := range plan.Ranges {
-			spans[i] = [2]uint64{r.From + 1, min(r.To+1, plan.Floor)}
-		}
-		n, err := src.EnsureChangeRecords(ctx, spans)
-		plan.Repaired = n
-		if err != nil {
-			return err
-		}
-		bodies := make([][]byte, len(plan.Ranges))
-		for i, r := range plan.Ranges {
-			bodies[i] = r.Encode()
-		}
-		if err := plan.checkFence(ctx); err != nil {
-			return err
-		}
-		if err := q.Send(ctx, bodies); err != nil {
-			return fmt.Errorf("enqueue %d ranges: %w", len(bodies), err)
-		}
-	}
-	if err := plan.checkFence(ctx); err != nil {
-		return err
-	}
-	st := stateAt{src.Store(), src.StateRoot()}
-	if err := writePruneState(ctx, st, plan.StateAfter, plan.Token, plan.stateKeys, plan.now); err != nil {
-		return fmt.Errorf("record prune state: %w", err)
-	}
-	return nil
+	return plan.apply(ctx, applyTarget{
+		root: src.Root(), setFloor: src.SetFloor, tags: src.Tags, ensure: src.EnsureChangeRecords,
+		state: stateAt{src.Store(), src.StateRoot()},
+	}, q)
 }
 
 // checkSourceKey applies src's key check and the store's, to a key
