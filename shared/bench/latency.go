@@ -82,6 +82,9 @@ type BacklogDrain struct {
 	// BaseHeap and PeakHeap: heap in use before and at most during the
 	// drain (every worker in this process).
 	BaseHeap, PeakHeap uint64
+	// Retried: messages that failed (deletes still refused after the
+	// cleaner's SlowDown retries) and were redelivered.
+	Retried int
 }
 
 // KeysPerSec is deleted keys per second.
@@ -342,29 +345,51 @@ func drainBacklog(ctx context.Context, wh string, ref maintenance.TableRef, cloc
 		return res, err
 	}
 	var mu sync.Mutex
-	g, gctx := errgroup.WithContext(ctx)
 	stopHeap := sampleHeap()
 	t0 := time.Now()
-	for range workers {
-		// One worker is one cleaner (its limiters shared) working on
-		// LocalMessagesInFlight messages at once, as one Lambda invocation
-		// does; each receiver takes one message at a time.
-		cl := &maintenance.Cleaner{Store: cnt, Tables: staticResolver{ref}, Requeue: maintenance.QueueEnqueuer{Q: q},
+	// One worker is one cleaner (its limiters shared) working on
+	// LocalMessagesInFlight messages at once, as one Lambda invocation
+	// does; each receiver takes one message at a time.
+	cleaners := make([]*maintenance.Cleaner, workers)
+	for i := range cleaners {
+		cleaners[i] = &maintenance.Cleaner{Store: cnt, Tables: staticResolver{ref}, Requeue: maintenance.QueueEnqueuer{Q: q},
 			OpenOpts: table.Options{Clock: clock.Now}}
-		for range maintenance.LocalMessagesInFlight {
-			g.Go(func() error {
-				st, err := queue.Drain(gctx, q, cl.Handle, queue.DrainOptions{BatchSize: 1, MaxReceives: 5})
-				mu.Lock()
-				res.Messages += st.Succeeded
-				mu.Unlock()
-				if err == nil && st.Failed > 0 {
-					err = fmt.Errorf("%d messages failed", st.Failed)
-				}
-				return err
-			})
-		}
 	}
-	err = g.Wait()
+	// A message whose deletes were still refused after the cleaner's
+	// SlowDown retries fails and comes back after the queue's visibility
+	// timeout, as SQS redelivers it: the fake clock is moved past it and
+	// the workers drain again (their limiters keep the rates they found).
+	for round := 0; ; round++ {
+		failed := 0
+		g, gctx := errgroup.WithContext(ctx)
+		for _, cl := range cleaners {
+			for range maintenance.LocalMessagesInFlight {
+				g.Go(func() error {
+					st, err := queue.Drain(gctx, q, cl.Handle, queue.DrainOptions{BatchSize: 1, MaxReceives: 5})
+					mu.Lock()
+					res.Messages += st.Succeeded
+					failed += st.Failed
+					mu.Unlock()
+					if err == nil && st.DeadLettered > 0 {
+						err = fmt.Errorf("%d messages dead-lettered", st.DeadLettered)
+					}
+					return err
+				})
+			}
+		}
+		if err = g.Wait(); err != nil {
+			break
+		}
+		res.Retried += failed
+		if failed == 0 {
+			break
+		}
+		if round == 10 {
+			err = fmt.Errorf("%d messages still failing after %d redeliveries", failed, round)
+			break
+		}
+		clock.Advance(time.Minute)
+	}
 	res.Time, res.Reqs, res.Throttled = time.Since(t0), cnt.Counts(), thr.Throttled()
 	res.BaseHeap, res.PeakHeap = stopHeap()
 	res.Reqs.DeleteKeys -= res.Throttled.Keys // refused keys were not deleted
@@ -441,12 +466,12 @@ func MarkdownLatency(r LatencyResult) string {
 	}
 	p("A copy of the table is drained under the %s profile by 1 and by 5 workers from one in-process queue, concurrently; a worker is one cleaner (one set of rate limiters) working on %d messages at once, as one Lambda invocation does (a message is a range of up to 1,000 versions). ", bl.Profile.Name, maintenance.LocalMessagesInFlight)
 	p("Every key is under the table's prefix, so the rates are per-prefix rates. The store emulates S3's per-prefix write limit of %s writes per second (each key of a DeleteObjects one write; a token bucket of one second; a request that would exceed it is answered SlowDown and deletes nothing), so workers that together ask for more are slowed down and lower their own rates (AIMD) as on S3; S3's read limit is %s GET per second.\n\n", n(s3WritesPerPrefix), n(s3ReadsPerPrefix))
-	p("| cleaner workers | messages | keys deleted | time | keys/s (per prefix; limit %s) | keys/s per worker | GET/s per prefix (limit %s) | SlowDown answers (keys refused) | requests | peak heap in use (base) |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n",
+	p("| cleaner workers | messages | keys deleted | time | keys/s (per prefix; limit %s) | keys/s per worker | GET/s per prefix (limit %s) | SlowDown answers (keys refused) | messages redelivered | requests | peak heap in use (base) |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n",
 		n(s3WritesPerPrefix), n(s3ReadsPerPrefix))
 	for _, d := range bl.Drains {
-		p("| %d | %d | %s | %s | %s | %s | %s | %d (%s) | %s | %s (%s) |\n", d.Workers, d.Messages, n(d.Reqs.DeleteKeys), dur(d.Time),
+		p("| %d | %d | %s | %s | %s | %s | %s | %d (%s) | %d | %s | %s (%s) |\n", d.Workers, d.Messages, n(d.Reqs.DeleteKeys), dur(d.Time),
 			n(int64(d.KeysPerSec())), n(int64(d.KeysPerSec()/float64(d.Workers))), n(int64(d.Rate(d.Reqs.Get+d.Reqs.Head))),
-			d.Throttled.Requests, n(d.Throttled.Keys), reqText(d.Reqs), fmt.Sprintf("%.0f MB", float64(d.PeakHeap)/(1<<20)), fmt.Sprintf("%.0f MB", float64(d.BaseHeap)/(1<<20)))
+			d.Throttled.Requests, n(d.Throttled.Keys), d.Retried, reqText(d.Reqs), fmt.Sprintf("%.0f MB", float64(d.PeakHeap)/(1<<20)), fmt.Sprintf("%.0f MB", float64(d.BaseHeap)/(1<<20)))
 	}
 	p("\nThe goal per worker is >= 3,000 keys/s: one worker runs at its own limiter's %s keys/s less the time its first message is read before anything can be deleted. Five workers on one table share the prefix's %s writes per second: more workers drain a single table no faster (they do drain several tables at once, each under its own prefix).\n", n(s3WritesPerPrefix), n(s3WritesPerPrefix))
 	p("\n")
