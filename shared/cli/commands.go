@@ -547,12 +547,7 @@ func newVersionsCmd(app *App) *cobra.Command {
 				}
 			}
 			if app.JSON() {
-				for _, r := range rows {
-					if err := printJSON(app.Stdout, r); err != nil {
-						return err
-					}
-				}
-				return nil
+				return printJSONLines(app.Stdout, rows, func(r row) any { return r })
 			}
 			header := []string{"VERSION", "COMMITTED", "MANIFEST_BYTES"}
 			if long {
@@ -689,12 +684,7 @@ func newTagsCmd(app *App) *cobra.Command {
 			}
 			sort.Strings(names)
 			if app.JSON() {
-				for _, n := range names {
-					if err := printJSON(app.Stdout, map[string]any{"name": n, "version": tags[n]}); err != nil {
-						return err
-					}
-				}
-				return nil
+				return printJSONLines(app.Stdout, names, func(n string) any { return map[string]any{"name": n, "version": tags[n]} })
 			}
 			lines := make([][]string, len(names))
 			for i, n := range names {

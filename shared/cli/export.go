@@ -220,12 +220,7 @@ Reads every file's deletion vector (and, to do so, the file).`,
 				return err
 			}
 			if app.JSON() {
-				for _, f := range files {
-					if err := printJSON(app.Stdout, f); err != nil {
-						return err
-					}
-				}
-				return nil
+				return printJSONLines(app.Stdout, files, func(f fileJSON) any { return f })
 			}
 			var rows [][]string
 			for _, f := range files {

@@ -188,6 +188,17 @@ func cellCSV(col arrow.Array, i int) string {
 }
 
 // printJSON writes v as one line of JSON.
+// printJSONLines prints f of each item as one JSON line (-o json of the
+// listing commands).
+func printJSONLines[T any](out io.Writer, items []T, f func(T) any) error {
+	for _, it := range items {
+		if err := printJSON(out, f(it)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 func printJSON(out io.Writer, v any) error {
 	b, err := json.Marshal(v)
 	if err != nil {

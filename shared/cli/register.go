@@ -134,12 +134,7 @@ func newTablesCmd(app *App) *cobra.Command {
 				return err
 			}
 			if app.JSON() {
-				for _, ref := range refs {
-					if err := printJSON(app.Stdout, policyOf(ref)); err != nil {
-						return err
-					}
-				}
-				return nil
+				return printJSONLines(app.Stdout, refs, func(ref maintenance.TableRef) any { return policyOf(ref) })
 			}
 			var rows [][]string
 			for _, ref := range refs {
