@@ -249,6 +249,10 @@ func (t *Table) Cached() *Manifest {
 	return t.latest
 }
 
+// CachedAt is the cached latest manifest and when it was loaded (by this
+// handle's clock): a caller that loaded it moments ago need not Refresh.
+func (t *Table) CachedAt() (*Manifest, time.Time) { return t.cached() }
+
 func (t *Table) cached() (*Manifest, time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
