@@ -58,6 +58,19 @@ func run(ctx context.Context, invoke, queueURL, endpoint string, maxBatches int)
 		return fmt.Errorf("queue %s: %w", queueURL, err)
 	}
 	arn := attrs.Attributes[string(types.QueueAttributeNameQueueArn)]
+	// A receive whose response was lost (an attempt the SDK retried after
+	// the server had answered, seen under load) leaves its messages hidden
+	// for the visibility timeout although nobody holds them: the drain
+	// waits them out, at most the queue's visibility timeout plus a margin,
+	// instead of calling a queue empty that is not.
+	var visibility time.Duration
+	if va, err := c.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: aws.String(queueURL),
+		AttributeNames: []types.QueueAttributeName{types.QueueAttributeNameVisibilityTimeout}}); err == nil {
+		if n, err := strconv.Atoi(va.Attributes[string(types.QueueAttributeNameVisibilityTimeout)]); err == nil {
+			visibility = time.Duration(n) * time.Second
+		}
+	}
+	var waitUntil time.Time
 	var total, deleted, failed int
 	for b := 0; b < maxBatches; b++ {
 		out, err := c.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: aws.String(queueURL), MaxNumberOfMessages: 10,
@@ -67,6 +80,17 @@ func run(ctx context.Context, invoke, queueURL, endpoint string, maxBatches int)
 		}
 		if len(out.Messages) == 0 {
 			hidden, _ := notVisible(ctx, c, queueURL)
+			if hidden > failed && visibility > 0 {
+				if waitUntil.IsZero() {
+					waitUntil = time.Now().Add(visibility + 5*time.Second)
+					fmt.Printf("drain: %d messages hidden that this drain did not fail (a lost receive?): waiting up to %s for them\n", hidden-failed, visibility+5*time.Second)
+				}
+				if time.Now().Before(waitUntil) {
+					time.Sleep(2 * time.Second)
+					b--
+					continue
+				}
+			}
 			fmt.Printf("drain: %d messages in %d batches: %d acknowledged, %d reported failed; %d still hidden (retried after the visibility timeout)\n",
 				total, b, deleted, failed, hidden)
 			return nil

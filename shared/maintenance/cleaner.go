@@ -180,20 +180,18 @@ func (c *Cleaner) clean(ctx context.Context, store objstore.Store, body []byte) 
 	// (it costs at most Limits.Reads GETs). Tags are read after the floor:
 	// a tag written before the floor was raised is seen here, and Tag
 	// withdraws itself if it lost that race.
-	var t *table.Table
+	// No manifest is read: the floor and the tags are all the cleaner
+	// needs (a root that holds no table has floor 0: nothing is deleted).
 	ready := func(ctx context.Context) (map[uint64]bool, error) {
-		var err error
-		if t, err = table.Open(ctx, store, ref.Root, opts); err != nil {
-			return nil, err
-		}
-		floor, err := t.Floor(ctx)
+		floor, err := table.ReadFloorAt(ctx, store, ref.Root, opts)
 		if err != nil {
 			return nil, err
 		}
 		if msg.To >= floor {
 			return nil, fmt.Errorf("%w: %w: [%d, %d] with floor %d", queue.ErrPermanent, ErrAboveFloor, msg.From, msg.To, floor)
 		}
-		return taggedVersions(ctx, t)
+		tags, err := table.ReadTagsAt(ctx, store, ref.Root, opts)
+		return versionSet(tags), err
 	}
 	// Every change record of the slice is read (and checked) before
 	// anything is deleted: a forged record deletes nothing, not even the
@@ -272,11 +270,16 @@ func taggedVersions(ctx context.Context, t *table.Table) (map[uint64]bool, error
 	if err != nil {
 		return nil, err
 	}
+	return versionSet(tags), nil
+}
+
+// versionSet is the set of versions tags name.
+func versionSet(tags map[string]uint64) map[uint64]bool {
 	tagged := map[uint64]bool{}
 	for _, v := range tags {
 		tagged[v] = true
 	}
-	return tagged, nil
+	return tagged
 }
 
 // RangePlan is what cleaning one range deletes, read from its change

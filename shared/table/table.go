@@ -643,6 +643,19 @@ func (t *Table) Tags(ctx context.Context) (map[string]uint64, error) {
 	return out, err
 }
 
+// ReadFloorAt reads the floor of the table at root without reading a
+// manifest (one LIST): the cleaner needs no more. A root holding no table
+// has floor 0.
+func ReadFloorAt(ctx context.Context, store objstore.Store, root string, opts Options) (uint64, error) {
+	return newTable(store, root, opts).Floor(ctx)
+}
+
+// ReadTagsAt reads the tags of the table at root without reading a
+// manifest.
+func ReadTagsAt(ctx context.Context, store objstore.Store, root string, opts Options) (map[string]uint64, error) {
+	return newTable(store, root, opts).Tags(ctx)
+}
+
 // ChangeRecord reads version v's change record.
 func (t *Table) ChangeRecord(ctx context.Context, v uint64) (*ChangeRecord, error) {
 	return ReadChangeRecord(ctx, t.store, t.root, v)
