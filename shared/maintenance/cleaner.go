@@ -80,6 +80,12 @@ type Cleaner struct {
 	// Sources opens the datasets of other formats (TableRef.Format set);
 	// nil: such messages fail permanently.
 	Sources SourceOpener
+	// SkipSizes leaves the deleted bytes unmeasured (CleanResult.Bytes 0):
+	// no listing of data/, _versions/ and _changes/ for their sizes, 3
+	// LISTs a message fewer. The prune plan still logs the manifest bytes
+	// it makes prunable. The Lambda cleaner sets it; the CLI, which
+	// reports bytes, does not.
+	SkipSizes bool
 
 	once sync.Once
 }
@@ -197,12 +203,19 @@ func (c *Cleaner) clean(ctx context.Context, store objstore.Store, body []byte) 
 	// anything is deleted: a forged record deletes nothing, not even the
 	// keys listed before it (TestForgedChangeRecord). The size listings
 	// run meanwhile.
-	sz := newSizer(ctx, store, ref.Root, sizeListPages)
+	var onKey func(string)
+	var sz *sizer
+	if !c.SkipSizes {
+		sz = newSizer(ctx, store, ref.Root, sizeListPages)
+		onKey = sz.see
+	}
 	rp, err := scanRange(ctx, store, ref, msg, scanOpts{
-		maxKeys: p.MaxKeysPerRun, reads: lim.Reads, stop: c.pastStop, onKey: sz.see,
+		maxKeys: p.MaxKeysPerRun, reads: lim.Reads, stop: c.pastStop, onKey: onKey,
 		limit: getLimit, retries: lim.Retries,
 	}, ready)
-	rp.DataBytes, _ = sz.dataBytes(rp.DataKeys)
+	if sz != nil {
+		rp.DataBytes, _ = sz.dataBytes(rp.DataKeys)
+	}
 	if err != nil {
 		return res, err
 	}
@@ -211,7 +224,7 @@ func (c *Cleaner) clean(ctx context.Context, store objstore.Store, body []byte) 
 	// while the data keys are deleted (only when the range finishes here).
 	var metaBytes int64
 	var metaDone chan struct{}
-	if rp.Continuation == nil {
+	if rp.Continuation == nil && !c.SkipSizes {
 		metaDone = make(chan struct{})
 		go func() {
 			defer close(metaDone)

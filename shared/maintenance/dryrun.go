@@ -18,7 +18,7 @@ import (
 // The modelled versions are never prunable (they are the newest), and
 // PrunePlan.Versions counts stored versions only.
 func PlanPruneAfterCompaction(ctx context.Context, t *table.Table, name string, p Policy, now time.Time, commits int) (PrunePlan, error) {
-	return planPrune(ctx, t, name, p, now, commits)
+	return planPrune(ctx, t, name, p, now, commits, false)
 }
 
 // withCommits returns vs followed by n versions written at now.

@@ -232,12 +232,15 @@ func RetentionGrace(t *table.Table, p Policy) time.Duration {
 // (by the store time of the next manifest) at most RetentionGrace before
 // now. It reads only listings, tags and the prune state.
 func PlanPrune(ctx context.Context, t *table.Table, name string, p Policy, now time.Time) (PrunePlan, error) {
-	return planPrune(ctx, t, name, p, now, 0)
+	return planPrune(ctx, t, name, p, now, 0, false)
 }
 
 // planPrune is PlanPrune after `commits` more versions committed at now
-// (the dry run's model of a planned compaction: dryrun.go).
-func planPrune(ctx context.Context, t *table.Table, name string, p Policy, now time.Time, commits int) (PrunePlan, error) {
+// (the dry run's model of a planned compaction: dryrun.go). forApply: the
+// plan is applied next (ApplyPrune), which reads the tags after raising
+// the floor; the tags are then read here only when the floor stays (one
+// LIST fewer for a plan that raises it).
+func planPrune(ctx context.Context, t *table.Table, name string, p Policy, now time.Time, commits int, forApply bool) (PrunePlan, error) {
 	p = p.WithDefaults()
 	plan := PrunePlan{name: name, policy: p, now: now}
 	// The version listing, the floor and the tags are independent reads:
@@ -245,15 +248,19 @@ func planPrune(ctx context.Context, t *table.Table, name string, p Policy, now t
 	// ApplyPrune reads them again after writing the raised floor.)
 	var vs []table.VersionInfo
 	var tags map[string]uint64
-	err := inParallel(ctx,
+	tagsRead := !forApply
+	reads := []func(context.Context) error{
 		func(ctx context.Context) (err error) { vs, err = t.Versions(ctx); return err },
 		func(ctx context.Context) (err error) {
 			plan.floorRead, err = t.ReadFloor(ctx)
 			plan.OldFloor = plan.floorRead.Floor
 			return err
 		},
-		func(ctx context.Context) (err error) { tags, err = t.Tags(ctx); return err },
-	)
+	}
+	if tagsRead {
+		reads = append(reads, func(ctx context.Context) (err error) { tags, err = t.Tags(ctx); return err })
+	}
+	err := inParallel(ctx, reads...)
 	if err != nil {
 		return plan, err
 	}
@@ -283,10 +290,22 @@ func planPrune(ctx context.Context, t *table.Table, name string, p Policy, now t
 	plan.Floor = max(floor, plan.OldFloor)
 	// With no stored version below the floor (an idle, cleaned table)
 	// nothing can be enqueued and the state is not needed: skip reading it.
+	var more []func(context.Context) error
 	if vs[0].Version < plan.Floor {
-		if plan.state, plan.stateKeys, err = readPruneState(ctx, t); err != nil {
-			return plan, err
-		}
+		more = append(more, func(ctx context.Context) (err error) {
+			plan.state, plan.stateKeys, err = readPruneState(ctx, t)
+			return err
+		})
+	}
+	// A floor that stays: ApplyPrune keeps the plan's tags (no Tag lands
+	// below an unchanged floor), so they are read now. A raised floor:
+	// ApplyPrune reads them after writing it, and the ranges planned here
+	// without them are replaced then.
+	if !tagsRead && plan.Floor <= plan.OldFloor {
+		more = append(more, func(ctx context.Context) (err error) { tags, err = t.Tags(ctx); return err })
+	}
+	if err := inParallel(ctx, more...); err != nil {
+		return plan, err
 	}
 	plan.planRanges(t.Root(), tags)
 	return plan, nil

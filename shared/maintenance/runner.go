@@ -377,7 +377,7 @@ func (r *Runner) MaintainTable(ctx context.Context, ref TableRef) (TableReport, 
 // under the lock: the fence is checked first).
 func (r *Runner) prune(ctx context.Context, t *table.Table, ref TableRef, p Policy, fence *lock.Fence, rep *TableReport) error {
 	var err error
-	if rep.Prune, err = PlanPrune(ctx, t, ref.Name, p, r.Clock.Now()); err != nil {
+	if rep.Prune, err = planPrune(ctx, t, ref.Name, p, r.Clock.Now(), 0, true); err != nil {
 		return fmt.Errorf("plan prune %s: %w", ref.Name, err)
 	}
 	if err := fence.Heartbeat(ctx); err != nil {
