@@ -26,8 +26,9 @@ func (d *Deps) metrics(role Role) *telemetry.Metrics {
 		m.Declare(telemetry.Bytes, telemetry.CompactionBytes)
 		m.Declare(telemetry.Milliseconds, telemetry.LockWait)
 	case RoleCleaner:
+		// No BytesDeleted: the Lambda cleaner does not measure bytes
+		// (Cleaner.SkipSizes).
 		m.Declare(telemetry.Count, telemetry.VersionsPruned, telemetry.ObjectsDeleted, telemetry.MessagesFailed)
-		m.Declare(telemetry.Bytes, telemetry.BytesDeleted)
 	case RoleSweeper:
 		m.Declare(telemetry.Count, telemetry.ObjectsDeleted)
 		m.Declare(telemetry.Bytes, telemetry.BytesDeleted)

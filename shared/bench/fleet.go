@@ -328,7 +328,8 @@ func newFleetWorld(ctx context.Context, n, activeEvery int) (*fleetWorld, error)
 	w.cq = &countingQueue{next: maintenance.QueueEnqueuer{Q: w.q}, class: classOf}
 	w.runner = &maintenance.Runner{Store: w.cs, Catalog: w.cat, Locker: w.locker, Queue: w.cq, Clock: w.clock,
 		Owner: "fleet", KeepAlive: -1}
-	w.cleaner = &maintenance.Cleaner{Store: w.cs, Tables: w.cat, Requeue: w.cq, OpenOpts: opts}
+	// As the Lambda cleaner is configured (shared/awsfn): no size listings.
+	w.cleaner = &maintenance.Cleaner{Store: w.cs, Tables: w.cat, Requeue: w.cq, OpenOpts: opts, SkipSizes: true}
 	return w, nil
 }
 

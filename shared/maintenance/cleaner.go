@@ -134,7 +134,9 @@ func (c *Cleaner) Clean(ctx context.Context, body []byte) (CleanResult, error) {
 	m := c.Metrics
 	m.Count(telemetry.VersionsPruned, res.VersionsDeleted)
 	m.Count(telemetry.ObjectsDeleted, res.DataKeys+res.ManifestKeys)
-	m.Add(telemetry.BytesDeleted, telemetry.Bytes, float64(res.Bytes))
+	if !c.SkipSizes {
+		m.Add(telemetry.BytesDeleted, telemetry.Bytes, float64(res.Bytes))
+	}
 	if err != nil {
 		m.Count(telemetry.MessagesFailed, 1)
 	}
