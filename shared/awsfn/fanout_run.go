@@ -14,6 +14,7 @@ import (
 
 	"github.com/tablekeep/tablekeep/shared/catalog"
 	"github.com/tablekeep/tablekeep/shared/maintenance"
+	"github.com/tablekeep/tablekeep/shared/objstore"
 	"github.com/tablekeep/tablekeep/shared/queue"
 	"github.com/tablekeep/tablekeep/shared/table"
 	"github.com/tablekeep/tablekeep/shared/telemetry"
@@ -87,9 +88,42 @@ func (d *Deps) compactFanout(ctx, wctx context.Context, r *maintenance.Runner, c
 		log.WarnContext(ctx, "retry markers unreadable; every table is a candidate", "err", err)
 	}
 	now := d.Clock.Now()
+	// An earlier run's inline record still there: that run died while
+	// maintaining its inline tables (killed, out of memory) or is still
+	// running. Its tables are not maintained inline now: those of a dead
+	// run get a retry job with backoff (job mode survives a crash: the
+	// message is redelivered, then dead-lettered), so the table that
+	// killed it is not picked first again and delays nobody; those of a
+	// live run are left to it.
+	prevRun, runErr := d.readInlineRun(wctx)
+	if runErr != nil {
+		log.WarnContext(ctx, "inline run record unreadable; ignored", "err", runErr)
+	}
+	prevDead := prevRun != nil && now.After(prevRun.Until.Add(inlineRunSkew))
+	if prevRun != nil {
+		log.WarnContext(ctx, "an earlier scheduled run did not finish its inline tables", "started", prevRun.At,
+			"until", prevRun.Until, "dead", prevDead, "tables", prevRun.Tables)
+	}
+	inPrev := map[string]bool{}
+	if prevRun != nil {
+		for _, n := range prevRun.Tables {
+			inPrev[n] = true
+		}
+	}
 	var candidates []maintenance.TableRef
 	var first []OutJob
 	for _, ref := range refs {
+		if inPrev[ref.Name] {
+			if _, marked := marks[ref.Name]; !marked {
+				sum.InRetry++
+				if prevDead {
+					if j, ok := d.followUp(ctx, log, ref.Name, 0, maintenance.TableReport{Table: ref.Name}, errInlineRunDied); ok {
+						first = append(first, j)
+					}
+				}
+				continue
+			}
+		}
 		mk, ok := marks[ref.Name]
 		if !ok {
 			candidates = append(candidates, ref)
@@ -116,6 +150,21 @@ func (d *Deps) compactFanout(ctx, wctx context.Context, r *maintenance.Runner, c
 		}
 	}
 	notSent := d.sendJobs(ctx, wctx, log, first, sum)
+	// This run's record replaces the earlier one: a dead run's tables have
+	// their retry jobs; a live run's stay named (a hint, like the retry
+	// markers: two overlapping runs share one record, and whichever
+	// finishes first deletes it).
+	var still *InlineRun
+	if prevRun != nil && !prevDead {
+		still = prevRun
+	}
+	if len(inline) > 0 {
+		// Deleted after the loop, not deferred: a run that panics inline
+		// (the Lambda runtime turns it into an error) leaves the record.
+		d.putInlineRun(ctx, wctx, log, inline, still)
+	} else if prevDead {
+		d.deleteInlineRun(ctx, log)
+	}
 	var longest time.Duration
 	var later []OutJob
 	inlineStart := d.Clock.Now()
@@ -143,6 +192,9 @@ func (d *Deps) compactFanout(ctx, wctx context.Context, r *maintenance.Runner, c
 		if j, ok := d.followUp(ctx, log, ref.Name, 0, tr, err); ok {
 			later = append(later, j)
 		}
+	}
+	if len(inline) > 0 {
+		d.deleteInlineRun(ctx, log)
 	}
 	notSent += d.sendJobs(ctx, wctx, log, later, sum)
 	sum.NotReached = notSent
@@ -493,4 +545,74 @@ func (d *Deps) notifiedTable(ctx context.Context, cat *catalog.Catalog, roots *m
 		return ref, false, "the _stats table is maintained by the scheduled scan", nil
 	}
 	return ref, true, "", nil
+}
+
+// The inline run record: <warehouse>/_fleet/inline-run.json, written by a
+// scheduled run before it maintains tables inline and deleted when it is
+// done with them. Found by the next run, it names the tables a run was
+// working on when it died (or is still working on, until its deadline).
+const (
+	inlineRunKey = "_fleet/inline-run.json"
+	// inlineRunSkew: clock skew between invocations, added to a run's
+	// deadline before it is taken for dead.
+	inlineRunSkew = time.Minute
+	// inlineRunMax: a run without a deadline (tests, a local call) is
+	// taken for dead this long after it started (Lambda's longest
+	// invocation).
+	inlineRunMax = 15 * time.Minute
+)
+
+// errInlineRunDied is the failure recorded for a table an earlier
+// scheduled run was maintaining inline when it died.
+var errInlineRunDied = errors.New("an earlier scheduled run died while maintaining its inline tables (killed, out of memory or time)")
+
+// InlineRun is the body of the inline run record.
+type InlineRun struct {
+	At     time.Time `json:"at"`    // on the compactor's clock
+	Until  time.Time `json:"until"` // the run's deadline
+	Tables []string  `json:"tables"`
+}
+
+func (d *Deps) inlineRunKey() string { return table.NormalizeRoot(d.Root) + inlineRunKey }
+
+func (d *Deps) readInlineRun(ctx context.Context) (*InlineRun, error) {
+	b, err := d.Store.Get(ctx, d.inlineRunKey())
+	if errors.Is(err, objstore.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var r InlineRun
+	if err := json.Unmarshal(b, &r); err != nil {
+		return nil, fmt.Errorf("%s: %w", d.inlineRunKey(), err)
+	}
+	return &r, nil
+}
+
+func (d *Deps) putInlineRun(ctx, wctx context.Context, log *slog.Logger, refs []maintenance.TableRef, still *InlineRun) {
+	now := d.Clock.Now()
+	r := InlineRun{At: now, Until: now.Add(inlineRunMax)}
+	if dl, ok := wctx.Deadline(); ok {
+		r.Until = dl
+	}
+	for _, ref := range refs {
+		r.Tables = append(r.Tables, ref.Name)
+	}
+	if still != nil {
+		r.Tables = append(r.Tables, still.Tables...)
+		if still.Until.After(r.Until) {
+			r.Until = still.Until
+		}
+	}
+	b, _ := json.Marshal(r)
+	if err := d.Store.Put(context.WithoutCancel(ctx), d.inlineRunKey(), b); err != nil {
+		log.WarnContext(ctx, "inline run record not written (a crash inline would go unnoticed once)", "err", err)
+	}
+}
+
+func (d *Deps) deleteInlineRun(ctx context.Context, log *slog.Logger) {
+	if err := d.Store.Delete(context.WithoutCancel(ctx), []string{d.inlineRunKey()}); err != nil {
+		log.WarnContext(ctx, "inline run record not deleted (the next run hands its tables to jobs)", "err", err)
+	}
 }

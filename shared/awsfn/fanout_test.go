@@ -797,3 +797,90 @@ func TestFanoutInlineTime(t *testing.T) {
 		t.Errorf("the run took %v of simulated time with an inline budget of 10 s", elapsed)
 	}
 }
+
+// panicStore panics on every GET under prefix: a table whose maintenance
+// kills the invocation (as running out of memory does) every time it is
+// tried. The scan (LISTs only) still sees it.
+type panicStore struct {
+	objstore.Store
+	prefix string
+}
+
+func (p panicStore) Get(ctx context.Context, key string) ([]byte, error) {
+	if strings.HasPrefix(key, p.prefix) {
+		panic("killed while maintaining " + key)
+	}
+	return p.Store.Get(ctx, key)
+}
+
+// TestFanoutInlineCrashIsNotPickedFirstAgain: a scheduled run that dies
+// while maintaining a table inline (a panic here; out of memory or a kill
+// on Lambda) leaves its inline run record. The next scheduled run, once
+// that run's deadline has passed, does not maintain the record's tables
+// inline: each gets a retry job with backoff and a retry marker, and the
+// other tables are maintained as usual. Without the record, every run
+// would pick the same table first again and die on it.
+func TestFanoutInlineCrashIsNotPickedFirstAgain(t *testing.T) {
+	f := newFleet(t, []string{"0-boom", "b1", "b2", "b3"})
+	f.d.Store = panicStore{Store: f.st, prefix: "warehouse/tables/0-boom/"}
+	func() {
+		defer func() {
+			if r := recover(); r == nil {
+				t.Fatal("the first run did not die on 0-boom")
+			}
+		}()
+		f.scheduled(t, context.Background())
+	}()
+	if _, err := f.st.Head(context.Background(), "warehouse/_fleet/inline-run.json"); err != nil {
+		t.Fatalf("no inline run record after the run died: %v", err)
+	}
+	// Within the dead run's deadline it may still be running: its tables
+	// are left alone, nothing is sent for them.
+	f.jobs.take()
+	sum := f.scheduled(t, context.Background())
+	if len(f.jobs.take()) != 0 || sum.InRetry != sum.Registered || len(sum.Tables) != 0 {
+		t.Fatalf("run within the dead run's deadline: %+v", sum)
+	}
+	// Past its deadline: every table of the dead run (which one killed it
+	// is unknown) gets a retry job with backoff and a marker.
+	f.clock.Advance(20 * time.Minute)
+	sum = f.scheduled(t, context.Background())
+	jobs := f.jobs.take()
+	if len(sum.Tables) != 0 || len(jobs) != sum.Registered {
+		t.Fatalf("run after the dead run's deadline: %+v, jobs %v", sum, tablesOf(jobs))
+	}
+	var others []awsfn.OutJob
+	for _, j := range jobs {
+		if j.Job.Reason != awsfn.ReasonRetry || j.Delay <= 0 {
+			t.Fatalf("job %+v, want a retry with backoff", j)
+		}
+		if j.Job.Table != "0-boom" {
+			others = append(others, j)
+		}
+	}
+	// The compaction queue's consumer runs the jobs after their delay (0-boom's
+	// job kills its consumer each time and ends in the DLQ: not run here).
+	f.clock.Advance(16 * time.Minute)
+	f.batch(t, bodies(others)...)
+	for range 3 {
+		f.clock.Advance(16 * time.Minute)
+		sum = f.scheduled(t, context.Background())
+		f.jobs.take()
+		for _, tr := range sum.Tables {
+			if tr.Table == "0-boom" {
+				t.Fatalf("0-boom maintained inline again: %+v", sum)
+			}
+		}
+	}
+	for _, n := range []string{"b1", "b2", "b3"} {
+		if f.fragments(t, n) != 1 {
+			t.Fatalf("%s not compacted", n)
+		}
+	}
+	if _, err := f.st.Head(context.Background(), "warehouse/_fleet/retry/0-boom"); err != nil {
+		t.Fatalf("0-boom has no retry marker: %v", err)
+	}
+	if _, err := f.st.Head(context.Background(), "warehouse/_fleet/inline-run.json"); err == nil {
+		t.Fatal("inline run record left after runs that finished")
+	}
+}
