@@ -120,6 +120,10 @@ func (r *Runner) Scan(ctx context.Context) (*FleetScan, error) {
 		g.Go(func() error {
 			lctx, cancel := context.WithTimeout(gctx, r.ScanTimeout)
 			defer cancel()
+			if ref.Format != "" {
+				latest[i], errs[i] = r.sourceLatest(lctx, ref, m.Latest)
+				return nil
+			}
 			latest[i], errs[i] = LatestVersion(lctx, r.Store, ref.Root)
 			return nil
 		})
