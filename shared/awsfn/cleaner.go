@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/tablekeep/tablekeep/shared/formats"
 	"github.com/tablekeep/tablekeep/shared/maintenance"
 	"github.com/tablekeep/tablekeep/shared/queue"
 )
@@ -52,7 +53,7 @@ func (d *Deps) Clean(ctx context.Context, raw json.RawMessage) (events.SQSEventR
 	m := d.metrics(RoleCleaner)
 	cl := &maintenance.Cleaner{
 		Store: d.Store, Tables: cat, Requeue: maintenance.QueueEnqueuer{Q: d.Queue}, Logger: log,
-		OpenOpts: d.tableOptions(), Metrics: m,
+		OpenOpts: d.tableOptions(), Metrics: m, Sources: formats.Open,
 	}
 	if dl, ok := ctx.Deadline(); ok {
 		// On d.Clock, which the test-only offset shifts (see workContext).
