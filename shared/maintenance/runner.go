@@ -152,6 +152,10 @@ type TableReport struct {
 	Stats           TableStats
 	StatsNote       string `json:"stats_note,omitempty"`
 	Duration        time.Duration
+	// Source, in a dry run of a dataset of another format, is the Source
+	// the plan was made on: its change records (derived in memory, not
+	// written) are what PlanSourceRange itemises the ranges from.
+	Source Source `json:"-"`
 
 	ref        TableRef
 	err        error // what MaintainTable returned

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/tablekeep/tablekeep/shared/lock"
@@ -61,19 +62,62 @@ func (r *Runner) sourceLatest(ctx context.Context, ref TableRef, known uint64) (
 	return vs[len(vs)-1].Version, nil
 }
 
-// discardWrites is a store whose writes and deletes do nothing: a dry run
-// opens a Source on it, so that deriving change records writes nothing.
-type discardWrites struct{ objstore.Store }
+// dryOverlay is the store a dry run opens a Source on: writes land in
+// memory and are read back (Get, Head) by the same Source, so the change
+// records a dry run derives can be planned from (PlanSourceRange), while
+// nothing reaches the store; deletes do nothing. Listings are the store's.
+type dryOverlay struct {
+	objstore.Store
+	mu   sync.Mutex
+	objs map[string][]byte
+}
 
-func (discardWrites) Put(context.Context, string, []byte) error         { return nil }
-func (discardWrites) PutIfAbsent(context.Context, string, []byte) error { return nil }
-func (discardWrites) Delete(context.Context, []string) error            { return nil }
+func newDryOverlay(st objstore.Store) *dryOverlay {
+	return &dryOverlay{Store: st, objs: map[string][]byte{}}
+}
+
+func (o *dryOverlay) Get(ctx context.Context, key string) ([]byte, error) {
+	o.mu.Lock()
+	b, ok := o.objs[key]
+	o.mu.Unlock()
+	if ok {
+		return append([]byte(nil), b...), nil
+	}
+	return o.Store.Get(ctx, key)
+}
+
+func (o *dryOverlay) Head(ctx context.Context, key string) (objstore.ObjectInfo, error) {
+	o.mu.Lock()
+	b, ok := o.objs[key]
+	o.mu.Unlock()
+	if ok {
+		return objstore.ObjectInfo{Key: key, Size: int64(len(b))}, nil
+	}
+	return o.Store.Head(ctx, key)
+}
+
+func (o *dryOverlay) Put(_ context.Context, key string, b []byte) error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.objs[key] = append([]byte(nil), b...)
+	return nil
+}
+
+func (o *dryOverlay) PutIfAbsent(ctx context.Context, key string, b []byte) error {
+	if _, err := o.Head(ctx, key); err == nil {
+		return fmt.Errorf("%s: %w", key, objstore.ErrExists)
+	}
+	return o.Put(ctx, key, b)
+}
+
+func (o *dryOverlay) Delete(context.Context, []string) error { return nil }
 
 // maintainSource is MaintainTable for a dataset of another format (ref.Format
 // set): no compaction (the format's own tools compact: Lance's optimize /
 // compact_files), the prune pass under the table's lease (PruneSource), then
 // the mark and the stats the pass saw. A dry run plans on a view of the
-// store that writes nothing. Called inside a batch or dry.
+// store that keeps its writes in memory (TableReport.Source reads them).
+// Called inside a batch or dry.
 func (r *Runner) maintainSource(ctx context.Context, ref TableRef, start time.Time) (TableReport, error) {
 	rep := TableReport{Table: ref.Name, ref: ref}
 	p := ref.Policy.WithDefaults()
@@ -83,7 +127,7 @@ func (r *Runner) maintainSource(ctx context.Context, ref TableRef, start time.Ti
 	}
 	var store objstore.Store = cnt
 	if r.DryRun {
-		store = discardWrites{cnt}
+		store = newDryOverlay(cnt)
 	}
 	src, err := r.openSource(ctx, store, ref)
 	if err != nil {
@@ -94,6 +138,7 @@ func (r *Runner) maintainSource(ctx context.Context, ref TableRef, start time.Ti
 		if err != nil {
 			return rep, fmt.Errorf("plan prune %s: %w", ref.Name, err)
 		}
+		rep.Source = src // its derived change records, for PlanSourceRange
 		return rep, nil
 	}
 	rep.Compacted.Stopped = "not compacted: " + ref.Format + " compacts its own datasets"
@@ -265,4 +310,53 @@ func lastCleanupAt(ctx context.Context, store objstore.Store, stateRoot string) 
 		return time.Time{}, fmt.Errorf("%s%s: %w: %v", stateRoot, cleanupStateKey, table.ErrCorruptObject, err)
 	}
 	return s.At, nil
+}
+
+// SourceStatus is a read-only look at a dataset of another format for
+// `tablekeep status`: the prune plan a pass would make now (its change
+// records derived in memory, nothing written: the first look at a dataset
+// reads every manifest once), and when the versions it keeps become
+// prunable.
+type SourceStatus struct {
+	Plan  PrunePlan
+	Stats TableStats
+	// PrunableSince is when the oldest prunable version became prunable;
+	// Later versions become prunable by grace from Later's first at LaterAt.
+	PrunableSince time.Time
+	Later         int
+	LaterAt       time.Time
+}
+
+// StatusOfSource computes a SourceStatus with open (Runner.Sources).
+func StatusOfSource(ctx context.Context, store objstore.Store, ref TableRef, open SourceOpener, now time.Time) (SourceStatus, error) {
+	var st SourceStatus
+	if open == nil {
+		return st, fmt.Errorf("%s: %w: %q", ref.Name, ErrUnknownFormat, ref.Format)
+	}
+	src, err := open(ctx, newDryOverlay(store), ref)
+	if err != nil {
+		return st, err
+	}
+	p := ref.Policy.WithDefaults()
+	if st.Plan, err = PlanSourcePrune(ctx, src, ref.Name, p, now); err != nil {
+		return st, err
+	}
+	grace := src.Grace(p.Grace)
+	for _, v := range st.Plan.vs {
+		at := v.Time.Add(grace)
+		switch {
+		case v.Version < st.Plan.Floor:
+			if st.PrunableSince.IsZero() || at.Before(st.PrunableSince) {
+				st.PrunableSince = at
+			}
+		case st.Plan.Latest >= uint64(p.KeepLast) && v.Version <= st.Plan.Latest-uint64(p.KeepLast):
+			st.Later++
+			if st.LaterAt.IsZero() {
+				st.LaterAt = at
+			}
+		}
+	}
+	r := Runner{}
+	st.Stats, _ = r.sourceStats(ctx, ref, src, st.Plan)
+	return st, nil
 }
