@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -29,7 +30,9 @@ const (
 
 var tsType = &arrow.TimestampType{Unit: arrow.Microsecond, TimeZone: "UTC"}
 
-// RegistrySchema: one row per managed table.
+// RegistrySchema: one row per managed table, as Open creates _registry.
+// The first registration of a dataset of another format appends
+// FormatField (see RegisterBatch); the columns are otherwise fixed.
 var RegistrySchema = arrow.NewSchema([]arrow.Field{
 	{Name: "name", Type: arrow.BinaryTypes.String},
 	{Name: "root", Type: arrow.BinaryTypes.String},
@@ -39,6 +42,10 @@ var RegistrySchema = arrow.NewSchema([]arrow.Field{
 	{Name: "keep_last", Type: arrow.PrimitiveTypes.Int64},
 	{Name: "registered_at", Type: tsType},
 }, nil)
+
+// FormatField is _registry's optional last column: the table's format,
+// null or "" for a tablekeep table, "lance" for a Lance dataset.
+var FormatField = arrow.Field{Name: "format", Type: arrow.BinaryTypes.String, Nullable: true}
 
 // StatsSchema: one row per table.
 var StatsSchema = arrow.NewSchema([]arrow.Field{
@@ -116,26 +123,45 @@ func (c *Catalog) TableRoot(rel string) string {
 	return table.NormalizeRoot(c.root + strings.Trim(rel, "/"))
 }
 
-// Register adds or updates a managed table. rel is the table's location
-// relative to the warehouse root.
+// Register adds or updates a managed tablekeep table. rel is the table's
+// location relative to the warehouse root.
 func (c *Catalog) Register(ctx context.Context, name, rel string, p maintenance.Policy) error {
 	return c.RegisterBatch(ctx, []Registration{{Name: name, Rel: rel, Policy: p}})
+}
+
+// RegisterFormat is Register for a table of the given format ("" or
+// "tablekeep", "lance"; see RegisterBatch).
+func (c *Catalog) RegisterFormat(ctx context.Context, name, rel string, p maintenance.Policy, format string) error {
+	return c.RegisterBatch(ctx, []Registration{{Name: name, Rel: rel, Policy: p, Format: format}})
 }
 
 // Registration is one table to register.
 type Registration struct {
 	Name, Rel string
 	Policy    maintenance.Policy
+	// Format is the table's format: "" (or "tablekeep") for a tablekeep
+	// table, FormatLance for a Lance dataset (ValidateFormat).
+	Format string
 }
 
 // RegisterBatch adds or updates many managed tables in one commit.
+//
+// A registration of another format than tablekeep's needs _registry's
+// format column: the first one adds it (AddColumns, one commit more).
+// A warehouse that never registers such a table keeps RegistrySchema, so
+// releases that predate the column can still read its registry.
+//
+// A registered name keeps its format: registering it again with another
+// one is ErrFormatChange (unregister it first). This is checked against
+// the registry version read, so two registrars racing on one name with
+// different formats leave the last one's.
 func (c *Catalog) RegisterBatch(ctx context.Context, regs []Registration) error {
 	if len(regs) == 0 {
 		return nil
 	}
-	b := array.NewRecordBuilder(memory.DefaultAllocator, RegistrySchema)
-	defer b.Release()
-	for _, r := range regs {
+	regs = slices.Clone(regs)
+	others := false // a format other than tablekeep's
+	for i, r := range regs {
 		name, rel, p := r.Name, strings.Trim(r.Rel, "/"), r.Policy
 		if !tableName.MatchString(name) {
 			return fmt.Errorf("%w: table name %q", maintenance.ErrInvalidMessage, name)
@@ -151,18 +177,73 @@ func (c *Catalog) RegisterBatch(ctx context.Context, regs []Registration) error 
 		if err := p.Validate(); err != nil {
 			return err
 		}
-		b.Field(0).(*array.StringBuilder).Append(name)
-		b.Field(1).(*array.StringBuilder).Append(rel)
+		f, err := ValidateFormat(r.Format)
+		if err != nil {
+			return fmt.Errorf("register %s: %w", name, err)
+		}
+		if f != "" && (name == RegistryName || name == StatsName) {
+			return fmt.Errorf("register %s: %w: always a tablekeep table", name, ErrSystemTable)
+		}
+		others = others || f != ""
+		regs[i] = Registration{Name: name, Rel: rel, Policy: p, Format: f}
+	}
+	for attempt := 0; ; attempt++ {
+		snap, err := c.registry.Latest(ctx)
+		if err != nil {
+			return err
+		}
+		m := snap.Manifest()
+		retry := attempt < 3
+		if others && !m.Schema.HasField(FormatField.Name) {
+			// ErrInvalidSchema: a concurrent registrar added it first.
+			_, err := c.registry.AddColumns(ctx, FormatField)
+			if err == nil || (errors.Is(err, table.ErrInvalidSchema) && retry) {
+				continue
+			}
+			return fmt.Errorf("register: add the %q column to %s: %w", FormatField.Name, RegistryName, err)
+		}
+		if err := c.checkFormats(ctx, snap, regs); err != nil {
+			return err
+		}
+		rec := registryBatch(m.Schema, regs)
+		_, err = c.registry.Upsert(ctx, rec)
+		rec.Release()
+		// ErrSchemaMismatch: a concurrent registrar added the format
+		// column since: rebuild the rows on the new schema.
+		if !errors.Is(err, table.ErrSchemaMismatch) || !retry {
+			return err
+		}
+	}
+}
+
+// registryBatch builds the rows of regs (validated) with schema s
+// (RegistrySchema, with or without FormatField).
+func registryBatch(s *arrow.Schema, regs []Registration) arrow.RecordBatch {
+	b := array.NewRecordBuilder(memory.DefaultAllocator, s)
+	defer b.Release()
+	now := arrow.Timestamp(time.Now().UnixMicro())
+	formatCol := -1
+	if idx := s.FieldIndices(FormatField.Name); len(idx) == 1 {
+		formatCol = idx[0]
+	}
+	for _, r := range regs {
+		p := r.Policy
+		b.Field(0).(*array.StringBuilder).Append(r.Name)
+		b.Field(1).(*array.StringBuilder).Append(r.Rel)
 		b.Field(2).(*array.Int64Builder).Append(int64(p.TargetRows))
 		b.Field(3).(*array.Float64Builder).Append(p.DeletedThreshold)
 		b.Field(4).(*array.Int64Builder).Append(int64(p.Grace / time.Second))
 		b.Field(5).(*array.Int64Builder).Append(int64(p.KeepLast))
-		b.Field(6).(*array.TimestampBuilder).Append(arrow.Timestamp(time.Now().UnixMicro()))
+		b.Field(6).(*array.TimestampBuilder).Append(now)
+		if formatCol >= 0 {
+			if r.Format == "" {
+				b.Field(formatCol).AppendNull()
+			} else {
+				b.Field(formatCol).(*array.StringBuilder).Append(r.Format)
+			}
+		}
 	}
-	rec := b.NewRecordBatch()
-	defer rec.Release()
-	_, err := c.registry.Upsert(ctx, rec)
-	return err
+	return b.NewRecordBatch()
 }
 
 // Tables lists the registered tables.
@@ -192,7 +273,21 @@ func (c *Catalog) refOf(rec arrow.RecordBatch, i int) maintenance.TableRef {
 		Name:   rec.Column(0).(*array.String).Value(i),
 		Root:   c.TableRoot(rec.Column(1).(*array.String).Value(i)),
 		Policy: p.WithDefaults(),
+		Format: formatOf(rec, i),
 	}
+}
+
+// formatOf is row i's format: "" without the column or when null.
+func formatOf(rec arrow.RecordBatch, i int) string {
+	idx := rec.Schema().FieldIndices(FormatField.Name)
+	if len(idx) != 1 {
+		return ""
+	}
+	col, ok := rec.Column(idx[0]).(*array.String)
+	if !ok || col.IsNull(i) {
+		return ""
+	}
+	return col.Value(i)
 }
 
 // Resolve finds a registered table by name; unknown names wrap

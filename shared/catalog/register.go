@@ -7,6 +7,9 @@ import (
 	"path"
 	"strings"
 
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+
 	"github.com/tablekeep/tablekeep/shared/maintenance"
 	"github.com/tablekeep/tablekeep/shared/objstore"
 	"github.com/tablekeep/tablekeep/shared/table"
@@ -22,7 +25,98 @@ var (
 	// ErrSystemTable: _registry and _stats cannot be registered again or
 	// unregistered.
 	ErrSystemTable = errors.New("system table")
+	// ErrFormatChange: a registered table registered again with another
+	// format.
+	ErrFormatChange = errors.New("table registered with another format")
 )
+
+// Table formats the registry records (Registration.Format, TableRef.Format).
+const (
+	FormatTablekeep = "" // also accepted as "tablekeep"
+	FormatLance     = "lance"
+)
+
+// ValidateFormat normalises a table format: "" and "tablekeep" are
+// FormatTablekeep (""), "lance" is FormatLance (case and surrounding
+// spaces ignored); anything else wraps maintenance.ErrUnknownFormat.
+func ValidateFormat(format string) (string, error) {
+	switch f := strings.ToLower(strings.TrimSpace(format)); f {
+	case "", "tablekeep":
+		return FormatTablekeep, nil
+	case FormatLance:
+		return FormatLance, nil
+	}
+	return "", fmt.Errorf("%w %q: known formats are tablekeep and lance", maintenance.ErrUnknownFormat, format)
+}
+
+// checkFormats refuses a registration that would change the format of a
+// table registered in m. Without a format column every registered table is
+// tablekeep's, so only the names registered with another format are looked
+// up; with it, every name is (by key, or by one scan of the registry when
+// that reads fewer data files).
+func (c *Catalog) checkFormats(ctx context.Context, snap *table.Snapshot, regs []Registration) error {
+	m := snap.Manifest()
+	hasColumn := m.Schema.HasField(FormatField.Name)
+	want := map[string]string{}
+	for _, r := range regs {
+		if hasColumn || r.Format != "" {
+			want[r.Name] = r.Format
+		}
+	}
+	if len(want) == 0 {
+		return nil
+	}
+	var err error
+	have := map[string]string{}
+	if len(want) > len(m.Fragments) {
+		cols := []string{"name"}
+		if hasColumn {
+			cols = append(cols, FormatField.Name)
+		}
+		err = snap.Scan(ctx, table.ScanOptions{Columns: cols}, func(rec arrow.RecordBatch) error {
+			for i := range int(rec.NumRows()) {
+				if n := rec.Column(0).(*array.String).Value(i); inMap(want, n) {
+					have[n] = formatOf(rec, i)
+				}
+			}
+			return nil
+		})
+	} else {
+		for n := range want {
+			rec, gerr := snap.Get(ctx, n)
+			if errors.Is(gerr, table.ErrNotFound) {
+				continue
+			}
+			if gerr != nil {
+				err = gerr
+				break
+			}
+			have[n] = formatOf(rec, 0)
+			rec.Release()
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("register: read %s: %w", RegistryName, err)
+	}
+	for _, r := range regs {
+		if f, registered := have[r.Name]; registered && f != r.Format {
+			return fmt.Errorf("register %s: %w: registered as %s, not %s (unregister it first)", r.Name, ErrFormatChange, formatName(f), formatName(r.Format))
+		}
+	}
+	return nil
+}
+
+func inMap(m map[string]string, k string) bool {
+	_, ok := m[k]
+	return ok
+}
+
+func formatName(f string) string {
+	if f == "" {
+		return "tablekeep"
+	}
+	return f
+}
 
 // ValidateName checks a table name: 1 to 128 letters, digits, '.', '_' or
 // '-', not starting with '.' or '-'.

@@ -103,7 +103,9 @@ func encodeParquet(rec arrow.RecordBatch) ([]byte, error) {
 }
 
 // decodeParquet reads the given columns (nil: all) of a Parquet data file
-// into one record batch with the table's schema (projected).
+// into one record batch with the table's schema (projected). The file may
+// hold a prefix of the schema (it was written before AddColumns): the
+// columns it lacks read as nulls.
 func decodeParquet(ctx context.Context, key string, data []byte, schema *arrow.Schema, cols []int) (arrow.RecordBatch, error) {
 	// A buffered stream reads column chunks from data in small pieces
 	// rather than copying each chunk whole first: one copy of the file
@@ -122,13 +124,27 @@ func decodeParquet(ctx context.Context, key string, data []byte, schema *arrow.S
 			cols[i] = i
 		}
 	}
-	if int(rdr.NumCols()) != schema.NumFields() {
-		return nil, objErr(key, ErrCorruptObject, fmt.Sprintf("%d columns, table has %d", rdr.NumCols(), schema.NumFields()))
+	have := int(rdr.NumCols())
+	if have < 1 || have > schema.NumFields() {
+		return nil, objErr(key, ErrCorruptObject, fmt.Sprintf("%d columns, table has %d", have, schema.NumFields()))
+	}
+	for i := range have {
+		ff, tf := rdr.Schema().Field(i), schema.Field(i)
+		fc, _ := typeCode(ff.Type)
+		tc, _ := typeCode(tf.Type)
+		sameType := fc == tc || (ff.Type.ID() == arrow.TIMESTAMP && tc == typeTimestamp)
+		if ff.Name != tf.Name || !sameType {
+			return nil, objErr(key, ErrCorruptObject, fmt.Sprintf("column %d is %q %s, table has %q %s", i, ff.Name, ff.Type, tf.Name, tf.Type))
+		}
 	}
 	fields := make([]arrow.Field, len(cols))
 	arrs := make([]arrow.Array, len(cols))
 	for i, c := range cols {
 		fields[i] = schema.Field(c)
+		if c >= have { // added after the file was written
+			arrs[i] = array.MakeArrayOfNull(memory.DefaultAllocator, fields[i].Type, int(rdr.NumRows()))
+			continue
+		}
 		chunked := rdr.Column(c).Data()
 		var a arrow.Array
 		if len(chunked.Chunks()) == 1 {

@@ -48,6 +48,9 @@ const (
 	OpUpsert  OpKind = 4
 	OpRewrite OpKind = 5
 	OpRestore OpKind = 6
+	// OpAddColumns appends nullable columns to the schema (AddColumns);
+	// fragments are unchanged.
+	OpAddColumns OpKind = 7
 )
 
 func (k OpKind) String() string {
@@ -64,6 +67,8 @@ func (k OpKind) String() string {
 		return "rewrite"
 	case OpRestore:
 		return "restore"
+	case OpAddColumns:
+		return "add-columns"
 	}
 	return "op(" + strconv.Itoa(int(k)) + ")"
 }

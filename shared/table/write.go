@@ -49,6 +49,9 @@ type writeOp struct {
 	// rewrite, if set, replaces input fragments by output fragments (compaction).
 	rewrite *Rewrite
 
+	// addFields, if set, are appended to the base's schema (AddColumns).
+	addFields []arrow.Field
+
 	// caches that make re-applying on a new base cheap
 	matches map[FileID][]uint32      // rows of a data file matching pred
 	vectors map[string][]uint32      // deletion vector contents by key
@@ -264,6 +267,12 @@ func (op *writeOp) apply(ctx context.Context, t *Table, base *Manifest) (*Manife
 		Op:          Operation{Kind: op.kind, TxnID: op.txn, RestoredFrom: op.restoredFrom},
 		WriterGrace: base.WriterGrace,
 	}
+	if op.addFields != nil {
+		var err error
+		if next.Schema, err = addColumns(base, op.addFields); err != nil {
+			return nil, err
+		}
+	}
 	var frags []Fragment
 	if op.rewrite != nil {
 		var err error
@@ -459,14 +468,42 @@ func checkBatch(m *Manifest, rec arrow.RecordBatch, distinctKeys bool) ([][]byte
 	return keys, nil
 }
 
+// batchBase is the read version of a write of rec, with rec checked
+// against it (checkBatch; distinct: an upsert, which needs a key column).
+// A batch that does not fit a cached base is checked once more against the
+// latest version: the cache may predate an AddColumns.
+func (t *Table) batchBase(ctx context.Context, rec arrow.RecordBatch, distinct bool) (*Manifest, time.Time, [][]byte, error) {
+	base, at, err := t.base(ctx)
+	if err != nil {
+		return nil, time.Time{}, nil, err
+	}
+	for refreshed := false; ; refreshed = true {
+		if distinct && base.KeyColumn == "" {
+			return nil, time.Time{}, nil, ErrNoKeyColumn
+		}
+		keys, err := checkBatch(base, rec, distinct)
+		if err == nil {
+			return base, at, keys, nil
+		}
+		if refreshed || !errors.Is(err, ErrSchemaMismatch) || schemasEqual(base.Schema, rec.Schema()) {
+			return nil, time.Time{}, nil, err
+		}
+		latest, rerr := t.Refresh(ctx)
+		if rerr != nil {
+			return nil, time.Time{}, nil, rerr
+		}
+		if latest.Version == base.Version {
+			return nil, time.Time{}, nil, err
+		}
+		base, at = t.cached()
+	}
+}
+
 // Append adds the rows of rec in one commit. It does not check keys against
 // existing rows: use Upsert to replace rows by key.
 func (t *Table) Append(ctx context.Context, rec arrow.RecordBatch) (*CommitResult, error) {
-	base, at, err := t.base(ctx)
+	base, at, _, err := t.batchBase(ctx, rec, false)
 	if err != nil {
-		return nil, err
-	}
-	if _, err := checkBatch(base, rec, false); err != nil {
 		return nil, err
 	}
 	if rec.NumRows() == 0 {
@@ -485,14 +522,7 @@ func (t *Table) Append(ctx context.Context, rec arrow.RecordBatch) (*CommitResul
 // Upsert replaces the rows whose keys appear in rec and adds the rest, in
 // one commit. Keys in rec must be distinct.
 func (t *Table) Upsert(ctx context.Context, rec arrow.RecordBatch) (*CommitResult, error) {
-	base, at, err := t.base(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if base.KeyColumn == "" {
-		return nil, ErrNoKeyColumn
-	}
-	keys, err := checkBatch(base, rec, true)
+	base, at, keys, err := t.batchBase(ctx, rec, true)
 	if err != nil {
 		return nil, err
 	}
