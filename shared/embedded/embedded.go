@@ -20,8 +20,8 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/tablekeep/tablekeep/shared/catalog"
-	"github.com/tablekeep/tablekeep/shared/lock"
 	"github.com/tablekeep/tablekeep/shared/formats"
+	"github.com/tablekeep/tablekeep/shared/lock"
 	"github.com/tablekeep/tablekeep/shared/maintenance"
 	"github.com/tablekeep/tablekeep/shared/objstore"
 	"github.com/tablekeep/tablekeep/shared/progress"
