@@ -141,7 +141,8 @@ func (r *Runner) maintainSource(ctx context.Context, ref TableRef, start time.Ti
 		rep.Source = src // its derived change records, for PlanSourceRange
 		return rep, nil
 	}
-	rep.Compacted.Stopped = "not compacted: " + ref.Format + " compacts its own datasets"
+	// Nothing is compacted, and Compacted stays empty: a Stopped note would
+	// read as a compaction that made no progress (the fan-out retries those).
 	st := r.beginStep(cnt)
 	plan, token, held, err := r.pruneSource(ctx, ref, src)
 	rep.Prune, rep.Token = plan, token
