@@ -63,6 +63,19 @@ func testRunnerLance(t *testing.T, scheme string) {
 	if err := sameListing(files, listing(t, store, "wh/")); err != nil {
 		t.Fatalf("dry run wrote: %v", err)
 	}
+	// At the real time every version is in its grace window, counted from
+	// its own manifest timestamp: the dry run says so.
+	early := dry
+	early.Clock = fakeclock.New(time.Now())
+	erep, err := early.Run(ctx)
+	if err != nil || len(erep.Tables) != 1 {
+		t.Fatalf("dry run now: %+v %v", erep, err)
+	}
+	kept := erep.Tables[0].Prune.Kept()
+	if len(kept) != 2 || kept[0].From != c.Versions[0].Version || !strings.HasPrefix(kept[0].Reason, "grace until ") ||
+		kept[0].To != c.Latest-uint64(p.KeepLast) || kept[1].Reason != "keep-last 3" {
+		t.Fatalf("kept now: %+v", kept)
+	}
 
 	rep, err := r.Run(ctx)
 	if err != nil || len(rep.Tables) != 1 || rep.Tables[0].Skipped != "" {
