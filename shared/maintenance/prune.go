@@ -100,15 +100,15 @@ type PrunePlan struct {
 
 	// What the plan was computed from: ApplyPrune recomputes the ranges
 	// with the tags read after the raised floor is written.
-	name      string
-	policy    Policy
-	now       time.Time
-	vs        []table.VersionInfo
-	tags      map[string]uint64 // read by the plan (dry run: why versions are kept)
-	grace     time.Duration     // RetentionGrace
+	name   string
+	policy Policy
+	now    time.Time
+	vs     []table.VersionInfo
+	tags   map[string]uint64 // read by the plan (dry run: why versions are kept)
+	grace  time.Duration     // RetentionGrace
 	// ownTime: a version's grace window starts at its own Time (a Source
 	// of another format), not at its successor's (tablekeep).
-	ownTime bool
+	ownTime   bool
 	state     pruneState
 	stateKeys []objstore.ObjectInfo // the state objects listed
 	changed   bool                  // StateAfter differs from the state read
