@@ -191,6 +191,15 @@ func TestLanceDatasetCLI(t *testing.T) {
 	}
 	// prune alone: the versions the write pushed out of keep-last go; the
 	// tagged ones and the newest 3 stay and read as before.
+	snap := dirListing(t, ds)
+	dp := ok(t, "", "prune", "--warehouse", dir, "--table", "ds", "--dry-run", "--clock-ahead", "2h")
+	if !regexpMatch(`(?m)^ds +0 +`+strconv.FormatUint(latest, 10)+` +`+strconv.FormatUint(latest-2, 10)+` +2 +1 `, dp) ||
+		!strings.Contains(dp, "keep versions "+strconv.FormatUint(latest-2, 10)+"-"+strconv.FormatUint(latest, 10)+": keep-last 3") {
+		t.Fatalf("prune --dry-run:\n%s", dp)
+	}
+	if !sameSizes(dirListing(t, ds), snap) {
+		t.Fatal("prune --dry-run changed the dataset")
+	}
 	ok(t, "", "prune", "--warehouse", dir, "--table", "ds", "--clock-ahead", "2h")
 	pruned := lancetest.Dump(t, dbdir, "ds")
 	want = nil
