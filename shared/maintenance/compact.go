@@ -130,6 +130,10 @@ func NewCompactor(logger *slog.Logger, clock func() time.Time) *Compactor {
 	return &Compactor{Planner: SizePlanner{}, Logger: logger, Clock: clock, Margin: 5 * time.Second}
 }
 
+// planFreshFor is how recently a handle's cached manifest must have been
+// loaded for Run to plan on it without a Refresh.
+const planFreshFor = 30 * time.Second
+
 // Plan plans compaction of the table's latest version without writing.
 func (c *Compactor) Plan(ctx context.Context, t *table.Table, p Policy) (CompactionPlan, error) {
 	m, err := t.Refresh(ctx)
@@ -150,10 +154,17 @@ func (c *Compactor) Plan(ctx context.Context, t *table.Table, p Policy) (Compact
 // fence) passed, so a run sends the same requests as a serial one.
 func (c *Compactor) Run(ctx context.Context, t *table.Table, p Policy) (CompactionResult, error) {
 	var res CompactionResult
-	readAt := c.Clock()
-	m, err := t.Refresh(ctx)
-	if err != nil {
-		return res, err
+	// A handle opened moments ago (MaintainTable opens it just before) is
+	// planned on as is; its load time is the read time the commit's grace
+	// check uses.
+	now := c.Clock()
+	m, readAt := t.CachedAt()
+	if m == nil || now.Sub(readAt) > planFreshFor || readAt.After(now) {
+		readAt = now
+		var err error
+		if m, err = t.Refresh(ctx); err != nil {
+			return res, err
+		}
 	}
 	plan := c.Planner.Plan(m, p)
 	res.Planned = len(plan.Groups)

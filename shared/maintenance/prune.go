@@ -100,12 +100,13 @@ type PrunePlan struct {
 
 	// What the plan was computed from: ApplyPrune recomputes the ranges
 	// with the tags read after the raised floor is written.
-	name   string
-	policy Policy
-	now    time.Time
-	vs     []table.VersionInfo
-	tags   map[string]uint64 // read by the plan (dry run: why versions are kept)
-	grace  time.Duration     // RetentionGrace
+	name      string
+	policy    Policy
+	now       time.Time
+	vs        []table.VersionInfo
+	floorRead table.FloorRead   // the plan's floor read (SetFloorFrom)
+	tags      map[string]uint64 // read by the plan (dry run: why versions are kept)
+	grace     time.Duration     // RetentionGrace
 	// ownTime: a version's grace window starts at its own Time (a Source
 	// of another format), not at its successor's (tablekeep).
 	ownTime   bool
@@ -249,7 +250,11 @@ func planPrune(ctx context.Context, t *table.Table, name string, p Policy, now t
 	var tags map[string]uint64
 	err := inParallel(ctx,
 		func(ctx context.Context) (err error) { vs, err = t.Versions(ctx); return err },
-		func(ctx context.Context) (err error) { plan.OldFloor, err = t.Floor(ctx); return err },
+		func(ctx context.Context) (err error) {
+			plan.floorRead, err = t.ReadFloor(ctx)
+			plan.OldFloor = plan.floorRead.Floor
+			return err
+		},
 		func(ctx context.Context) (err error) { tags, err = t.Tags(ctx); return err },
 	)
 	if err != nil {
@@ -418,8 +423,10 @@ type Enqueuer interface {
 // cleaner can delete anything.
 func ApplyPrune(ctx context.Context, t *table.Table, plan *PrunePlan, q Enqueuer) error {
 	return plan.apply(ctx, applyTarget{
-		root: t.Root(), setFloor: t.SetFloor, tags: t.Tags, state: t,
-		ensure: func(ctx context.Context, spans [][2]uint64) (int, error) { return ensureChangeRecords(ctx, t, spans) },
+		root: t.Root(), tags: t.Tags, state: t,
+		// The plan's floor read stands in for SetFloor's own (same lock).
+		setFloor: func(ctx context.Context, f uint64) error { return t.SetFloorFrom(ctx, f, plan.floorRead) },
+		ensure:   func(ctx context.Context, spans [][2]uint64) (int, error) { return ensureChangeRecords(ctx, t, spans) },
 	}, q)
 }
 

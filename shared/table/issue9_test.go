@@ -591,3 +591,54 @@ func TestDeletionVectorNamesUnique(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestSetFloorFromPlanRead: the prune planner's floor read stands in for
+// SetFloor's own. In the steady state (each raise more than floorMarkerKeep
+// after the last) a raise costs one PutIfAbsent and one Delete, no LIST,
+// and leaves two markers; a stale read (another holder raised the floor
+// since) never lowers the floor, and its leftover marker is deleted by a
+// later raise.
+func TestSetFloorFromPlanRead(t *testing.T) {
+	ctx := context.Background()
+	inner := diskStore(t)
+	clk := fakeclock.New(time.Now())
+	c := objstore.NewCounting(inner)
+	tb := must(Create(ctx, c, "t", regSchema, "name", Options{Clock: clk.Now}))
+	markers := func() int {
+		n := 0
+		_ = objstore.ListAll(ctx, inner, "t/"+floorDir, "", func(objstore.ObjectInfo) error { n++; return nil })
+		return n
+	}
+	for f := uint64(10); f <= 60; f += 10 {
+		clk.Advance(floorMarkerKeep + time.Minute)
+		r := must(tb.ReadFloor(ctx))
+		c.Reset()
+		noErr(t, tb.SetFloorFrom(ctx, f, r))
+		got := c.Counts()
+		if got.List != 0 || got.Put != 1 || got.Total() > 2 {
+			t.Fatalf("raise to %d: %s, want 1 PUT (+1 DELETE), no LIST", f, got)
+		}
+		if n := markers(); n > 2 {
+			t.Fatalf("raise to %d: %d markers left, want at most 2", f, n)
+		}
+	}
+	// A stale read: another holder raises the floor to 100 after ours.
+	r := must(tb.ReadFloor(ctx))
+	other := must(Open(ctx, inner, "t", Options{Clock: clk.Now}))
+	noErr(t, other.SetFloor(ctx, 100))
+	noErr(t, tb.SetFloorFrom(ctx, 70, r))
+	if got := must(tb.Floor(ctx)); got != 100 {
+		t.Fatalf("floor %d after a stale SetFloorFrom(70) below 100", got)
+	}
+	// Later raises (with their own reads) clean the lower markers up.
+	for f := uint64(110); f <= 130; f += 10 {
+		clk.Advance(floorMarkerKeep + time.Minute)
+		noErr(t, tb.SetFloorFrom(ctx, f, must(tb.ReadFloor(ctx))))
+	}
+	if n := markers(); n > 2 {
+		t.Fatalf("%d markers left after three raises, want at most 2", n)
+	}
+	if got := must(tb.Floor(ctx)); got != 130 {
+		t.Fatalf("floor %d, want 130", got)
+	}
+}

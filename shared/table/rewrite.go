@@ -197,11 +197,18 @@ func (t *Table) WriteRewriteOutput(ctx context.Context, m *Manifest, rec arrow.R
 // was removed is dropped (never committed stale). If every group is dropped
 // it returns ErrRewriteInvalidated and commits nothing.
 func (t *Table) CommitRewrite(ctx context.Context, rw *Rewrite, readAt time.Time) (*CommitResult, error) {
-	// Start from the true latest: a rewrite's inputs are checked against it,
-	// and a stale cached base would drop groups that are still valid.
-	base, err := t.Refresh(ctx)
-	if err != nil {
-		return nil, err
+	// Start from the latest: a rewrite's inputs are checked against it,
+	// and a cached base older than the rewrite's read would drop groups
+	// that are still valid. A cache loaded at or after readAt (the read
+	// itself, or this handle's own later commit) is used as is: if another
+	// writer committed since, the manifest's PutIfAbsent conflicts and the
+	// commit rebases on the true latest (8.4).
+	base, at := t.cached()
+	if base == nil || at.Before(readAt) {
+		var err error
+		if base, err = t.Refresh(ctx); err != nil {
+			return nil, err
+		}
 	}
 	op := t.newOp(OpRewrite)
 	op.readAt = readAt

@@ -249,6 +249,10 @@ func (t *Table) Cached() *Manifest {
 	return t.latest
 }
 
+// CachedAt is the cached latest manifest and when it was loaded (by this
+// handle's clock): a caller that loaded it moments ago need not Refresh.
+func (t *Table) CachedAt() (*Manifest, time.Time) { return t.cached() }
+
 func (t *Table) cached() (*Manifest, time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -280,32 +284,67 @@ func (t *Table) Floor(ctx context.Context) (uint64, error) {
 	return f, err
 }
 
+// FloorRead is one read of the floor: the floor, and what the listing saw
+// (SetFloorFrom uses it instead of reading the floor again).
+type FloorRead struct {
+	Floor  uint64
+	legacy bool
+	// markers are the floor markers the listing returned, highest first;
+	// complete when that was every marker (one page, not truncated, no
+	// stray key).
+	markers  []objstore.ObjectInfo
+	complete bool
+}
+
+// floorListKeys is the floor listing's page size: the legacy object and up
+// to three markers in the one LIST (the steady state holds two markers), so
+// SetFloorFrom knows every marker without listing them again.
+const floorListKeys = 4
+
 // floor returns the floor and whether the legacy floor object exists.
 func (t *Table) floor(ctx context.Context) (uint64, bool, error) {
+	r, err := t.ReadFloor(ctx)
+	return r.Floor, r.legacy, err
+}
+
+// ReadFloor reads the floor (one LIST; a GET more while the legacy object
+// exists).
+func (t *Table) ReadFloor(ctx context.Context) (FloorRead, error) {
 	// "_refs/floor" covers both "_refs/floor.json" and "_refs/floor/...";
 	// '.' sorts before '/', so the legacy object comes first.
 	prefix := t.key(strings.TrimSuffix(floorDir, "/"))
+	var r FloorRead
 	var marker uint64
-	legacy := false
 	startAfter := ""
+	r.complete = true
 	for stray := 0; ; {
-		page, err := t.store.List(ctx, objstore.ListOptions{Prefix: prefix, StartAfter: startAfter, MaxKeys: 2})
+		page, err := t.store.List(ctx, objstore.ListOptions{Prefix: prefix, StartAfter: startAfter, MaxKeys: floorListKeys})
 		if err != nil {
-			return 0, false, fmt.Errorf("read floor of %s: %w", t.name(), err)
+			return FloorRead{}, fmt.Errorf("read floor of %s: %w", t.name(), err)
+		}
+		if page.Truncated || startAfter != "" {
+			r.complete = false
 		}
 		found := false
 		for _, o := range page.Objects {
 			rel := strings.TrimPrefix(o.Key, t.root)
 			if rel == legacyFloorKey {
-				legacy = true
+				r.legacy = true
 				continue
 			}
 			if f, ok := parseFloorMarker(rel); ok {
-				marker, found = f, true
-				break
+				if !found {
+					marker, found = f, true
+				}
+				r.markers = append(r.markers, o)
+				continue
 			}
+			if found {
+				continue // after the markers: not ours to judge here
+			}
+			r.complete = false
 			if stray++; stray > 8 {
-				return 0, false, objErr(o.Key, ErrCorruptObject, "too many objects that are not floor markers under "+floorDir)
+				return FloorRead{}, objErr(o.Key, ErrCorruptObject, "too many objects that are not floor markers under "+floorDir)
 			}
 			t.opts.Logger.WarnContext(ctx, "stray object among floor markers", "key", o.Key)
 		}
@@ -314,23 +353,26 @@ func (t *Table) floor(ctx context.Context) (uint64, bool, error) {
 		}
 		startAfter = page.Objects[len(page.Objects)-1].Key
 	}
-	if !legacy {
-		return marker, false, nil
+	r.Floor = marker
+	if !r.legacy {
+		return r, nil
 	}
 	b, err := t.store.Get(ctx, t.key(legacyFloorKey))
 	if errors.Is(err, objstore.ErrNotExist) {
-		return marker, false, nil // removed since the list
+		r.legacy = false // removed since the list
+		return r, nil
 	}
 	if err != nil {
-		return 0, false, err
+		return FloorRead{}, err
 	}
 	var f struct {
 		Floor uint64 `json:"floor"`
 	}
 	if err := json.Unmarshal(b, &f); err != nil {
-		return 0, false, objErr(t.key(legacyFloorKey), ErrCorruptObject, err.Error())
+		return FloorRead{}, objErr(t.key(legacyFloorKey), ErrCorruptObject, err.Error())
 	}
-	return max(marker, f.Floor), true, nil
+	r.Floor = max(marker, f.Floor)
+	return r, nil
 }
 
 // SetFloor raises the retention floor; it never lowers it, whoever calls it
@@ -341,10 +383,21 @@ func (t *Table) floor(ctx context.Context) (uint64, bool, error) {
 // by a marker), best effort. Maintenance calls it under the table's lock
 // before enqueueing prunable ranges.
 func (t *Table) SetFloor(ctx context.Context, floor uint64) error {
-	cur, legacy, err := t.floor(ctx)
+	r, err := t.ReadFloor(ctx)
 	if err != nil {
 		return err
 	}
+	return t.SetFloorFrom(ctx, floor, r)
+}
+
+// SetFloorFrom is SetFloor with the floor already read (r, e.g. by the
+// prune plan under the same lock): no second read. A stale r is harmless,
+// as for a stale lease holder: the marker written is at least r.Floor, at
+// worst below the highest, which changes nothing. When r's listing held
+// every marker, the lower markers are deleted from it without listing
+// them again.
+func (t *Table) SetFloorFrom(ctx context.Context, floor uint64, r FloorRead) error {
+	cur, legacy := r.Floor, r.legacy
 	if floor <= cur && !legacy {
 		return nil
 	}
@@ -354,7 +407,15 @@ func (t *Table) SetFloor(ctx context.Context, floor uint64) error {
 	if err := t.store.PutIfAbsent(ctx, mk, b); err != nil && !errors.Is(err, objstore.ErrExists) {
 		return fmt.Errorf("set floor of %s to %d: %w", t.name(), floor, err)
 	}
-	t.dropLowerFloors(ctx, legacy, cur)
+	markers := r.markers
+	if !r.complete {
+		page, err := t.store.List(ctx, objstore.ListOptions{Prefix: t.key(floorDir), MaxKeys: 100})
+		if err != nil {
+			return nil // best effort
+		}
+		markers = page.Objects
+	}
+	t.dropLowerFloors(ctx, markers, legacy, cur)
 	return nil
 }
 
@@ -365,19 +426,16 @@ func (t *Table) SetFloor(ctx context.Context, floor uint64) error {
 // at least as high as the floor it could have read before.
 const floorMarkerKeep = 10 * time.Minute
 
-// dropLowerFloors deletes, best effort, the markers below the highest
-// marker written more than floorMarkerKeep ago, and the legacy object if
-// its value (legacy) is at most that marker.
-func (t *Table) dropLowerFloors(ctx context.Context, legacy bool, legacyAtMost uint64) {
-	page, err := t.store.List(ctx, objstore.ListOptions{Prefix: t.key(floorDir), MaxKeys: 100})
-	if err != nil {
-		return
-	}
+// dropLowerFloors deletes, best effort, the markers (of the listing
+// markers, highest first) below the highest marker written more than
+// floorMarkerKeep ago, and the legacy object if its value (legacy) is at
+// most that marker.
+func (t *Table) dropLowerFloors(ctx context.Context, markers []objstore.ObjectInfo, legacy bool, legacyAtMost uint64) {
 	cutoff := t.opts.Clock().Add(-floorMarkerKeep - MaxClockSkew)
 	var lower []string
 	var settled uint64
 	found := false
-	for _, o := range page.Objects { // highest first
+	for _, o := range markers { // highest first
 		f, ok := parseFloorMarker(strings.TrimPrefix(o.Key, t.root))
 		if !ok {
 			continue
