@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/tablekeep/tablekeep/shared/formats"
 	"github.com/tablekeep/tablekeep/shared/maintenance"
 	"github.com/tablekeep/tablekeep/shared/queue"
 )
@@ -52,9 +53,9 @@ func (d *Deps) Clean(ctx context.Context, raw json.RawMessage) (events.SQSEventR
 	m := d.metrics(RoleCleaner)
 	cl := &maintenance.Cleaner{
 		Store: d.Store, Tables: cat, Requeue: maintenance.QueueEnqueuer{Q: d.Queue}, Logger: log,
-		OpenOpts: d.tableOptions(), Metrics: m,
-		// Bytes are not measured (3 LISTs a message fewer); BytesDeleted
-		// reports 0 here: the compactor logs the prunable manifest bytes.
+		OpenOpts: d.tableOptions(), Metrics: m, Sources: formats.Open,
+		// Bytes are not measured (3 LISTs a message fewer); no BytesDeleted
+		// metric: the compactor logs the prunable manifest bytes.
 		SkipSizes: true,
 	}
 	if dl, ok := ctx.Deadline(); ok {

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tablekeep/tablekeep/shared/formats"
 	"github.com/tablekeep/tablekeep/shared/maintenance"
 	"github.com/tablekeep/tablekeep/shared/telemetry"
 )
@@ -89,6 +90,8 @@ func (d *Deps) newRunner(ctx context.Context, log *slog.Logger, cat maintenance.
 		Lease: d.Config.Lease, LockWait: d.Config.LockWait, Margin: d.Config.Margin, Metrics: m,
 		// Locks are per warehouse: stacks may share one lock table.
 		LockNamespace: d.Config.Warehouse + "/",
+		// Registered Lance datasets are pruned through their Source.
+		Sources: formats.Open,
 	}
 }
 

@@ -24,6 +24,8 @@ type SweepTable struct {
 	// sweep goes on.
 	DanglingTags []string `json:"dangling_tags,omitempty"`
 	Error        string   `json:"error,omitempty"`
+	// Skipped: a dataset of another format (Lance), left to its own cleanup.
+	Skipped string `json:"skipped,omitempty"`
 }
 
 // SweepSummary is the sweeper's response.
@@ -86,6 +88,7 @@ func (d *Deps) Sweep(ctx context.Context, raw json.RawMessage) (SweepSummary, er
 		st.Listed, st.Referenced, st.Young, st.Foreign, st.Deleted = res.Listed, res.Referenced, res.Young, res.Foreign, res.Deleted
 		st.More = res.Deleted >= d.Config.SweepMaxDeletes
 		st.DanglingTags = res.DanglingTags
+		st.Skipped = res.Skipped
 		if err != nil {
 			st.Error = err.Error()
 			sum.Errors++

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -14,6 +15,8 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/tablekeep/tablekeep/shared/formats"
+	"github.com/tablekeep/tablekeep/shared/lance"
 	"github.com/tablekeep/tablekeep/shared/maintenance"
 	"github.com/tablekeep/tablekeep/shared/table"
 )
@@ -27,6 +30,8 @@ type describeJSON struct {
 	Fragments   int         `json:"fragments"`
 	Rows        uint64      `json:"rows"`
 	Registered  string      `json:"registered_as,omitempty"`
+	Format      string      `json:"format"`             // "tablekeep" or "lance"
+	Versions    int         `json:"versions,omitempty"` // Lance: versions stored
 	Policy      *policyJSON `json:"policy,omitempty"`
 }
 
@@ -38,15 +43,22 @@ func newDescribeCmd(app *App) *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
+			var d describeJSON
 			t, err := app.OpenTable(ctx)
 			if err != nil {
-				return err
-			}
-			m := t.Cached()
-			d := describeJSON{Table: app.TableURI, Version: m.Version, Schema: FormatSchemaSpec(m.Schema), Key: m.KeyColumn,
-				WriterGrace: shortDuration(t.WriterGrace()), Fragments: len(m.Fragments)}
-			for _, f := range m.Fragments {
-				d.Rows += f.LiveRows()
+				// A Lance dataset (what LanceDB writes) is described too.
+				ld, lerr := describeLance(ctx, app)
+				if lerr != nil {
+					return err
+				}
+				d = ld
+			} else {
+				m := t.Cached()
+				d = describeJSON{Table: app.TableURI, Format: formatTablekeep, Version: m.Version, Schema: FormatSchemaSpec(m.Schema), Key: m.KeyColumn,
+					WriterGrace: shortDuration(t.WriterGrace()), Fragments: len(m.Fragments)}
+				for _, f := range m.Fragments {
+					d.Rows += f.LiveRows()
+				}
 			}
 			if wf.URI != "" || os.Getenv("TABLEKEEP_WAREHOUSE") != "" {
 				w, err := openWarehouse(ctx, app, wf, false)
@@ -67,9 +79,13 @@ func newDescribeCmd(app *App) *cobra.Command {
 			if app.JSON() {
 				return printJSON(app.Stdout, d)
 			}
-			pairs := [][2]string{{"table", d.Table}, {"version", strconv.FormatUint(d.Version, 10)}, {"schema", d.Schema},
-				{"key column", orDash(d.Key)}, {"writer grace", d.WriterGrace},
-				{"fragments", strconv.Itoa(d.Fragments)}, {"rows", strconv.FormatUint(d.Rows, 10)}}
+			pairs := [][2]string{{"table", d.Table}, {"format", d.Format}, {"version", strconv.FormatUint(d.Version, 10)}}
+			if d.Format == formatTablekeep {
+				pairs = append(pairs, [2]string{"schema", d.Schema}, [2]string{"key column", orDash(d.Key)}, [2]string{"writer grace", d.WriterGrace})
+			} else {
+				pairs = append(pairs, [2]string{"versions", strconv.Itoa(d.Versions)})
+			}
+			pairs = append(pairs, [2]string{"fragments", strconv.Itoa(d.Fragments)}, [2]string{"rows", strconv.FormatUint(d.Rows, 10)})
 			switch {
 			case d.Policy != nil:
 				pairs = append(pairs, [2]string{"registered as", d.Registered}, [2]string{"policy", policyText(*d.Policy)})
@@ -231,4 +247,23 @@ Reads every file's deletion vector (and, to do so, the file).`,
 	}
 	cmd.Flags().Uint64Var(&version, "version", 0, "version (default latest)")
 	return cmd
+}
+
+// describeLance describes the Lance dataset at --table (lance.Inspect: its
+// listing, latest manifest and tags; rows from the latest manifest).
+func describeLance(ctx context.Context, app *App) (describeJSON, error) {
+	store, root, err := app.OpenStore(ctx, true)
+	if err != nil {
+		return describeJSON{}, err
+	}
+	sum, err := lance.Inspect(ctx, store, root)
+	if err != nil {
+		return describeJSON{}, err
+	}
+	st, err := lance.NewSource(store, root).LatestStats(ctx)
+	if err != nil {
+		return describeJSON{}, err
+	}
+	return describeJSON{Table: app.TableURI, Format: formats.Lance, Version: sum.Latest, Versions: sum.Versions,
+		Fragments: sum.Fragments, Rows: st.Rows}, nil
 }

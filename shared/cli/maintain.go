@@ -132,6 +132,7 @@ func checkClockAhead(ahead time.Duration) error {
 
 type tableJSON struct {
 	Table           string      `json:"table"`
+	Format          string      `json:"format,omitempty"` // "lance"; omitted for tablekeep tables
 	Skipped         string      `json:"skipped,omitempty"`
 	Error           string      `json:"error,omitempty"`
 	FencingToken    uint64      `json:"fencing_token,omitempty"`
@@ -259,6 +260,10 @@ func maintainJSON(rep passReport, dry, keys, remote bool) maintainOut {
 		if e, ok := rep.Errors[tj.Table]; ok && tj.Error == "" {
 			tj.Error = e
 		}
+		tj.Format = rep.Formats[tj.Table]
+		if sr, ok := rep.Sweeps[tj.Table]; ok && sr.Skipped != "" && tj.Skipped == "" && len(rep.Run.Tables) == 0 {
+			tj.Skipped = sr.Skipped // the sweep step alone
+		}
 		if sr, ok := rep.Sweeps[tj.Table]; ok {
 			if dry {
 				tj.Sweep = &sweepJSON{Keys: len(sr.Planned), Bytes: sr.Bytes}
@@ -292,6 +297,8 @@ func printMaintain(app *App, j maintainOut, elapsed time.Duration) error {
 		switch {
 		case t.Error != "":
 			note = "error: " + t.Error
+		case !dry && note == "" && t.Format != "":
+			note = t.Format + ": pruned, not compacted (it compacts itself); no sweep"
 		case !dry && note == "":
 			note = fmt.Sprintf("%d fragments rewritten, %d orphans swept", t.FragmentsBefore, t.SweepDeleted)
 			if t.RangesSent > 0 {

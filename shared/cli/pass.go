@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/tablekeep/tablekeep/shared/catalog"
+	"github.com/tablekeep/tablekeep/shared/formats"
 	"github.com/tablekeep/tablekeep/shared/maintenance"
 	"github.com/tablekeep/tablekeep/shared/progress"
 	"github.com/tablekeep/tablekeep/shared/queue"
@@ -67,6 +68,9 @@ type passReport struct {
 	Sweeps   map[string]maintenance.SweepResult
 	Errors   map[string]string
 	Elapsed  time.Duration
+	// Formats: the registered format of each table of the pass ("" is
+	// tablekeep's).
+	Formats map[string]string
 }
 
 func (r *passReport) fail(table string, err error) {
@@ -102,6 +106,10 @@ func (w *whouse) pass(ctx context.Context, o passOptions) (passReport, error) {
 	if err != nil {
 		return rep, err
 	}
+	rep.Formats = map[string]string{}
+	for _, ref := range refs {
+		rep.Formats[ref.Name] = ref.Format
+	}
 	// _stats first: every table maintained writes its _stats row, so
 	// maintained later, _stats would have versions its dry run did not see.
 	// First, its dry run plans exactly what the real run does.
@@ -121,6 +129,7 @@ func (w *whouse) pass(ctx context.Context, o passOptions) (passReport, error) {
 		Store: w.Store, Catalog: w.Catalog, Locker: w.Locker, Queue: enq, Compactor: comp,
 		Clock: w.Clock, Logger: w.Logger, Owner: fmt.Sprintf("cli/%s/%d", host, os.Getpid()), DryRun: o.DryRun,
 		Lease: w.Lease, LockWait: w.LockWait, LockNamespace: w.LockNamespace,
+		Sources: formats.Open, // registered Lance datasets: pruned, never compacted
 	}
 	if o.Steps.Compact || o.Steps.Prune {
 		bar := o.progress("maintain", len(refs))
@@ -129,6 +138,12 @@ func (w *whouse) pass(ctx context.Context, o passOptions) (passReport, error) {
 				return rep, err
 			}
 			describe(bar, "maintain "+ref.Name)
+			if ref.Format != "" && !o.Steps.Prune {
+				// compact alone: nothing to do on a dataset that compacts itself.
+				rep.Run.Tables = append(rep.Run.Tables, maintenance.TableReport{Table: ref.Name, Skipped: notCompacted(ref.Format)})
+				_ = bar.Add(1)
+				continue
+			}
 			run := ref
 			if !o.Steps.Prune {
 				// Compaction alone: a policy keeping every version plans
@@ -209,6 +224,11 @@ func describe(bar progress.Bar, what string) {
 	}
 }
 
+// notCompacted is the note of a dataset of another format under `compact`.
+func notCompacted(format string) string {
+	return format + " compacts its own datasets (optimize / compact_files): nothing to compact"
+}
+
 // refs returns the registered tables named (all, in registry order, if none).
 func (w *whouse) refs(ctx context.Context, names []string) ([]maintenance.TableRef, error) {
 	if len(names) == 0 {
@@ -238,7 +258,7 @@ func (w *whouse) drain(ctx context.Context, rep *passReport, o passOptions) erro
 	}
 	cl := &maintenance.Cleaner{
 		Store: w.Store, Tables: w.Catalog, Requeue: maintenance.QueueEnqueuer{Q: w.Local}, Logger: w.Logger,
-		OpenOpts: w.tableOptions(),
+		OpenOpts: w.tableOptions(), Sources: formats.Open,
 	}
 	bar := o.progress("cleanup", ranges)
 	defer func() { _ = bar.Finish() }()
@@ -287,6 +307,23 @@ func (w *whouse) planCleanup(ctx context.Context, rep *passReport, refs []mainte
 		}
 		rep.Kept[tr.Table] = tr.Prune.Kept()
 		ref := byName[tr.Table]
+		if ref.Format != "" {
+			// Itemised from the change records the dry run derived (in
+			// memory) on the dataset's Source.
+			for _, rg := range tr.Prune.Ranges {
+				if tr.Source == nil {
+					break
+				}
+				rp, err := maintenance.PlanSourceRange(ctx, tr.Source, rg, 0, maintenance.DefaultConcurrency)
+				if err != nil {
+					rep.fail(tr.Table, fmt.Errorf("plan cleanup [%d, %d]: %w", rg.From, rg.To, err))
+					break
+				}
+				rp.Sizes(ctx, w.Store, ref.Root, 0)
+				rep.Cleanup[tr.Table] = append(rep.Cleanup[tr.Table], rp)
+			}
+			continue
+		}
 		opts := w.tableOptions()
 		opts.Grace = ref.Policy.Grace
 		t, err := table.Open(ctx, w.Store, ref.Root, opts)

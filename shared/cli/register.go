@@ -1,14 +1,18 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/tablekeep/tablekeep/shared/catalog"
+	"github.com/tablekeep/tablekeep/shared/formats"
+	"github.com/tablekeep/tablekeep/shared/lance"
 	"github.com/tablekeep/tablekeep/shared/maintenance"
 )
 
@@ -16,6 +20,7 @@ import (
 type policyJSON struct {
 	Table            string  `json:"table"`
 	Root             string  `json:"root"`
+	Format           string  `json:"format"` // "tablekeep" or "lance"
 	KeepLast         int     `json:"keep_last"`
 	Grace            string  `json:"grace"`
 	TargetRows       uint64  `json:"target_rows"`
@@ -24,8 +29,19 @@ type policyJSON struct {
 
 func policyOf(ref maintenance.TableRef) policyJSON {
 	p := ref.Policy.WithDefaults()
-	return policyJSON{Table: ref.Name, Root: ref.Root, KeepLast: p.KeepLast, Grace: shortDuration(p.Grace),
+	return policyJSON{Table: ref.Name, Root: ref.Root, Format: formatName(ref.Format), KeepLast: p.KeepLast, Grace: shortDuration(p.Grace),
 		TargetRows: p.TargetRows, DeletedThreshold: p.DeletedThreshold}
+}
+
+// formatTablekeep is how listings name tablekeep's own format (TableRef.Format "").
+const formatTablekeep = "tablekeep"
+
+// formatName is a registered format as listings show it.
+func formatName(f string) string {
+	if f == "" {
+		return formatTablekeep
+	}
+	return f
 }
 
 // policyText is the policy in one phrase.
@@ -35,15 +51,23 @@ func policyText(p policyJSON) string {
 
 func newRegisterCmd(app *App) *cobra.Command {
 	var wf warehouseFlags
+	var format string
 	p := maintenance.DefaultPolicy()
 	cmd := &cobra.Command{
-		Use:   "register NAME PATH",
+		Use:   "register NAME PATH [--format tablekeep|lance]",
 		Short: "Register a table (PATH relative to the warehouse) for maintenance, with its policy",
 		Long: `Register the table at PATH (relative to the warehouse, e.g. tables/orders)
 under NAME, with its maintenance policy. Everything is checked before
 anything is stored: the name, the path (inside the warehouse: no URI, no
 absolute path, no '..'), that PATH holds a table, and the policy values.
-Registering a name again replaces its entry. Prints the policy stored.`,
+Registering a name again replaces its entry. Prints the policy stored.
+
+--format lance registers a Lance dataset (e.g. lance/items.lance, as LanceDB
+writes it): it is checked with tablekeep's Lance reader (its listing, latest
+manifest and tags) and refused, with the reason, if it uses a feature the
+reader does not understand. Maintenance prunes it like a table (keep-last,
+grace from each version's own timestamp, tags) and never compacts it: Lance
+compacts its own datasets (optimize / compact_files). See docs/lance.md.`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
@@ -57,9 +81,19 @@ Registering a name again replaces its entry. Prints the policy stored.`,
 			if err := catalog.ValidatePolicy(p); err != nil {
 				return &UsageError{Err: err}
 			}
+			switch format = strings.ToLower(strings.TrimSpace(format)); format {
+			case "", formatTablekeep:
+				format = ""
+			case formats.Lance:
+			default:
+				return Usagef("--format %q: want %s (a tablekeep table) or %s (a Lance dataset, as LanceDB writes it)", format, formatTablekeep, formats.Lance)
+			}
 			w, err := openWarehouse(ctx, app, wf, false)
 			if err != nil {
 				return err
+			}
+			if format != "" {
+				return registerDataset(ctx, app, w, args[0], args[1], format, p)
 			}
 			ref, err := w.Catalog.RegisterTable(ctx, args[0], args[1], p)
 			if errors.Is(err, catalog.ErrSystemTable) {
@@ -78,6 +112,7 @@ Registering a name again replaces its entry. Prints the policy stored.`,
 	}
 	addWarehouseFlags(cmd, &wf, false)
 	f := cmd.Flags()
+	f.StringVar(&format, "format", formatTablekeep, "the table's format: tablekeep, or lance (a Lance dataset: pruned, never compacted; see docs/lance.md)")
 	f.IntVar(&p.KeepLast, "keep-last", p.KeepLast, "newest versions always kept (at least 1)")
 	f.DurationVar(&p.Grace, "grace", p.Grace, "keep versions superseded less than this long ago, and unreferenced files younger than this (at least the writers' 1h)")
 	f.Uint64Var(&p.TargetRows, "target-rows", p.TargetRows, "compaction target rows per fragment (at least 1)")
@@ -139,10 +174,10 @@ func newTablesCmd(app *App) *cobra.Command {
 			var rows [][]string
 			for _, ref := range refs {
 				pj := policyOf(ref)
-				rows = append(rows, []string{pj.Table, pj.Root, strconv.Itoa(pj.KeepLast), shortDuration(ref.Policy.WithDefaults().Grace),
+				rows = append(rows, []string{pj.Table, pj.Format, pj.Root, strconv.Itoa(pj.KeepLast), shortDuration(ref.Policy.WithDefaults().Grace),
 					strconv.FormatUint(pj.TargetRows, 10), strconv.FormatFloat(pj.DeletedThreshold, 'g', -1, 64)})
 			}
-			return printAligned(app.Stdout, []string{"TABLE", "ROOT", "KEEP LAST", "GRACE", "TARGET ROWS", "DELETED THRESHOLD"}, rows)
+			return printAligned(app.Stdout, []string{"TABLE", "FORMAT", "ROOT", "KEEP LAST", "GRACE", "TARGET ROWS", "DELETED THRESHOLD"}, rows)
 		},
 	}
 	addWarehouseFlags(cmd, &wf, false)
@@ -158,4 +193,38 @@ func shortDuration(d time.Duration) string {
 		}
 	}
 	return s
+}
+
+// registerDataset registers a dataset of another format (Lance) after
+// checking it with the format's reader: nothing is stored for a path that
+// is not a dataset or a dataset the reader refuses (exit 1, with why).
+func registerDataset(ctx context.Context, app *App, w *whouse, name, rel, format string, p maintenance.Policy) error {
+	if name == catalog.RegistryName || name == catalog.StatsName {
+		return &UsageError{Err: fmt.Errorf("%w %s: registered with the warehouse", catalog.ErrSystemTable, name)}
+	}
+	rel = strings.Trim(rel, "/")
+	root := w.Catalog.TableRoot(rel)
+	sum, err := lance.Inspect(ctx, w.Store, root)
+	switch {
+	case errors.Is(err, lance.ErrNotADataset):
+		return fmt.Errorf("register %s in %s: %s: not a Lance dataset (no manifests under %s/%s)", name, w.URI, rel, rel, lance.VersionsDir)
+	case errors.Is(err, lance.ErrUnsupported):
+		return fmt.Errorf("register %s in %s: %s: refused, nothing registered: %w", name, w.URI, rel, err)
+	case err != nil:
+		return fmt.Errorf("register %s in %s: %s: %w", name, w.URI, rel, err)
+	}
+	if err := w.Catalog.RegisterBatch(ctx, []catalog.Registration{{Name: name, Rel: rel, Policy: p, Format: format}}); err != nil {
+		return fmt.Errorf("register %s in %s: %w", name, w.URI, err)
+	}
+	ref, err := w.Catalog.Resolve(ctx, name)
+	if err != nil {
+		return err
+	}
+	pj := policyOf(ref)
+	if app.JSON() {
+		return printJSON(app.Stdout, pj)
+	}
+	_, err = fmt.Fprintf(app.Stdout, "registered %s at %s in %s as a %s dataset (%d versions, latest %d, %d tags; %s)\n",
+		ref.Name, rel, w.URI, ref.Format, sum.Versions, sum.Latest, len(sum.Tags), policyText(pj))
+	return err
 }

@@ -88,7 +88,7 @@ func TestRegisterStoresWhatItPrints(t *testing.T) {
 		t.Fatalf("register -o json: %+v", pj)
 	}
 	out = ok(t, "", "tables", w)
-	if !regexp.MustCompile(`(?m)^a +tables/a/ +3 +2h +5000 +0.1$`).MatchString(out) || !regexp.MustCompile(`(?m)^b +tables/b/ +10 +1h +1048576 +0.1$`).MatchString(out) {
+	if !regexp.MustCompile(`(?m)^a +tablekeep +tables/a/ +3 +2h +5000 +0.1$`).MatchString(out) || !regexp.MustCompile(`(?m)^b +tablekeep +tables/b/ +10 +1h +1048576 +0.1$`).MatchString(out) {
 		t.Fatalf("tables:\n%s", out)
 	}
 	// TABLEKEEP_WAREHOUSE stands for --warehouse.
@@ -111,7 +111,7 @@ func TestRegisterStoresWhatItPrints(t *testing.T) {
 		t.Fatalf("maintain with a lost table: exit %d\n%s\nstderr %s", r.code, r.out, r.err)
 	}
 	r = run(t, "", "status")
-	if r.code != 1 || !regexp.MustCompile(`(?m)^a +unreadable: .*not a table`).MatchString(r.out) || r.err != "tablekeep: unhealthy tables: a\n" {
+	if r.code != 1 || !regexp.MustCompile(`(?m)^a +tablekeep +unreadable: .*not a table`).MatchString(r.out) || r.err != "tablekeep: unhealthy tables: a\n" {
 		t.Fatalf("status with a lost table: exit %d\n%s\nstderr %s", r.code, r.out, r.err)
 	}
 }

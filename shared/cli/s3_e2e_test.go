@@ -203,7 +203,7 @@ func TestS3WarehouseEndToEnd(t *testing.T) {
 	// wrote looks 10 h old too, such as its _stats rows: the warehouse as a
 	// whole is checked at the real time.)
 	out = ok(t, "", "status", "--warehouse", wh, "--table", "events", "--clock-ahead", "10h")
-	if !regexp.MustCompile(`(?m)^events +ok +10 +0 +0 of 1 +0 B +20`).MatchString(out) {
+	if !regexp.MustCompile(`(?m)^events +tablekeep +ok +10 +0 +0 of 1 +0 B +20`).MatchString(out) {
 		t.Fatalf("status after:\n%s", out)
 	}
 	if out := ok(t, "", "status", "--warehouse", wh); strings.Contains(out, "behind") {

@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/tablekeep/tablekeep/shared/awsfn"
+	"github.com/tablekeep/tablekeep/shared/formats"
 	"github.com/tablekeep/tablekeep/shared/lock"
 	"github.com/tablekeep/tablekeep/shared/maintenance"
 	"github.com/tablekeep/tablekeep/shared/objstore"
@@ -182,7 +183,7 @@ status -o json can drive monitoring.`,
 }
 
 func printStatus(app *App, rows []tableStatus) error {
-	head := []string{"TABLE", "HEALTH", "VERSIONS", "PRUNABLE", "COMPACTABLE", "GARBAGE", "LAST COMPACTION", "LAST CLEANUP", "POLICY"}
+	head := []string{"TABLE", "FORMAT", "HEALTH", "VERSIONS", "PRUNABLE", "COMPACTABLE", "GARBAGE", "LAST COMPACTION", "LAST CLEANUP", "POLICY"}
 	var cells [][]string
 	for _, r := range rows {
 		health := r.Health
@@ -190,15 +191,19 @@ func printStatus(app *App, rows []tableStatus) error {
 			health += ": " + r.Reason
 		}
 		if r.Error != "" {
-			cells = append(cells, []string{r.Table, health, "", "", "", "", "", "", ""})
+			cells = append(cells, []string{r.Table, r.Policy.Format, health, "", "", "", "", "", "", ""})
 			continue
 		}
 		prunable := strconv.Itoa(r.PrunableNow)
 		if r.PrunableLater > 0 {
 			prunable += fmt.Sprintf(" (+%d at %s)", r.PrunableLater, r.PrunableAt)
 		}
-		cells = append(cells, []string{r.Table, health, strconv.Itoa(r.Versions), prunable,
-			fmt.Sprintf("%d of %d", r.Compactable, r.Fragments), shortBytes(r.GarbageBytes),
+		compactable, garbage := fmt.Sprintf("%d of %d", r.Compactable, r.Fragments), shortBytes(r.GarbageBytes)
+		if r.Policy.Format != formatTablekeep {
+			compactable, garbage = "-", "-" // it compacts and sweeps itself
+		}
+		cells = append(cells, []string{r.Table, r.Policy.Format, health, strconv.Itoa(r.Versions), prunable,
+			compactable, garbage,
 			orNever(r.LastCompaction), orNever(r.LastCleanup),
 			fmt.Sprintf("keep %d, grace %s", r.Policy.KeepLast, r.Policy.Grace)})
 	}
@@ -230,6 +235,9 @@ func statusOf(ctx context.Context, store objstore.Store, ref maintenance.TableRe
 		return r
 	}
 	now := clock.Now()
+	if ref.Format != "" {
+		return sourceStatusOf(ctx, store, ref, r, old, now, lag, fail)
+	}
 	t, err := table.Open(ctx, store, ref.Root, table.Options{Clock: clock.Now, Grace: ref.Policy.Grace})
 	if err != nil {
 		return fail(err)
@@ -274,6 +282,35 @@ func statusOf(ctx context.Context, store objstore.Store, ref maintenance.TableRe
 	}
 	if why := h.Behind(now, lag); len(why) > 0 {
 		r.Health, r.Reason = "behind", strings.Join(why, "; ")
+	}
+	return r
+}
+
+// sourceStatusOf is statusOf for a dataset of another format (Lance): the
+// prune plan a pass would make (read-only), rows and fragments of the
+// latest version; nothing is compactable (the format compacts itself) and
+// there is no garbage count (the sweep does not cover it).
+func sourceStatusOf(ctx context.Context, store objstore.Store, ref maintenance.TableRef, r tableStatus, old maintenance.TableStats,
+	now time.Time, lag time.Duration, fail func(error) tableStatus) tableStatus {
+	st, err := maintenance.StatusOfSource(ctx, store, ref, formats.Open, now)
+	if err != nil {
+		return fail(err)
+	}
+	pl, s := st.Plan, st.Stats
+	r.Latest, r.Floor, r.Versions, r.Unreclaimed = pl.Latest, pl.OldFloor, pl.Versions, pl.Unreclaim
+	r.Rows, r.Fragments, r.ManifestBytes = s.Rows, s.Fragments, s.ManifestBytes
+	r.PrunableNow, r.PrunableSince = pl.Prunable, rfc3339(st.PrunableSince)
+	r.PrunableLater, r.PrunableAt = st.Later, rfc3339(st.LaterAt)
+	last := s.LastCleanup
+	if last.IsZero() {
+		last = old.LastCleanup
+	}
+	r.LastCleanup = rfc3339(last)
+	if lag == 0 {
+		lag = ref.Policy.WithDefaults().ReplanAfter + time.Hour
+	}
+	if pl.Prunable > 0 && !st.PrunableSince.IsZero() && now.Sub(st.PrunableSince) > lag {
+		r.Health, r.Reason = "behind", fmt.Sprintf("%d prunable versions waiting since %s", pl.Prunable, rfc3339(st.PrunableSince))
 	}
 	return r
 }

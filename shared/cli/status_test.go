@@ -63,7 +63,7 @@ func TestStatusAndDryRunPlan(t *testing.T) {
 	}
 	human := ok(t, "", "status", "--warehouse", dir, "--clock-ahead", "2h")
 	lines := strings.Split(strings.TrimSpace(human), "\n")
-	if !regexp.MustCompile(`^TABLE +HEALTH +VERSIONS +PRUNABLE +COMPACTABLE +GARBAGE +LAST COMPACTION +LAST CLEANUP +POLICY$`).MatchString(lines[0]) {
+	if !regexp.MustCompile(`^TABLE +FORMAT +HEALTH +VERSIONS +PRUNABLE +COMPACTABLE +GARBAGE +LAST COMPACTION +LAST CLEANUP +POLICY$`).MatchString(lines[0]) {
 		t.Fatalf("header: %q", lines[0])
 	}
 	var regLine string
@@ -72,7 +72,7 @@ func TestStatusAndDryRunPlan(t *testing.T) {
 			regLine = l
 		}
 	}
-	if !regexp.MustCompile(`^reg +ok +26 +16 +6 of 6 +123 B +never +never +keep 10, grace 1h$`).MatchString(regLine) {
+	if !regexp.MustCompile(`^reg +tablekeep +ok +26 +16 +6 of 6 +123 B +never +never +keep 10, grace 1h$`).MatchString(regLine) {
 		t.Fatalf("status line: %q\n%s", regLine, human)
 	}
 	col := strings.Index(lines[0], "VERSIONS")

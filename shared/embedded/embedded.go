@@ -20,6 +20,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/tablekeep/tablekeep/shared/catalog"
+	"github.com/tablekeep/tablekeep/shared/formats"
 	"github.com/tablekeep/tablekeep/shared/lock"
 	"github.com/tablekeep/tablekeep/shared/maintenance"
 	"github.com/tablekeep/tablekeep/shared/objstore"
@@ -158,6 +159,7 @@ func (w *Warehouse) Maintain(ctx context.Context, o Options) (Report, error) {
 		Clock: w.Clock, Logger: w.Logger, Owner: fmt.Sprintf("%s/%d", host, os.Getpid()), DryRun: o.DryRun, Everything: o.Everything,
 		Metrics:  o.Metrics,
 		Progress: func(int, int) { _ = bar.Add(1) },
+		Sources:  formats.Open, // registered Lance datasets: pruned, never compacted
 	}
 	rep.Run, err = r.Run(ctx)
 	_ = bar.Finish()
@@ -270,6 +272,21 @@ func (w *Warehouse) planTableCleanup(ctx context.Context, rep *Report, tr mainte
 	if err != nil {
 		return err
 	}
+	if ref.Format != "" {
+		// From the change records the dry run derived in memory.
+		if tr.Source == nil {
+			return nil
+		}
+		for _, rg := range tr.Prune.Ranges {
+			rp, err := maintenance.PlanSourceRange(ctx, tr.Source, rg, 0, maintenance.DefaultConcurrency)
+			if err != nil {
+				return fmt.Errorf("[%d, %d]: %w", rg.From, rg.To, err)
+			}
+			rp.Sizes(ctx, w.Store, ref.Root, 0)
+			rep.Cleanup[tr.Table] = append(rep.Cleanup[tr.Table], rp)
+		}
+		return nil
+	}
 	t, err := table.Open(ctx, w.Store, ref.Root, table.Options{Clock: w.Clock.Now, Grace: ref.Policy.Grace})
 	if err != nil {
 		return err
@@ -289,6 +306,6 @@ func (w *Warehouse) planTableCleanup(ctx context.Context, rep *Report, tr mainte
 func (w *Warehouse) Cleaner() *maintenance.Cleaner {
 	return &maintenance.Cleaner{
 		Store: w.Store, Tables: w.Catalog, Requeue: maintenance.QueueEnqueuer{Q: w.Queue}, Logger: w.Logger,
-		OpenOpts: table.Options{Clock: w.Clock.Now},
+		OpenOpts: table.Options{Clock: w.Clock.Now}, Sources: formats.Open,
 	}
 }

@@ -85,7 +85,10 @@ func (plan *PrunePlan) Kept() []Kept {
 			}
 		case v.Version >= keepFrom:
 			add(v.Version, fmt.Sprintf("keep-last %d", plan.policy.KeepLast), time.Time{})
-		case i+1 < len(plan.vs) && plan.now.Sub(plan.vs[i+1].Time) <= plan.grace:
+		case plan.ownTime && plan.now.Sub(v.Time) <= plan.grace:
+			// A Source's version: its grace counts from its own time.
+			add(v.Version, "grace", v.Time.Add(plan.grace).UTC().Truncate(time.Second).Add(time.Second))
+		case !plan.ownTime && i+1 < len(plan.vs) && plan.now.Sub(plan.vs[i+1].Time) <= plan.grace:
 			until := plan.vs[i+1].Time.Add(plan.grace).UTC().Truncate(time.Second).Add(time.Second)
 			add(v.Version, "grace", until)
 		default:

@@ -107,6 +107,9 @@ type PrunePlan struct {
 	floorRead table.FloorRead   // the plan's floor read (SetFloorFrom)
 	tags      map[string]uint64 // read by the plan (dry run: why versions are kept)
 	grace     time.Duration     // RetentionGrace
+	// ownTime: a version's grace window starts at its own Time (a Source
+	// of another format), not at its successor's (tablekeep).
+	ownTime   bool
 	state     pruneState
 	stateKeys []objstore.ObjectInfo // the state objects listed
 	changed   bool                  // StateAfter differs from the state read

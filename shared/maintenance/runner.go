@@ -99,6 +99,11 @@ type Runner struct {
 	// FailureBackoff is the first retry delay of a failed table (default
 	// 15 min), doubling with each consecutive failure up to 6 h.
 	FailureBackoff time.Duration
+	// Sources opens the datasets of other formats (TableRef.Format set,
+	// e.g. "lance"), as Cleaner.Sources: they are pruned through the Source
+	// (PruneSource), never compacted. nil, or an opener that does not know
+	// the format: the table fails with ErrUnknownFormat, nothing is deleted.
+	Sources SourceOpener
 }
 
 func (r *Runner) defaults() {
@@ -147,6 +152,10 @@ type TableReport struct {
 	Stats           TableStats
 	StatsNote       string `json:"stats_note,omitempty"`
 	Duration        time.Duration
+	// Source, in a dry run of a dataset of another format, is the Source
+	// the plan was made on: its change records (derived in memory, not
+	// written) are what PlanSourceRange itemises the ranges from.
+	Source Source `json:"-"`
 
 	ref        TableRef
 	err        error // what MaintainTable returned
@@ -231,6 +240,10 @@ func (r *Runner) MaintainTable(ctx context.Context, ref TableRef) (TableReport, 
 	start := r.Clock.Now()
 	rep := TableReport{Table: ref.Name}
 	p := ref.Policy.WithDefaults()
+	if ref.Format != "" && (r.DryRun || inBatch(ctx)) {
+		// Another format: pruned through its Source, not compacted.
+		return r.maintainSource(ctx, ref, start)
+	}
 	cnt, ok := r.Store.(*objstore.Counting)
 	if !ok {
 		cnt = objstore.NewCounting(r.Store)

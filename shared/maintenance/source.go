@@ -101,6 +101,7 @@ func PlanSourcePrune(ctx context.Context, src Source, name string, p Policy, now
 	plan.Versions = len(vs)
 	plan.Latest = vs[len(vs)-1].Version
 	grace := src.Grace(p.Grace)
+	plan.grace, plan.ownTime = grace, true
 	floor := uint64(1)
 	if plan.Latest > uint64(p.KeepLast) {
 		floor = plan.Latest - uint64(p.KeepLast) + 1

@@ -191,8 +191,16 @@ func (c *Cleaner) cleanSource(ctx context.Context, store objstore.Store, ref Tab
 		return res, fmt.Errorf("%w: %w: %q", queue.ErrPermanent, ErrUnknownFormat, ref.Format)
 	}
 	src, err := c.Sources(ctx, store, ref)
+	if errors.Is(err, ErrUnknownFormat) {
+		return res, fmt.Errorf("%w: %w", queue.ErrPermanent, err)
+	}
 	if err != nil {
 		return res, err
 	}
-	return CleanSourceRange(ctx, src, msg, ref.Policy, c.Limits, c.Requeue)
+	res, err = CleanSourceRange(ctx, src, msg, ref.Policy, c.Limits, c.Requeue)
+	if err == nil && res.Continuation == nil && !res.Deferred {
+		// For status (Runner stats' LastCleanup), in the dataset's sidecar.
+		c.markCleaned(ctx, store, src.StateRoot(), msg, c.now())
+	}
+	return res, err
 }

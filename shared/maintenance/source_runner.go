@@ -2,10 +2,6 @@ package maintenance
 
 import (
 	"context"
-	"errors"
-	"fmt"
-
-	"github.com/tablekeep/tablekeep/shared/lock"
 )
 
 // PruneSource is one prune pass over a dataset of another format (ref.Format
@@ -22,31 +18,9 @@ func (r *Runner) PruneSource(ctx context.Context, ref TableRef, src Source) (Pru
 	if r.DryRun {
 		return PlanSourcePrune(ctx, src, ref.Name, p, r.Clock.Now())
 	}
-	lease, err := r.Locker.Acquire(ctx, r.TableLockName(ref), lock.AcquireOptions{Owner: r.Owner, Lease: r.Lease, MaxWait: r.LockWait})
-	if errors.Is(err, lock.ErrLockHeld) {
-		r.Logger.InfoContext(ctx, "table busy", "table", ref.Name)
-		return PrunePlan{}, nil
-	}
+	plan, _, _, err := r.pruneSource(ctx, ref, src)
 	if err != nil {
-		return PrunePlan{}, err
-	}
-	fence := lock.NewFence(r.Locker, lease, r.Clock, 0)
-	defer func() {
-		if err := r.Locker.Release(context.WithoutCancel(ctx), fence.Lease()); err != nil {
-			r.Logger.WarnContext(ctx, "release lock", "table", ref.Name, "err", err)
-		}
-	}()
-	plan, err := PlanSourcePrune(ctx, src, ref.Name, p, r.Clock.Now())
-	if err != nil {
-		return plan, fmt.Errorf("plan prune %s: %w", ref.Name, err)
-	}
-	if err := fence.Heartbeat(ctx); err != nil {
-		return plan, fmt.Errorf("prune %s: %w", ref.Name, err)
-	}
-	plan.Token = fence.Lease().Token
-	plan.Fence = fence.CheckFence
-	if err := ApplySourcePrune(ctx, src, &plan, r.Queue); err != nil {
-		return plan, fmt.Errorf("prune %s: %w", ref.Name, err)
+		return plan, err
 	}
 	r.Logger.InfoContext(ctx, "maintenance step", "step", "prune", "table", ref.Name, "format", ref.Format,
 		"floor", plan.Floor, "latest", plan.Latest, "ranges", len(plan.Ranges), "token", plan.Token)

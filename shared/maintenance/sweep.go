@@ -30,6 +30,10 @@ type SweepResult struct {
 	DanglingTags []string
 	// Bytes is the size of the files deleted (with DryRun: that would be).
 	Bytes int64
+	// Skipped says why nothing was swept: a dataset of another format
+	// (TableRef.Format), whose unreferenced files tablekeep leaves to the
+	// format's own cleanup (docs/lance.md).
+	Skipped string `json:",omitempty"`
 }
 
 // Sweep deletes files under data/ and _deletions/ that no retained version
@@ -237,6 +241,17 @@ func SweepTable(ctx context.Context, store objstore.Store, ref TableRef, o Sweep
 		clock = time.Now
 	}
 	start := clock()
+	if ref.Format != "" {
+		// The sweep lists data/ and _deletions/ as tablekeep lays them out
+		// and reads tablekeep manifests: on another format it would take
+		// every file for unreferenced. Nothing is listed or deleted.
+		res := SweepResult{Skipped: fmt.Sprintf("format %q: the orphan sweep covers tablekeep tables only; %s's own cleanup removes unreferenced files", ref.Format, ref.Format)}
+		if o.Logger != nil {
+			o.Logger.LogAttrs(ctx, slog.LevelInfo, "maintenance step", slog.String("step", "sweep"), slog.String("table", ref.Name),
+				slog.String("format", ref.Format), slog.Bool("dry_run", o.DryRun), slog.String("skipped", res.Skipped))
+		}
+		return res, nil
+	}
 	st := objstore.NewCounting(store)
 	opts := o.Table
 	opts.Grace = ref.Policy.WithDefaults().Grace

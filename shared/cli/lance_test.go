@@ -1,0 +1,252 @@
+package cli
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/tablekeep/tablekeep/shared/lance/lancetest"
+)
+
+func dirListing(t *testing.T, dir string) map[string]int64 {
+	t.Helper()
+	out := map[string]int64{}
+	err := filepath.Walk(dir, func(p string, fi os.FileInfo, err error) error {
+		if err != nil || fi.IsDir() {
+			return err
+		}
+		out[p] = fi.Size()
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// TestLanceDatasetCLI: LanceDB writes a dataset (the seed's churn,
+// deletions, an index, two tags) into a local warehouse; `register --format
+// lance` checks it (a path that is not a dataset, an unknown format and a
+// refused dataset are errors that store nothing) and records the format;
+// tables, status and describe show it; compact and sweep leave it alone
+// with a note; maintain --dry-run lists what maintain then deletes, key
+// for key; maintain prunes it and LanceDB reads every retained version
+// exactly as before, and the latest accepts a write.
+func TestLanceDatasetCLI(t *testing.T) {
+	t.Setenv(EnvAllowClockAhead, "test")
+	dir := t.TempDir()
+	dbdir := filepath.Join(dir, "lance")
+	c := lancetest.Create(t, dbdir, "ds", 20, "")
+	before := lancetest.Dump(t, dbdir, "ds")
+	ds := filepath.Join(dbdir, "ds.lance")
+
+	fails(t, 1, "lance/nope: not a Lance dataset (no manifests under lance/nope/_versions/)", "", "register", "ds", "lance/nope", "--warehouse", dir, "--format", "lance")
+	fails(t, 2, `--format "delta": want tablekeep`, "", "register", "ds", "lance/ds.lance", "--warehouse", dir, "--format", "delta")
+	fails(t, 2, "system table", "", "register", "_stats", "lance/ds.lance", "--warehouse", dir, "--format", "lance")
+	// A dataset the reader refuses (a branch) is refused with the reason.
+	bad := filepath.Join(dir, "bad.lance")
+	if err := os.CopyFS(bad, os.DirFS(ds)); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(bad, "_refs", "branches"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(bad, "_refs", "branches", "dev.json"), []byte(`{}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fails(t, 1, "refused, nothing registered", "", "register", "bad", "bad.lance", "--warehouse", dir, "--format", "lance")
+	if out := ok(t, "", "tables", "--warehouse", dir); strings.Contains(out, "bad") {
+		t.Fatalf("a refused dataset was registered:\n%s", out)
+	}
+
+	out := ok(t, "", "register", "ds", "lance/ds.lance", "--warehouse", dir, "--format", "lance", "--keep-last", "3")
+	if !strings.Contains(out, "as a lance dataset ("+strconv.Itoa(len(c.Versions))+" versions, latest "+strconv.FormatUint(c.Latest, 10)+", 2 tags;") {
+		t.Fatalf("register: %s", out)
+	}
+	if out := ok(t, "", "tables", "--warehouse", dir); !regexpMatch(`(?m)^ds +lance +lance/ds\.lance/ +3 `, out) || !regexpMatch(`(?m)^_stats +tablekeep `, out) {
+		t.Fatalf("tables:\n%s", out)
+	}
+	if out := ok(t, "", "describe", "--table", ds, "--warehouse", dir); !strings.Contains(out, "format:") || !strings.Contains(out, "lance") ||
+		!strings.Contains(out, "registered as:  ds") {
+		t.Fatalf("describe:\n%s", out)
+	}
+
+	files := dirListing(t, ds)
+	// compact and sweep: a no-op with a note, exit 0.
+	if out := ok(t, "", "compact", "--warehouse", dir, "--table", "ds"); !strings.Contains(out, "lance compacts its own datasets") {
+		t.Fatalf("compact:\n%s", out)
+	}
+	if out := ok(t, "", "sweep", "--warehouse", dir, "--table", "ds", "--clock-ahead", "2h"); !strings.Contains(out, "covers tablekeep tables only") {
+		t.Fatalf("sweep:\n%s", out)
+	}
+	if got := dirListing(t, ds); !sameSizes(got, files) {
+		t.Fatalf("compact or sweep changed the dataset")
+	}
+
+	// status: the backlog, read-only.
+	st := ok(t, "", "status", "--warehouse", dir, "--table", "ds", "--clock-ahead", "2h", "-o", "json")
+	var status struct {
+		Tables []struct {
+			Versions int    `json:"versions"`
+			Prunable int    `json:"prunable_versions"`
+			Rows     uint64 `json:"rows"`
+			Policy   struct {
+				Format string `json:"format"`
+			} `json:"policy"`
+		} `json:"tables"`
+	}
+	if err := json.Unmarshal([]byte(st), &status); err != nil || len(status.Tables) != 1 {
+		t.Fatalf("status: %v %s", err, st)
+	}
+	floor := c.Latest - 3 + 1
+	latestRows := len(before.Rows[strconv.FormatUint(c.Latest, 10)])
+	if s := status.Tables[0]; s.Policy.Format != "lance" || s.Versions != len(c.Versions) || s.Prunable != int(floor-1)-countBelow(c.Tags, floor) || s.Rows != uint64(latestRows) {
+		t.Fatalf("status %+v (floor %d, tags %v, %d rows)", s, floor, c.Tags, latestRows)
+	}
+	if out := ok(t, "", "status", "--warehouse", dir, "--table", "ds", "--clock-ahead", "2h"); !regexpMatch(`(?m)^ds +lance +ok `, out) {
+		t.Fatalf("status:\n%s", out)
+	}
+	if got := dirListing(t, ds); !sameSizes(got, files) {
+		t.Fatalf("status changed the dataset")
+	}
+
+	// maintain --dry-run lists the keys; maintain deletes exactly those.
+	dj := ok(t, "", "maintain", "--warehouse", dir, "--table", "ds", "--dry-run", "--keys", "--clock-ahead", "2h", "-o", "json")
+	var dry struct {
+		Tables []struct {
+			Format  string `json:"format"`
+			Floor   uint64 `json:"floor"`
+			Cleanup []struct {
+				Keys []string `json:"keys"`
+			} `json:"cleanup"`
+		} `json:"tables"`
+		DeleteKeys int `json:"delete_keys"`
+	}
+	if err := json.Unmarshal([]byte(dj), &dry); err != nil || len(dry.Tables) != 1 {
+		t.Fatalf("dry run: %v %s", err, dj)
+	}
+	if dry.Tables[0].Format != "lance" || dry.Tables[0].Floor != floor || dry.DeleteKeys == 0 {
+		t.Fatalf("dry run plan: %s", dj)
+	}
+	if got := dirListing(t, ds); !sameSizes(got, files) {
+		t.Fatalf("the dry run changed the dataset")
+	}
+	var listed []string
+	for _, r := range dry.Tables[0].Cleanup {
+		listed = append(listed, r.Keys...)
+	}
+	out = ok(t, "", "maintain", "--warehouse", dir, "--table", "ds", "--clock-ahead", "2h")
+	if !strings.Contains(out, "lance: pruned, not compacted") {
+		t.Fatalf("maintain:\n%s", out)
+	}
+	var deleted []string
+	now := dirListing(t, ds)
+	for p := range files {
+		if _, ok := now[p]; !ok {
+			rel, _ := filepath.Rel(dir, p)
+			deleted = append(deleted, filepath.ToSlash(rel))
+		}
+	}
+	slices.Sort(deleted)
+	var listedFiles []string
+	for _, k := range listed {
+		if strings.HasSuffix(k, "/") || strings.Contains(k, "/_tablekeep/") {
+			// An index directory (its files are listed too); the change
+			// records the dry run derived in memory, which the run writes
+			// and deletes.
+			continue
+		}
+		listedFiles = append(listedFiles, k)
+	}
+	slices.Sort(listedFiles)
+	if !slices.Equal(deleted, listedFiles) {
+		t.Fatalf("maintain deleted %d files, the dry run listed %d:\n deleted %v\n listed  %v", len(deleted), len(listedFiles), deleted, listedFiles)
+	}
+
+	after := lancetest.Dump(t, dbdir, "ds")
+	var want []uint64
+	for _, v := range before.Versions {
+		if v >= floor || slices.Contains(tagVersions(c.Tags), v) {
+			want = append(want, v)
+		}
+	}
+	if !slices.Equal(after.Versions, want) {
+		t.Fatalf("LanceDB lists %v after maintain, want %v", after.Versions, want)
+	}
+	for _, v := range after.Versions {
+		k := strconv.FormatUint(v, 10)
+		if !slices.Equal(after.Rows[k], before.Rows[k]) {
+			t.Errorf("version %d reads %d rows, %d before", v, len(after.Rows[k]), len(before.Rows[k]))
+		}
+	}
+	latest := lancetest.Write(t, dbdir, "ds")
+	written := lancetest.Dump(t, dbdir, "ds")
+	if written.Versions[len(written.Versions)-1] != latest {
+		t.Fatalf("LanceDB versions after a write: %v", written.Versions)
+	}
+	// prune alone: the versions the write pushed out of keep-last go; the
+	// tagged ones and the newest 3 stay and read as before.
+	snap := dirListing(t, ds)
+	dp := ok(t, "", "prune", "--warehouse", dir, "--table", "ds", "--dry-run", "--clock-ahead", "2h")
+	if !regexpMatch(`(?m)^ds +0 +`+strconv.FormatUint(latest, 10)+` +`+strconv.FormatUint(latest-2, 10)+` +2 +1 `, dp) ||
+		!strings.Contains(dp, "keep versions "+strconv.FormatUint(latest-2, 10)+"-"+strconv.FormatUint(latest, 10)+": keep-last 3") {
+		t.Fatalf("prune --dry-run:\n%s", dp)
+	}
+	if !sameSizes(dirListing(t, ds), snap) {
+		t.Fatal("prune --dry-run changed the dataset")
+	}
+	ok(t, "", "prune", "--warehouse", dir, "--table", "ds", "--clock-ahead", "2h")
+	pruned := lancetest.Dump(t, dbdir, "ds")
+	want = nil
+	for _, v := range written.Versions {
+		if v > latest-3 || slices.Contains(tagVersions(c.Tags), v) {
+			want = append(want, v)
+		}
+	}
+	if !slices.Equal(pruned.Versions, want) {
+		t.Fatalf("after prune: %v, want %v", pruned.Versions, want)
+	}
+	for _, v := range pruned.Versions {
+		k := strconv.FormatUint(v, 10)
+		if !slices.Equal(pruned.Rows[k], written.Rows[k]) {
+			t.Errorf("version %d reads %d rows after prune, %d before", v, len(pruned.Rows[k]), len(written.Rows[k]))
+		}
+	}
+}
+
+func tagVersions(m map[string]uint64) []uint64 {
+	var out []uint64
+	for _, v := range m {
+		out = append(out, v)
+	}
+	return out
+}
+
+func countBelow(tags map[string]uint64, floor uint64) int {
+	seen := map[uint64]bool{}
+	for _, v := range tags {
+		if v < floor {
+			seen[v] = true
+		}
+	}
+	return len(seen)
+}
+
+func sameSizes(a, b map[string]int64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if w, ok := b[k]; !ok || w != v {
+			return false
+		}
+	}
+	return true
+}
+
+func regexpMatch(re, s string) bool { return regexp.MustCompile(re).MatchString(s) }

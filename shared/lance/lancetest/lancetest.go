@@ -1,0 +1,147 @@
+// Package lancetest drives the LanceDB fixture (shared/lance/testdata/lancedb,
+// an npm project whose lock file pins @lancedb/lancedb) from the tests of
+// other packages: the CLI, the embedded warehouse and the Lambda functions
+// register and maintain datasets LanceDB wrote, then have LanceDB read them.
+// A machine without node or npm fails the test with how to get them.
+package lancetest
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// Dir is the fixture's directory (found from this file's path).
+func Dir() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "..", "testdata", "lancedb")
+}
+
+var once struct {
+	sync.Once
+	err string
+}
+
+// Fixture makes sure node and the fixture's npm dependencies are there
+// (`npm ci` from the lock file, once, when the lock file changed).
+func Fixture(t testing.TB) {
+	t.Helper()
+	once.Do(func() { once.err = install() })
+	if once.err != "" {
+		t.Fatal(once.err)
+	}
+}
+
+func install() string {
+	for _, tool := range []string{"node", "npm"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			return tool + " not found in PATH: the Lance verification runs LanceDB itself. " +
+				"Install Node.js 18 or later with npm (Debian: apt-get install nodejs npm), then rerun."
+		}
+	}
+	dir := Dir()
+	lock, err := os.ReadFile(filepath.Join(dir, "package-lock.json"))
+	if err != nil {
+		return "read the fixture's lock file: " + err.Error()
+	}
+	stamp := filepath.Join(dir, "node_modules", ".tablekeep-lock")
+	if old, err := os.ReadFile(stamp); err == nil && bytes.Equal(old, lock) {
+		return ""
+	}
+	cmd := exec.Command("npm", "ci", "--omit=optional", "--no-audit", "--no-fund", "--loglevel=error")
+	cmd.Dir = dir
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "npm ci in " + dir + " failed (the npm registry must be reachable the first time): " + err.Error() + "\n" + string(out)
+	}
+	if err := os.WriteFile(stamp, lock, 0o644); err != nil {
+		return err.Error()
+	}
+	return ""
+}
+
+// Node runs the fixture script with extra environment variables and
+// decodes its JSON answer into out (if not nil).
+func Node(t testing.TB, env []string, out any, args ...string) {
+	t.Helper()
+	Fixture(t)
+	dir := Dir()
+	cmd := exec.CommandContext(context.Background(), "node", append([]string{filepath.Join(dir, "fixture.mjs")}, args...)...)
+	cmd.Dir = dir
+	cmd.Env = append(append(os.Environ(), "RUST_LOG=error", "LANCE_LOG=error"), env...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("node fixture.mjs %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
+	}
+	if out != nil {
+		if err := json.Unmarshal(stdout.Bytes(), out); err != nil {
+			t.Fatalf("node fixture.mjs %s: decode %q: %v", strings.Join(args, " "), stdout.String(), err)
+		}
+	}
+}
+
+// Created is what `create` reports.
+type Created struct {
+	Versions []struct {
+		Version uint64 `json:"version"`
+		TS      int64  `json:"ts"`
+	} `json:"versions"`
+	Tags   map[string]uint64 `json:"tags"`
+	Latest uint64            `json:"latest"`
+}
+
+// Row is one row of the fixture's table.
+type Row struct {
+	ID   int64   `json:"id"`
+	Name string  `json:"name"`
+	Val  float64 `json:"val"`
+}
+
+// Dumped is what `dump` reports: every listed version checked out and read.
+type Dumped struct {
+	Versions []uint64          `json:"versions"`
+	Rows     map[string][]Row  `json:"rows"`
+	Tags     map[string]uint64 `json:"tags"`
+}
+
+// Create has LanceDB create table name under dbdir (<dbdir>/<name>.lance)
+// with commits rounds of the seed's churn (delete+add, mergeInsert,
+// deletions, a btree index, two tags); scheme "v1" asks for plain manifest
+// names, "" for the inverted ones LanceDB 0.31 writes.
+func Create(t testing.TB, dbdir, name string, commits int, scheme string) Created {
+	t.Helper()
+	var c Created
+	args := []string{"create", dbdir, name, strconv.Itoa(commits)}
+	if scheme != "" {
+		args = append(args, scheme)
+	}
+	Node(t, nil, &c, args...)
+	return c
+}
+
+// Dump has LanceDB check out every listed version of the table and read it.
+func Dump(t testing.TB, dbdir, name string) Dumped {
+	t.Helper()
+	var d Dumped
+	Node(t, nil, &d, "dump", dbdir, name)
+	return d
+}
+
+// Write has LanceDB upsert once more on the latest version; it returns the
+// new latest version.
+func Write(t testing.TB, dbdir, name string) uint64 {
+	t.Helper()
+	var w struct {
+		Latest uint64 `json:"latest"`
+	}
+	Node(t, nil, &w, "write", dbdir, name)
+	return w.Latest
+}
