@@ -67,13 +67,16 @@ func DefaultPolicy() Policy {
 		DeleteBatch:      1000,
 		ReplanAfter:      6 * time.Hour,
 		// Chosen from the cost model (docs/benchmarks.md, "Fleet"): at one
-		// write a minute and one pass every 15 min, 24 fragments is two
-		// passes of writes, so an active table is compacted and pruned
-		// every other pass (manifest <= ~3 KB, versions <= ~100); an hour
-		// bounds how long a trickle of writes waits.
-		CompactMinFragments: 24,
+		// write a minute and one pass every 15 min, 36 fragments (or
+		// prunable versions) is reached in the third pass, so an active
+		// table is compacted and pruned every third pass: the most that
+		// keeps it at <= 100 versions under a 1-hour grace (~60 retained +
+		// two passes of writes; measured <= 94) with a manifest of ~1 KB,
+		// and a third fewer maintenances than every other pass (24). An
+		// hour bounds how long a trickle of writes waits.
+		CompactMinFragments: 36,
 		CompactMaxWait:      time.Hour,
-		PruneMinVersions:    24,
+		PruneMinVersions:    36,
 		PruneMaxWait:        time.Hour,
 		FullCheckEvery:      7 * 24 * time.Hour,
 	}
