@@ -341,8 +341,9 @@ type RangePlan struct {
 	// VersionsDeleted is the number of manifests among MetaKeys.
 	VersionsDeleted int
 	recordKeys      int // MetaKeys[:recordKeys] are change records
-	// Continuation is set when the key budget stopped the plan early: the
-	// rest of the range (MetaKeys is then empty).
+	// Continuation is set when the key budget (or the cleaner's StopBy)
+	// stopped the plan early: the rest of the range (MetaKeys is then
+	// empty).
 	Continuation *RangeMessage
 	// DataBytes and MetaBytes are filled by Sizes: bytes of the keys found
 	// by a bounded listing (SizesComplete reports whether all were found).
@@ -370,9 +371,9 @@ func (p RangePlan) metaPhases(batch int) [][][]string {
 		batch = objstore.MaxDeleteKeys
 	}
 	var records, rest [][]string
-	for i := 0; i < len(p.MetaKeys); i += batch {
-		keys := p.MetaKeys[i:min(i+batch, len(p.MetaKeys))]
-		if i+len(keys) <= p.recordKeys {
+	n := 0
+	for keys := range slices.Chunk(p.MetaKeys, batch) {
+		if n += len(keys); n <= p.recordKeys {
 			records = append(records, keys)
 		} else {
 			rest = append(rest, keys)

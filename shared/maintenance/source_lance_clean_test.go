@@ -2,6 +2,9 @@ package maintenance_test
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -13,6 +16,7 @@ import (
 	"github.com/tablekeep/tablekeep/shared/lance/lancetest"
 	"github.com/tablekeep/tablekeep/shared/maintenance"
 	"github.com/tablekeep/tablekeep/shared/objstore"
+	"github.com/tablekeep/tablekeep/shared/queue"
 	"github.com/tablekeep/tablekeep/shared/table"
 )
 
@@ -41,7 +45,7 @@ func (s *recordClockStore) Get(ctx context.Context, key string) ([]byte, error) 
 // read so far are deleted, no manifest or record, and the rest goes back
 // as a continuation whose cursor is exactly the last record consumed;
 // reruns finish the ranges and leave exactly what one unbounded drain
-// leaves. A store answering SlowDown to change-record GETs and to
+// leaves. A forged record mid-range deletes nothing. A store answering SlowDown to change-record GETs and to
 // DeleteObjects (whole requests, or per key) lowers the AIMD limiters of
 // the Lance path too, paces its deletes to the cap on a fake clock, and
 // still leaves exactly the same files.
@@ -154,6 +158,46 @@ func TestLanceCleanerStopByAndSlowDown(t *testing.T) {
 			t.Fatalf("continuations left a different dataset than one unbounded drain: %v", err)
 		}
 		t.Logf("%d continuations", conts)
+	})
+
+	// A forged record in the middle of a range: the records before it
+	// name real files, but nothing is deleted (every record of the slice
+	// is read and checked first), and the error is permanent.
+	t.Run("ForgedRecord", func(t *testing.T) {
+		disk, _ := copyStore(t)
+		msg, err := maintenance.DecodeRangeMessage(bs[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		v := msg.From + (msg.To-msg.From)/2 + 1
+		key := fmt.Sprintf("%s%schanges/%020d.json", ref.Root, lance.SidecarDir, v)
+		b, err := disk.Get(ctx, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var doc map[string]any
+		if err := json.Unmarshal(b, &doc); err != nil {
+			t.Fatal(err)
+		}
+		rec := doc["record"].(map[string]any)
+		removed, _ := rec["Removed"].([]any)
+		rec["Removed"] = append(removed, map[string]any{"Key": "_versions/1.manifest", "Since": 1})
+		if b, err = json.Marshal(doc); err != nil {
+			t.Fatal(err)
+		}
+		if err := disk.Put(ctx, key, b); err != nil {
+			t.Fatal(err)
+		}
+		files := listing(t, disk, "wh/")
+		c := &maintenance.Cleaner{Store: disk, Tables: cat, Requeue: &bodies{}, Logger: discard, Sources: formats.Open,
+			Limits: maintenance.CleanerLimits{Reads: 1}}
+		_, err = c.Clean(ctx, bs[0])
+		if !errors.Is(err, maintenance.ErrForeignKey) || !errors.Is(err, queue.ErrPermanent) {
+			t.Fatalf("forged record %d: %v, want a permanent ErrForeignKey", v, err)
+		}
+		if err := sameListing(files, listing(t, disk, "wh/")); err != nil {
+			t.Fatalf("a forged record deleted: %v", err)
+		}
 	})
 
 	for _, perKey := range []bool{false, true} {
