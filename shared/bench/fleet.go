@@ -96,6 +96,7 @@ type FleetResult struct {
 	CleanWall      time.Duration // modelled cleaner time per pass, mean
 	MaxVersions    int           // most versions stored by an active table after a pass
 	MaxManifest    int64         // largest latest manifest of an active table
+	Scheduled      []FleetScheduled // measured scheduled invocations
 	Linearity      []FleetIdle
 	Embedded       []EmbeddedIdle
 	Elapsed        time.Duration
@@ -254,6 +255,25 @@ func fleetRow(tb *table.Table, ctx context.Context, k string) error {
 
 func fleetName(i int) string { return fmt.Sprintf("t%05d", i) }
 
+// writePeriod writes each active table once a minute for minutes
+// simulated minutes (keys from *k); the tables are written side by side.
+func (w *fleetWorld) writePeriod(ctx context.Context, minutes int, k *int) error {
+	for m := 0; m < minutes; m++ {
+		w.clock.Advance(time.Minute)
+		g, gctx := errgroup.WithContext(ctx)
+		g.SetLimit(max(runtime.GOMAXPROCS(0), 2))
+		for _, tb := range w.active {
+			*k++
+			key := fmt.Sprintf("k%d", *k)
+			g.Go(func() error { return fleetRow(tb, gctx, key) })
+		}
+		if err := g.Wait(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // fleetWorld is a warehouse of n tables on the memory store.
 type fleetWorld struct {
 	clock   *fakeclock.Clock
@@ -399,20 +419,8 @@ func FleetSim(ctx context.Context, cfg FleetConfig, logf func(string, ...any)) (
 		if p == cfg.Settle {
 			snap()
 		}
-		// Each active table's writes of the period, minute by minute; the
-		// tables are written side by side (one goroutine per table at a time).
-		for m := 0; m < minutes; m++ {
-			w.clock.Advance(time.Minute)
-			g, gctx := errgroup.WithContext(ctx)
-			g.SetLimit(max(runtime.GOMAXPROCS(0), 2))
-			for _, tb := range w.active {
-				k++
-				key := fmt.Sprintf("k%d", k)
-				g.Go(func() error { return fleetRow(tb, gctx, key) })
-			}
-			if err := g.Wait(); err != nil {
-				return res, err
-			}
+		if err := w.writePeriod(ctx, minutes, &k); err != nil {
+			return res, err
 		}
 		before := w.cs.counts()
 		rep, err := w.runner.Run(ctx)
@@ -483,6 +491,37 @@ func FleetSim(ctx context.Context, cfg FleetConfig, logf func(string, ...any)) (
 	res.Idle = cls(classIdle, cfg.Tables-len(w.active))
 	res.Active = cls(classActive, len(w.active))
 	res.Shared = cls(classShared, 0)
+	// The scheduled invocation itself, measured in real time at the
+	// latency profile after one more period of writes each: first with
+	// every table in need fanned out (the scan and the sends), then with
+	// the template's defaults (inline while InlineTime allows).
+	// Periods of writes until a scan finds tables in need (the active
+	// tables are maintained in step, every third pass); both invocations
+	// then see the same tables in need (the first only sends jobs).
+	for range 4 {
+		if err := w.writePeriod(ctx, minutes, &k); err != nil {
+			return res, err
+		}
+		sc, err := w.runner.Scan(ctx)
+		if err != nil {
+			return res, err
+		}
+		if len(sc.Need) > 0 {
+			break
+		}
+	}
+	for _, m := range []struct {
+		tables int
+		time   time.Duration
+		desc   string
+	}{{0, 0, "InlineTables 0: every table in need sent as a job"}, {-1, 45 * time.Second, "the template's defaults: inline for InlineTime 45s, the rest as jobs"}} {
+		logf("fleet: one scheduled invocation at %s (%s)", cfg.Profile, m.desc)
+		sc, err := measureScheduled(ctx, w, cfg.Profile, m.tables, m.time, m.desc)
+		if err != nil {
+			return res, err
+		}
+		res.Scheduled = append(res.Scheduled, sc)
+	}
 	res.MeanMaintained = float64(maintainedSum) / float64(max(passes, 1))
 	res.MeanWall = wallSum / time.Duration(max(passes, 1))
 	res.CleanWall /= time.Duration(max(passes, 1))

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"fmt"
+	"github.com/tablekeep/tablekeep/shared/awsfn"
 
 	"github.com/tablekeep/tablekeep/shared/maintenance"
 	"strings"
@@ -63,6 +64,14 @@ func MarkdownFleet(r FleetResult) string {
 	}
 	p("Invocations per pass: 1 scheduled (%s), plus the cleaner's (one per 10 messages). ", inv)
 	p("Active tables: at most %d versions stored and a latest manifest of at most %s after any pass.\n\n", r.MaxVersions, kb(r.MaxManifest))
+	if len(r.Scheduled) > 0 {
+		p("**The scheduled invocation, measured.** After the simulated day, one more period of writes, then one scheduled invocation of the compactor function's handler (`awsfn.Deps.HandleCompactor`, fan-out mode) over the same %s-table warehouse once a scan finds tables in need, in real time, every object-store request delayed by the %s profile (`objstore.NewLatency`), each SQS SendMessageBatch of 10 jobs by %s (%d in flight, as `awsfn.SQSJobSender`), a 15-minute deadline; then, on the same tables in need, with the template's defaults (the jobs of the first are not run). The compaction queue's consumers then maintain the jobs, 10 at a time (modelled above):\n\n", n(int64(c.Tables)), c.Profile, SQSBatchLatency, awsfn.SendJobsInFlight)
+		p("| configuration | registered | idle | maintained inline | jobs sent | requests | wall time |\n| --- | --- | --- | --- | --- | --- | --- |\n")
+		for _, sc := range r.Scheduled {
+			p("| %s | %s | %s | %d | %d | %s | **%s** |\n", sc.Config, n(int64(sc.Registered)), n(int64(sc.Idle)), sc.Inline, sc.Jobs, reqText(sc.Requests), dur(sc.Wall))
+		}
+		p("\n")
+	}
 	d := maintenance.DefaultPolicy()
 	p("Need thresholds (the policy's defaults): a changed table is maintained once ~%d fragments wait (`CompactMinFragments`; one a write) or %s after its first change (`CompactMaxWait`); an unchanged one once %d versions are prunable (`PruneMinVersions`) or %s after the first (`PruneMaxWait`), when a tracked range is due for re-planning, and at its full check (`FullCheckEvery` %s, spread by name). ",
 		d.CompactMinFragments, d.CompactMaxWait, d.PruneMinVersions, d.PruneMaxWait, d.FullCheckEvery)
