@@ -60,7 +60,10 @@ func newSweepCmd(app *App) *cobra.Command {
 		"Delete unreferenced data and deletion files older than the grace window, for every registered table or one (--table NAME)",
 		`Sweep only: delete data and deletion files that no retained version
 references and that are older than the grace window (leftovers of failed
-commits and crashed compactions). Needs no lock. --dry-run lists them.`)
+commits and crashed compactions). On a Lance dataset: data, deletion, index
+and transaction files that no stored manifest references and that are older
+than the grace window and 7 days (Lance's own threshold). Needs no lock.
+--dry-run lists them.`)
 }
 
 // newPassCmd builds maintain, compact, prune and sweep: one pass (pass.go)
@@ -298,7 +301,7 @@ func printMaintain(app *App, j maintainOut, elapsed time.Duration) error {
 		case t.Error != "":
 			note = "error: " + t.Error
 		case !dry && note == "" && t.Format != "":
-			note = t.Format + ": pruned, not compacted (it compacts itself); no sweep"
+			note = fmt.Sprintf("%s: pruned, not compacted (it compacts itself), %d orphans swept", t.Format, t.SweepDeleted)
 		case !dry && note == "":
 			note = fmt.Sprintf("%d fragments rewritten, %d orphans swept", t.FragmentsBefore, t.SweepDeleted)
 			if t.RangesSent > 0 {

@@ -75,7 +75,8 @@ type sweepUnit struct {
 // was not listed), so it is deleted only if the writer held it longer than
 // G before committing it. A refusal of the reader or a manifest that cannot
 // be read stops the sweep before anything is deleted (ErrSweepRefused).
-// MaxDeletes bounds the units deleted; dryRun lists, in Planned, the
+// maxDeletes bounds the objects deleted (a directory is never split, so
+// its last unit may go past it); dryRun lists, in Planned, the
 // objects the real run deletes.
 func SweepSourceFiles(ctx context.Context, src Source, ss SweepSource, p Policy, now time.Time, maxDeletes int, dryRun bool) (SweepResult, error) {
 	p = p.WithDefaults()
@@ -160,7 +161,6 @@ func SweepSourceFiles(ctx context.Context, src Source, ss SweepSource, p Policy,
 
 	// 3. Unreferenced and older than the cut-off.
 	var del []string
-	var nUnits int
 	for _, name := range order {
 		u := units[name]
 		switch {
@@ -168,9 +168,8 @@ func SweepSourceFiles(ctx context.Context, src Source, ss SweepSource, p Policy,
 			res.Referenced++
 		case now.Sub(u.mod) <= grace:
 			res.Young++
-		case maxDeletes > 0 && nUnits >= maxDeletes:
+		case maxDeletes > 0 && len(del) >= maxDeletes:
 		default:
-			nUnits++
 			del = append(del, u.keys...)
 			res.Bytes += u.size
 		}
