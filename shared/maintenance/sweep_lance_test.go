@@ -14,11 +14,13 @@ import (
 	"time"
 
 	"github.com/tablekeep/tablekeep/shared/formats"
+	"github.com/tablekeep/tablekeep/shared/internal/fakeclock"
 	"github.com/tablekeep/tablekeep/shared/lance"
 	"github.com/tablekeep/tablekeep/shared/lance/lancetest"
 	"github.com/tablekeep/tablekeep/shared/maintenance"
 	"github.com/tablekeep/tablekeep/shared/objstore"
 	"github.com/tablekeep/tablekeep/shared/queue"
+	"github.com/tablekeep/tablekeep/shared/table"
 )
 
 // lanceSweepFixture is a LanceDB dataset (churn, deletions, a re-built
@@ -411,4 +413,67 @@ func minusKeys(a, b []string) []string {
 		}
 	}
 	return out
+}
+
+// TestSweepLanceCutoffOnFakeClock: a slow writer's files on a LanceDB
+// dataset, on a fake clock over simulated days: uploaded at t0 (an index
+// build's second object an hour later), never committed. With the policy's
+// grace P, the cut-off is G = max(P + SafetyMargin, 7 days): at exactly
+// t0 + G the files are kept (the rule is now - mod > G), a nanosecond later
+// the data and transaction files go, and the index directory only once its
+// newest object is past G. Every file a stored manifest references is kept
+// however old, and LanceDB reads every version at the end.
+func TestSweepLanceCutoffOnFakeClock(t *testing.T) {
+	ctx := context.Background()
+	base := t.TempDir()
+	wh := filepath.Join(base, "wh")
+	lancetest.Create(t, wh, "ds", 10, "")
+	before := lancetest.Dump(t, wh, "ds")
+	for _, grace := range []time.Duration{time.Hour, 10 * 24 * time.Hour} {
+		t.Run(grace.String(), func(t *testing.T) {
+			dir := copyTree(t, base)
+			disk, _ := objstore.NewDisk(dir)
+			t0 := time.Now().Add(time.Minute)
+			clock := fakeclock.New(t0)
+			store := fakeclock.NewStore(disk, clock)
+			ref := maintenance.TableRef{Name: "ds", Root: sweepRoot, Policy: maintenance.Policy{Grace: grace}, Format: formats.Lance}
+			idx := sweepRoot + "_indices/41111111-2222-4333-8444-555555555555/"
+			put := func(key string) {
+				if err := store.Put(ctx, key, []byte("slow writer")); err != nil {
+					t.Fatal(err)
+				}
+			}
+			put(sweepRoot + "data/0a0a0a0a-slow.lance")
+			put(sweepRoot + "_transactions/9-0a0a0a0a-slow.txn")
+			put(idx + "part_0.lance")
+			clock.Advance(time.Hour)
+			put(idx + "part_1.lance")
+			g := max(grace+table.SafetyMargin, lance.UnverifiedAge)
+			files := listing(t, store, "wh/")
+			sweep := func(at time.Time) []string {
+				t.Helper()
+				clock.Advance(at.Sub(clock.Now()))
+				if _, err := maintenance.SweepTable(ctx, store, ref, maintenance.SweepOptions{Now: clock.Now(), Sources: formats.Open}); err != nil {
+					t.Fatal(err)
+				}
+				return gone(files, listing(t, store, "wh/"))
+			}
+			if got := sweep(t0.Add(g)); len(got) != 0 {
+				t.Fatalf("at t0 + %v exactly, deleted %v", g, got)
+			}
+			want := []string{sweepRoot + "_transactions/9-0a0a0a0a-slow.txn", sweepRoot + "data/0a0a0a0a-slow.lance"}
+			if got := sweep(t0.Add(g + 1)); !slices.Equal(got, want) {
+				t.Fatalf("at t0 + %v + 1ns, deleted %v, want %v", g, got, want)
+			}
+			if got := sweep(t0.Add(time.Hour + g)); len(got) != 2 {
+				t.Fatalf("at t0 + 1h + %v exactly, deleted %v", g, got)
+			}
+			want = append(want, idx+"part_0.lance", idx+"part_1.lance")
+			slices.Sort(want)
+			if got := sweep(t0.Add(time.Hour + g + 1)); !slices.Equal(got, want) {
+				t.Fatalf("past the index's newest object, deleted %v, want %v", got, want)
+			}
+			checkLanceReads(t, filepath.Join(dir, "wh"), before, "after the sweeps")
+		})
+	}
 }
