@@ -134,6 +134,7 @@ func checkClockAhead(ahead time.Duration) error {
 }
 
 type tableJSON struct {
+	sweepOnly       bool        // a row of the sweep step alone (no Runner report)
 	Table           string      `json:"table"`
 	Format          string      `json:"format,omitempty"` // "lance"; omitted for tablekeep tables
 	Skipped         string      `json:"skipped,omitempty"`
@@ -255,7 +256,7 @@ func maintainJSON(rep passReport, dry, keys, remote bool) maintainOut {
 	// The sweep step alone has no Runner reports: one row per swept table.
 	for _, name := range slices.Sorted(maps.Keys(rep.Sweeps)) {
 		if !seen[name] {
-			out.Tables = append(out.Tables, tableJSON{Table: name, Ranges: []string{}})
+			out.Tables = append(out.Tables, tableJSON{Table: name, Ranges: []string{}, sweepOnly: true})
 		}
 	}
 	for i := range out.Tables {
@@ -300,6 +301,8 @@ func printMaintain(app *App, j maintainOut, elapsed time.Duration) error {
 		switch {
 		case t.Error != "":
 			note = "error: " + t.Error
+		case !dry && note == "" && t.Format != "" && t.sweepOnly:
+			note = fmt.Sprintf("%s: %d orphans swept", t.Format, t.SweepDeleted)
 		case !dry && note == "" && t.Format != "":
 			note = fmt.Sprintf("%s: pruned, not compacted (it compacts itself), %d orphans swept", t.Format, t.SweepDeleted)
 		case !dry && note == "":
