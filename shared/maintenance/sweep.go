@@ -241,7 +241,10 @@ type SweepOptions struct {
 }
 
 // SweepTable opens ref on a request-counting view of store, sweeps it, and
-// reports the step in one log line ("sweep") and in the metrics.
+// reports the step in one log line ("sweep") and in the metrics. A dataset
+// of another format (ref.Format) is opened with o.Sources and swept by
+// SweepSourceFiles if its Source is a SweepSource; else it is skipped
+// (SweepResult.Skipped), nothing listed or deleted.
 func SweepTable(ctx context.Context, store objstore.Store, ref TableRef, o SweepOptions) (SweepResult, error) {
 	clock := o.Clock
 	if clock == nil {
