@@ -176,11 +176,8 @@ func (c *Cleaner) clean(ctx context.Context, store objstore.Store, body []byte) 
 	if ref.Format != "" {
 		return c.cleanSource(ctx, store, ref, msg)
 	}
-	p := ref.Policy.WithDefaults()
 	opts := c.OpenOpts
-	opts.Grace = p.Grace
-	lim := c.Limits.withDefaults()
-	getLimit, delLimit := c.limiters()
+	opts.Grace = ref.Policy.WithDefaults().Grace
 	// The table is opened, its floor checked and its tags read while the
 	// first change records are read (GETs only): scanRange consumes none
 	// before ready returns, and nothing is deleted before the whole slice
@@ -201,20 +198,53 @@ func (c *Cleaner) clean(ctx context.Context, store objstore.Store, body []byte) 
 		tags, err := table.ReadTagsAt(ctx, store, ref.Root, opts)
 		return versionSet(tags), err
 	}
+	return c.cleanRange(ctx, store, rangeJob{
+		ref: ref, msg: msg, reader: newTableReader(store, ref), ready: ready,
+		sizes: !c.SkipSizes, stateRoot: ref.Root,
+	})
+}
+
+// rangeJob is one range for cleanRange: how its records are read, what is
+// checked before any is consumed, and where its cleanup state goes.
+type rangeJob struct {
+	ref    TableRef
+	msg    RangeMessage
+	reader rangeReader
+	// ready checks the floor and returns the tagged versions (scanRange).
+	ready func(context.Context) (map[uint64]bool, error)
+	// sizes: list data/ and _deletions/ (tablekeep's layout) and the
+	// range's manifests and records for the bytes deleted.
+	sizes bool
+	// stateRoot is where markCleaned records a finished range ("": not
+	// recorded).
+	stateRoot string
+}
+
+// cleanRange cleans one range, whatever the format: the records read (and
+// checked) through j.reader, Limits.Reads at a time, paced by GetLimit and
+// stopped at StopBy or MaxKeysPerRun; the data keys deleted in batches,
+// paced by DeleteLimit, SlowDown answers retried; a continuation for the
+// rest; else the records, then the manifests.
+func (c *Cleaner) cleanRange(ctx context.Context, store objstore.Store, j rangeJob) (CleanResult, error) {
+	ref, msg := j.ref, j.msg
+	res := CleanResult{Table: msg.Table, From: msg.From, To: msg.To}
+	p := ref.Policy.WithDefaults()
+	lim := c.Limits.withDefaults()
+	getLimit, delLimit := c.limiters()
 	// Every change record of the slice is read (and checked) before
 	// anything is deleted: a forged record deletes nothing, not even the
 	// keys listed before it (TestForgedChangeRecord). The size listings
 	// run meanwhile.
 	var onKey func(string)
 	var sz *sizer
-	if !c.SkipSizes {
+	if j.sizes {
 		sz = newSizer(ctx, store, ref.Root, sizeListPages)
 		onKey = sz.see
 	}
-	rp, err := scanRange(ctx, store, ref, msg, scanOpts{
+	rp, err := scanRange(ctx, j.reader, msg, scanOpts{
 		maxKeys: p.MaxKeysPerRun, reads: lim.Reads, stop: c.pastStop, onKey: onKey,
 		limit: getLimit, retries: lim.Retries,
-	}, ready)
+	}, j.ready)
 	if sz != nil {
 		rp.DataBytes, _ = sz.dataBytes(rp.DataKeys)
 	}
@@ -226,7 +256,7 @@ func (c *Cleaner) clean(ctx context.Context, store objstore.Store, body []byte) 
 	// while the data keys are deleted (only when the range finishes here).
 	var metaBytes int64
 	var metaDone chan struct{}
-	if rp.Continuation == nil && !c.SkipSizes {
+	if rp.Continuation == nil && j.sizes {
 		metaDone = make(chan struct{})
 		go func() {
 			defer close(metaDone)
@@ -275,7 +305,9 @@ func (c *Cleaner) clean(ctx context.Context, store objstore.Store, body []byte) 
 			return res, err
 		}
 	}
-	c.markCleaned(ctx, store, ref.Root, msg, c.now())
+	if j.stateRoot != "" {
+		c.markCleaned(ctx, store, j.stateRoot, msg, c.now())
+	}
 	return res, nil
 }
 
@@ -308,8 +340,10 @@ type RangePlan struct {
 	MetaKeys      []string // manifests and change records (full keys), deleted last
 	// VersionsDeleted is the number of manifests among MetaKeys.
 	VersionsDeleted int
-	// Continuation is set when the key budget stopped the plan early: the
-	// rest of the range (MetaKeys is then empty).
+	recordKeys      int // MetaKeys[:recordKeys] are change records
+	// Continuation is set when the key budget (or the cleaner's StopBy)
+	// stopped the plan early: the rest of the range (MetaKeys is then
+	// empty).
 	Continuation *RangeMessage
 	// DataBytes and MetaBytes are filled by Sizes: bytes of the keys found
 	// by a bounded listing (SizesComplete reports whether all were found).
@@ -325,7 +359,7 @@ func (p RangePlan) Keys() int { return len(p.DataKeys) + len(p.MetaKeys) }
 // (0: no bound). Files removed at version r were referenced by versions
 // [Since, r-1]; the range [From, To] owns r in [From+1, To+1].
 func PlanRange(ctx context.Context, t *table.Table, ref TableRef, msg RangeMessage, maxKeys int) (RangePlan, error) {
-	return scanRange(ctx, t.Store(), ref, msg, scanOpts{maxKeys: maxKeys, reads: DefaultCleanerReads},
+	return scanRange(ctx, newTableReader(t.Store(), ref), msg, scanOpts{maxKeys: maxKeys, reads: DefaultCleanerReads},
 		func(ctx context.Context) (map[uint64]bool, error) { return taggedVersions(ctx, t) })
 }
 
@@ -336,17 +370,10 @@ func (p RangePlan) metaPhases(batch int) [][][]string {
 	if batch <= 0 || batch > objstore.MaxDeleteKeys {
 		batch = objstore.MaxDeleteKeys
 	}
-	root := table.NormalizeRoot(p.Range.Root)
 	var records, rest [][]string
+	n := 0
 	for keys := range slices.Chunk(p.MetaKeys, batch) {
-		onlyRecords := true
-		for _, k := range keys {
-			if _, ok := table.ParseManifestKey(strings.TrimPrefix(k, root)); ok {
-				onlyRecords = false
-				break
-			}
-		}
-		if onlyRecords && len(rest) == 0 {
+		if n += len(keys); n <= p.recordKeys {
 			records = append(records, keys)
 		} else {
 			rest = append(rest, keys)

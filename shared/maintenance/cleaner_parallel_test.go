@@ -147,6 +147,7 @@ type slowDownStore struct {
 	n      atomic.Int64
 	slow   func(n int64) bool // request n (1-based, change-record Get and Delete) answers SlowDown
 	perKey bool               // as per-key errors in a DeleteObjects answer
+	match  string             // the GETs it may slow contain this ("": tablekeep's change records)
 	slowed atomic.Int64
 }
 
@@ -156,7 +157,11 @@ type slowDownStore struct {
 // first change records, so counting every GET would make which request
 // is slowed depend on scheduling.
 func (s *slowDownStore) Get(ctx context.Context, key string) ([]byte, error) {
-	if !strings.Contains(key, "/"+table.ChangesPrefix) {
+	match := s.match
+	if match == "" {
+		match = "/" + table.ChangesPrefix
+	}
+	if !strings.Contains(key, match) {
 		return s.Store.Get(ctx, key)
 	}
 	if s.slow(s.n.Add(1)) {

@@ -58,6 +58,87 @@ func (l CleanerLimits) withDefaults() CleanerLimits {
 	return l
 }
 
+// rangeReader is what scanRange reads a range through: the change
+// records, the check of every key a record names, the keys a removed file
+// stands for, and the keys of a version's record and manifest. Keys it
+// returns are full keys. tableReader reads a tablekeep table with direct
+// store reads; sourceReader reads any Source (a Lance dataset).
+type rangeReader interface {
+	// record reads version v's change record (an error wrapping
+	// objstore.ErrNotExist if there is none). One request.
+	record(ctx context.Context, v uint64) (*table.ChangeRecord, error)
+	// check accepts only keys (relative to the root) that a change record
+	// of the format may name: a forged record deletes nothing.
+	check(rel string) error
+	// keys are the full keys of a removed file that passed check (a
+	// directory key stands for everything under it).
+	keys(ctx context.Context, rel string) ([]string, error)
+	// recordKey is version v's change record; manifestKeys are v's
+	// manifest (full keys).
+	recordKey(v uint64) string
+	manifestKeys(ctx context.Context, v uint64) ([]string, error)
+}
+
+// tableReader reads a tablekeep table's range from the store: one GET per
+// change record, no other request.
+type tableReader struct {
+	st   objstore.Store
+	ref  TableRef
+	root string // normalized ref.Root
+}
+
+func newTableReader(st objstore.Store, ref TableRef) tableReader {
+	return tableReader{st: st, ref: ref, root: table.NormalizeRoot(ref.Root)}
+}
+
+func (r tableReader) record(ctx context.Context, v uint64) (*table.ChangeRecord, error) {
+	return table.ReadChangeRecord(ctx, r.st, r.root, v)
+}
+func (r tableReader) check(rel string) error { return checkDataKey(r.ref, rel) }
+func (r tableReader) keys(_ context.Context, rel string) ([]string, error) {
+	return []string{r.ref.Root + rel}, nil
+}
+func (r tableReader) recordKey(v uint64) string { return r.ref.Root + table.ChangeKey(v) }
+func (r tableReader) manifestKeys(_ context.Context, v uint64) ([]string, error) {
+	return []string{r.ref.Root + table.ManifestKey(v)}, nil
+}
+
+// sourceReader reads a Source's range: its records through ChangeRecord,
+// keys checked by CheckKey (and checkSourceKey's rules), directory keys
+// (a Lance index) expanded by listing them.
+type sourceReader struct{ src Source }
+
+func (r sourceReader) record(ctx context.Context, v uint64) (*table.ChangeRecord, error) {
+	return r.src.ChangeRecord(ctx, v)
+}
+func (r sourceReader) check(rel string) error { return checkSourceKey(r.src, rel) }
+func (r sourceReader) keys(ctx context.Context, rel string) ([]string, error) {
+	return expandKey(ctx, r.src, rel)
+}
+func (r sourceReader) recordKey(v uint64) string { return r.src.Root() + r.src.RecordKey(v) }
+func (r sourceReader) manifestKeys(ctx context.Context, v uint64) ([]string, error) {
+	keys, err := r.src.ManifestKeys(ctx, v)
+	full := make([]string, len(keys))
+	for i, k := range keys {
+		full[i] = r.src.Root() + k
+	}
+	return full, err
+}
+
+// expandKey returns the full keys a change-record key stands for: itself,
+// or everything under it for a directory key.
+func expandKey(ctx context.Context, src Source, rel string) ([]string, error) {
+	if !strings.HasSuffix(rel, "/") {
+		return []string{src.Root() + rel}, nil
+	}
+	var out []string
+	err := objstore.ListAll(ctx, src.Store(), src.Root()+rel, "", func(o objstore.ObjectInfo) error {
+		out = append(out, o.Key)
+		return nil
+	})
+	return out, err
+}
+
 // scanOpts configure scanRange.
 type scanOpts struct {
 	maxKeys int         // stop once this many data keys are collected (0: no bound)
@@ -68,10 +149,10 @@ type scanOpts struct {
 	retries int
 }
 
-// scanRange reads the change records of msg's range, up to o.reads at a
-// time, and consumes them in version order, so the plan (and the
-// continuation's cursor: every record at or below it was consumed) is the
-// one a serial read gives. A record is launched only while fewer than
+// scanRange reads the change records of msg's range through rd, up to
+// o.reads at a time, and consumes them in version order, so the plan (and
+// the continuation's cursor: every record at or below it was consumed) is
+// the one a serial read gives. A record is launched only while fewer than
 // o.reads are launched and not consumed, and only if the consumer has not
 // stopped, which it decides after each record: with reads = 1 the requests
 // are exactly the serial ones; with more, a stop (key budget, time) leaves
@@ -83,9 +164,8 @@ type scanOpts struct {
 // that opens the table and checks its floor in ready overlaps those round
 // trips with the first reads. If ready fails, nothing is consumed and its
 // error is returned (at most o.reads records were read for nothing).
-func scanRange(ctx context.Context, st objstore.Store, ref TableRef, msg RangeMessage, o scanOpts, ready func(context.Context) (map[uint64]bool, error)) (RangePlan, error) {
+func scanRange(ctx context.Context, rd rangeReader, msg RangeMessage, o scanOpts, ready func(context.Context) (map[uint64]bool, error)) (RangePlan, error) {
 	rp := RangePlan{Range: msg}
-	root := table.NormalizeRoot(ref.Root)
 	var tagged map[uint64]bool
 	taggedIn := func(lo, hi uint64) bool {
 		for v := range tagged {
@@ -125,7 +205,7 @@ func scanRange(ctx context.Context, st objstore.Store, ref TableRef, msg RangeMe
 			ch := make(chan got, 1)
 			slots <- ch // never blocks: tokens bound the slots
 			g.Go(func() error {
-				cr, err := readChange(gctx, st, root, r, o.limit, o.retries)
+				cr, err := readChange(gctx, rd, r, o.limit, o.retries)
 				ch <- got{cr, err}
 				return nil
 			})
@@ -157,20 +237,7 @@ func scanRange(ctx context.Context, st objstore.Store, ref TableRef, msg RangeMe
 			scanErr = res.err
 		default:
 			rp.ChangeRecords++
-			for _, rf := range res.cr.Removed {
-				if err := checkDataKey(ref, rf.Key); err != nil {
-					scanErr = fmt.Errorf("%w: change record %d: %w", queue.ErrPermanent, r, err)
-					break
-				}
-				if taggedIn(rf.Since, r-1) {
-					rp.KeptForTags++
-					continue
-				}
-				rp.DataKeys = append(rp.DataKeys, ref.Root+rf.Key)
-				if o.onKey != nil {
-					o.onKey(ref.Root + rf.Key)
-				}
-			}
+			scanErr = rp.consume(ctx, rd, r, res.cr, taggedIn, o.onKey)
 		}
 		if scanErr != nil {
 			stopped.Store(true)
@@ -202,31 +269,62 @@ func scanRange(ctx context.Context, st objstore.Store, ref TableRef, msg RangeMe
 	// before the manifests: a crash between the delete batches leaves
 	// manifests, which the planner sees and re-plans, never records alone.
 	if msg.From == 1 {
-		rp.MetaKeys = append(rp.MetaKeys, ref.Root+table.ChangeKey(1))
+		rp.MetaKeys = append(rp.MetaKeys, rd.recordKey(1))
 	}
 	for v := msg.From + 1; v <= msg.To+1; v++ {
-		rp.MetaKeys = append(rp.MetaKeys, ref.Root+table.ChangeKey(v))
+		rp.MetaKeys = append(rp.MetaKeys, rd.recordKey(v))
 	}
+	rp.recordKeys = len(rp.MetaKeys)
 	for v := msg.From; v <= msg.To; v++ {
 		if tagged[v] {
 			continue
 		}
-		rp.MetaKeys = append(rp.MetaKeys, ref.Root+table.ManifestKey(v))
+		keys, err := rd.manifestKeys(ctx, v)
+		if err != nil {
+			return rp, err
+		}
+		rp.MetaKeys = append(rp.MetaKeys, keys...)
 		rp.VersionsDeleted++
 	}
 	return rp, nil
 }
 
-// readChange reads change record r of the table at root, paced by lim,
-// retrying a SlowDown answer up to retries times with the rate lowered.
-func readChange(ctx context.Context, st objstore.Store, root string, r uint64, lim *AIMDLimiter, retries int) (*table.ChangeRecord, error) {
+// consume adds the files change record r removes to the plan: each is
+// checked (a forged key fails the whole range, permanently), kept if a
+// tagged version referenced it, else its keys are planned for deletion.
+func (rp *RangePlan) consume(ctx context.Context, rd rangeReader, r uint64, cr *table.ChangeRecord, taggedIn func(lo, hi uint64) bool, onKey func(string)) error {
+	for _, rf := range cr.Removed {
+		if err := rd.check(rf.Key); err != nil {
+			return fmt.Errorf("%w: change record %d: %w", queue.ErrPermanent, r, err)
+		}
+		if taggedIn(rf.Since, r-1) {
+			rp.KeptForTags++
+			continue
+		}
+		keys, err := rd.keys(ctx, rf.Key)
+		if err != nil {
+			return fmt.Errorf("change record %d: %w", r, err)
+		}
+		rp.DataKeys = append(rp.DataKeys, keys...)
+		if onKey != nil {
+			for _, k := range keys {
+				onKey(k)
+			}
+		}
+	}
+	return nil
+}
+
+// readChange reads change record r through rd, paced by lim, retrying a
+// SlowDown answer up to retries times with the rate lowered.
+func readChange(ctx context.Context, rd rangeReader, r uint64, lim *AIMDLimiter, retries int) (*table.ChangeRecord, error) {
 	for attempt := 0; ; attempt++ {
 		if lim != nil {
 			if err := lim.Wait(ctx, 1); err != nil {
 				return nil, err
 			}
 		}
-		cr, err := table.ReadChangeRecord(ctx, st, root, r)
+		cr, err := rd.record(ctx, r)
 		if lim != nil {
 			switch {
 			case err == nil || errors.Is(err, objstore.ErrNotExist):

@@ -249,56 +249,88 @@ func decideNeed(ref TableRef, m Mark, known bool, latest uint64, scanErr error, 
 // the compaction planner's view of the latest manifest.
 func markAfter(ref TableRef, t *table.Table, pl PrunePlan, compactFrags int, now time.Time) Mark {
 	p := ref.Policy.WithDefaults()
-	m := Mark{Root: ref.Root, Latest: pl.Latest, Floor: pl.Floor, Checked: now, Updated: now,
-		Pending: len(pl.StateAfter.Ranges), CompactFrags: compactFrags}
-	due, why := now.Add(fullCheckAfter(ref.Name, p.FullCheckEvery)), "full check"
-	set := func(at time.Time, reason string) {
-		if !at.IsZero() && at.Before(due) {
-			due, why = at, reason
-		}
-	}
-	// Re-plan: planRanges re-sends a range when now - At > ReplanAfter.
-	for _, r := range pl.StateAfter.Ranges {
-		at := r.At.Add(p.ReplanAfter + time.Second)
-		if m.ReplanAt.IsZero() || at.Before(m.ReplanAt) {
-			m.ReplanAt = at
-		}
-	}
-	set(m.ReplanAt, "re-plan of tracked ranges")
 	// Prune: retained versions in [floor, latest-KeepLast] become prunable,
 	// oldest first, when their successor is older than the grace window.
 	grace := RetentionGrace(t, p)
+	md := newMarkDue(ref, pl, now, func(i int) (time.Time, bool) {
+		if i+1 >= len(pl.vs) {
+			return time.Time{}, false
+		}
+		return pl.vs[i+1].Time.Add(grace + time.Second), true
+	})
+	md.m.CompactFrags = compactFrags
+	// Compaction left (stopped at a bound, or below the planner's group
+	// size): due at the threshold's wait bound, at once above it.
+	if compactFrags > 0 {
+		md.m.CompactSince = now
+		if compactFrags >= p.CompactMinFragments {
+			md.set(now, "compaction left")
+		} else {
+			md.set(md.m.CompactSince.Add(p.CompactMaxWait), "small fragments waiting")
+		}
+	}
+	return md.done()
+}
+
+// markDue is a mark being computed: the rules every format shares (the
+// re-plan of tracked ranges, prunable versions, the full check), then the
+// format's own (set), then done.
+type markDue struct {
+	m   Mark
+	due time.Time
+	why string
+}
+
+// newMarkDue starts the mark after a successful maintenance at now.
+// prunableAt(i) is when stored version pl.vs[i] becomes prunable (false:
+// never, e.g. the latest); only retained versions in [floor,
+// latest-KeepLast] count.
+func newMarkDue(ref TableRef, pl PrunePlan, now time.Time, prunableAt func(i int) (time.Time, bool)) *markDue {
+	p := ref.Policy.WithDefaults()
+	md := &markDue{m: Mark{Root: ref.Root, Latest: pl.Latest, Floor: pl.Floor, Checked: now, Updated: now,
+		Pending: len(pl.StateAfter.Ranges)}}
+	md.due, md.why = now.Add(fullCheckAfter(ref.Name, p.FullCheckEvery)), "full check"
+	// Re-plan: planRanges re-sends a range when now - At > ReplanAfter.
+	for _, r := range pl.StateAfter.Ranges {
+		at := r.At.Add(p.ReplanAfter + time.Second)
+		if md.m.ReplanAt.IsZero() || at.Before(md.m.ReplanAt) {
+			md.m.ReplanAt = at
+		}
+	}
+	md.set(md.m.ReplanAt, "re-plan of tracked ranges")
 	var prunable []time.Time
-	for i := 0; i+1 < len(pl.vs); i++ {
-		v := pl.vs[i]
+	for i, v := range pl.vs {
 		if v.Version < pl.Floor || pl.Latest < uint64(p.KeepLast) || v.Version > pl.Latest-uint64(p.KeepLast) {
 			continue
 		}
-		prunable = append(prunable, pl.vs[i+1].Time.Add(grace+time.Second))
+		if at, ok := prunableAt(i); ok {
+			prunable = append(prunable, at)
+		}
 	}
 	if len(prunable) > 0 {
-		m.PrunableAt = prunable[0]
+		md.m.PrunableAt = prunable[0]
 		at := prunable[0].Add(p.PruneMaxWait)
 		if len(prunable) >= p.PruneMinVersions {
 			at = minTime(at, prunable[p.PruneMinVersions-1])
 		}
-		set(at, "versions prunable")
+		md.set(at, "versions prunable")
 	}
 	if pl.Prunable > 0 && len(pl.Ranges) == 0 && len(pl.StateAfter.Ranges) == 0 {
-		set(now, "prunable versions not enqueued") // cannot happen; never skip it
+		md.set(now, "prunable versions not enqueued") // cannot happen; never skip it
 	}
-	// Compaction left (stopped at a bound, or below the planner's group
-	// size): due at the threshold's wait bound, at once above it.
-	if compactFrags > 0 {
-		m.CompactSince = now
-		if compactFrags >= p.CompactMinFragments {
-			set(now, "compaction left")
-		} else {
-			set(m.CompactSince.Add(p.CompactMaxWait), "small fragments waiting")
-		}
+	return md
+}
+
+// set moves the due time up to at (zero: no rule), for reason.
+func (md *markDue) set(at time.Time, reason string) {
+	if !at.IsZero() && at.Before(md.due) {
+		md.due, md.why = at, reason
 	}
-	m.Due, m.DueReason = due, why
-	return m
+}
+
+func (md *markDue) done() Mark {
+	md.m.Due, md.m.DueReason = md.due, md.why
+	return md.m
 }
 
 // carryCompactSince keeps the time small fragments were first left

@@ -273,38 +273,19 @@ func (r *Runner) MaintainTable(ctx context.Context, ref TableRef) (TableReport, 
 	}
 	rep.ref = ref
 	acquireStart := r.Clock.Now()
-	lease, err := r.Locker.Acquire(ctx, r.TableLockName(ref), lock.AcquireOptions{Owner: r.Owner, Lease: r.Lease, MaxWait: r.LockWait})
+	fence, release, err := r.holdTable(ctx, ref)
 	lockWait := r.Clock.Now().Sub(acquireStart)
 	r.Metrics.Duration(telemetry.LockWait, lockWait)
 	if errors.Is(err, lock.ErrLockHeld) {
 		rep.Skipped = "locked by another compactor"
-		r.Logger.InfoContext(ctx, "table busy", "table", ref.Name)
 		return rep, nil
 	}
 	if err != nil {
 		return rep, err
 	}
+	defer release()
+	lease := fence.Lease()
 	rep.Token = lease.Token
-	fence := lock.NewFence(r.Locker, lease, r.Clock, 0)
-	// The lease is renewed at every step (Heartbeat, before each group and
-	// each write) and, in real time, by KeepAlive during long steps.
-	hbCtx, stopHB := context.WithCancel(ctx)
-	hbDone := make(chan struct{})
-	if r.KeepAlive >= 0 {
-		go func() {
-			defer close(hbDone)
-			_ = fence.KeepAlive(hbCtx, r.KeepAlive)
-		}()
-	} else {
-		close(hbDone)
-	}
-	defer func() {
-		stopHB()
-		<-hbDone
-		if err := r.Locker.Release(context.WithoutCancel(ctx), fence.Lease()); err != nil {
-			r.Logger.WarnContext(ctx, "release lock", "table", ref.Name, "err", err)
-		}
-	}()
 	lostCounted := false // one lost lease per table pass, however many steps saw it
 	lost := func(err error) error {
 		if !lostCounted && (errors.Is(err, lock.ErrLeaseLost) || errors.Is(err, lock.ErrLeaseExpired)) {
@@ -384,6 +365,39 @@ func (r *Runner) MaintainTable(ctx context.Context, ref TableRef) (TableReport, 
 	}
 	rep.Duration = r.Clock.Now().Sub(start)
 	return rep, compactErr
+}
+
+// holdTable takes the table's lease lock (lock.ErrLockHeld: another
+// maintainer has it; logged) and keeps it: the lease is renewed at every
+// step (Heartbeat, before each group and each write) and, in real time,
+// by KeepAlive during long steps. release stops the keep-alive and
+// releases the lock.
+func (r *Runner) holdTable(ctx context.Context, ref TableRef) (fence *lock.Fence, release func(), err error) {
+	lease, err := r.Locker.Acquire(ctx, r.TableLockName(ref), lock.AcquireOptions{Owner: r.Owner, Lease: r.Lease, MaxWait: r.LockWait})
+	if errors.Is(err, lock.ErrLockHeld) {
+		r.Logger.InfoContext(ctx, "table busy", "table", ref.Name)
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	fence = lock.NewFence(r.Locker, lease, r.Clock, 0)
+	hbCtx, stopHB := context.WithCancel(ctx)
+	hbDone := make(chan struct{})
+	if r.KeepAlive >= 0 {
+		go func() {
+			defer close(hbDone)
+			_ = fence.KeepAlive(hbCtx, r.KeepAlive)
+		}()
+	} else {
+		close(hbDone)
+	}
+	return fence, func() {
+		stopHB()
+		<-hbDone
+		if err := r.Locker.Release(context.WithoutCancel(ctx), fence.Lease()); err != nil {
+			r.Logger.WarnContext(ctx, "release lock", "table", ref.Name, "err", err)
+		}
+	}, nil
 }
 
 // prune plans and applies pruning (the floor and prune state are written

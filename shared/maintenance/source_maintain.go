@@ -212,33 +212,15 @@ func (r *Runner) sourceStats(ctx context.Context, ref TableRef, src Source, pl P
 // maintainer (nothing done).
 func (r *Runner) pruneSource(ctx context.Context, ref TableRef, src Source) (plan PrunePlan, token uint64, held bool, err error) {
 	p := ref.Policy.WithDefaults()
-	lease, err := r.Locker.Acquire(ctx, r.TableLockName(ref), lock.AcquireOptions{Owner: r.Owner, Lease: r.Lease, MaxWait: r.LockWait})
+	fence, release, err := r.holdTable(ctx, ref)
 	if errors.Is(err, lock.ErrLockHeld) {
-		r.Logger.InfoContext(ctx, "table busy", "table", ref.Name)
 		return PrunePlan{}, 0, true, nil
 	}
 	if err != nil {
 		return PrunePlan{}, 0, false, err
 	}
-	fence := lock.NewFence(r.Locker, lease, r.Clock, 0)
-	hbCtx, stopHB := context.WithCancel(ctx)
-	hbDone := make(chan struct{})
-	if r.KeepAlive >= 0 {
-		go func() {
-			defer close(hbDone)
-			_ = fence.KeepAlive(hbCtx, r.KeepAlive)
-		}()
-	} else {
-		close(hbDone)
-	}
-	defer func() {
-		stopHB()
-		<-hbDone
-		if err := r.Locker.Release(context.WithoutCancel(ctx), fence.Lease()); err != nil {
-			r.Logger.WarnContext(ctx, "release lock", "table", ref.Name, "err", err)
-		}
-	}()
-	token = lease.Token
+	defer release()
+	token = fence.Lease().Token
 	plan, err = PlanSourcePrune(ctx, src, ref.Name, p, r.Clock.Now())
 	if err != nil {
 		return plan, token, false, fmt.Errorf("plan prune %s: %w", ref.Name, err)
@@ -258,42 +240,9 @@ func (r *Runner) pruneSource(ctx context.Context, ref TableRef, src Source) (pla
 // compacted, and a version's grace window starts at its own Time (Source
 // contract), so version i becomes prunable at vs[i].Time + grace.
 func markAfterSource(ref TableRef, grace time.Duration, pl PrunePlan, now time.Time) Mark {
-	p := ref.Policy.WithDefaults()
-	m := Mark{Root: ref.Root, Latest: pl.Latest, Floor: pl.Floor, Checked: now, Updated: now,
-		Pending: len(pl.StateAfter.Ranges)}
-	due, why := now.Add(fullCheckAfter(ref.Name, p.FullCheckEvery)), "full check"
-	set := func(at time.Time, reason string) {
-		if !at.IsZero() && at.Before(due) {
-			due, why = at, reason
-		}
-	}
-	for _, r := range pl.StateAfter.Ranges {
-		at := r.At.Add(p.ReplanAfter + time.Second)
-		if m.ReplanAt.IsZero() || at.Before(m.ReplanAt) {
-			m.ReplanAt = at
-		}
-	}
-	set(m.ReplanAt, "re-plan of tracked ranges")
-	var prunable []time.Time
-	for _, v := range pl.vs {
-		if v.Version < pl.Floor || pl.Latest < uint64(p.KeepLast) || v.Version > pl.Latest-uint64(p.KeepLast) {
-			continue
-		}
-		prunable = append(prunable, v.Time.Add(grace+time.Second))
-	}
-	if len(prunable) > 0 {
-		m.PrunableAt = prunable[0]
-		at := prunable[0].Add(p.PruneMaxWait)
-		if len(prunable) >= p.PruneMinVersions {
-			at = minTime(at, prunable[p.PruneMinVersions-1])
-		}
-		set(at, "versions prunable")
-	}
-	if pl.Prunable > 0 && len(pl.Ranges) == 0 && len(pl.StateAfter.Ranges) == 0 {
-		set(now, "prunable versions not enqueued")
-	}
-	m.Due, m.DueReason = due, why
-	return m
+	return newMarkDue(ref, pl, now, func(i int) (time.Time, bool) {
+		return pl.vs[i].Time.Add(grace + time.Second), true
+	}).done()
 }
 
 // lastCleanupAt is when a cleaner last finished a range of the dataset
