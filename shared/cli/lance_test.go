@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/tablekeep/tablekeep/shared/lance/lancetest"
 )
@@ -33,8 +34,8 @@ func dirListing(t *testing.T, dir string) map[string]int64 {
 // deletions, an index, two tags) into a local warehouse; `register --format
 // lance` checks it (a path that is not a dataset, an unknown format and a
 // refused dataset are errors that store nothing) and records the format;
-// tables, status and describe show it; compact and sweep leave it alone
-// with a note; maintain --dry-run lists what maintain then deletes, key
+// tables, status and describe show it; compact leaves it alone with a
+// note; sweep --dry-run lists the old orphan file and sweep deletes only it; maintain --dry-run lists what maintain then deletes, key
 // for key; maintain prunes it and LanceDB reads every retained version
 // exactly as before, and the latest accepts a write.
 func TestLanceDatasetCLI(t *testing.T) {
@@ -76,16 +77,40 @@ func TestLanceDatasetCLI(t *testing.T) {
 		t.Fatalf("describe:\n%s", out)
 	}
 
+	// sweep: an orphan data file 8 days old (past Lance's 7 days) goes,
+	// a younger one stays; the dry run lists exactly it.
 	files := dirListing(t, ds)
-	// compact and sweep: a no-op with a note, exit 0.
+	orphan := func(name string, age time.Duration) {
+		p := filepath.Join(ds, "data", name)
+		if err := os.WriteFile(p, []byte("orphan"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chtimes(p, time.Now().Add(-age), time.Now().Add(-age)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	orphan("0a0a0a0a-old-orphan.lance", 8*24*time.Hour)
+	orphan("0b0b0b0b-young-orphan.lance", 6*24*time.Hour)
+	withOrphans := dirListing(t, ds)
+	if out := ok(t, "", "sweep", "--warehouse", dir, "--table", "ds", "--dry-run", "--keys"); !strings.Contains(out, "data/0a0a0a0a-old-orphan.lance") ||
+		strings.Contains(out, "young-orphan") {
+		t.Fatalf("sweep --dry-run:\n%s", out)
+	}
+	if got := dirListing(t, ds); !sameSizes(got, withOrphans) {
+		t.Fatalf("sweep --dry-run changed the dataset")
+	}
+	if out := ok(t, "", "sweep", "--warehouse", dir, "--table", "ds"); !strings.Contains(out, "lance: 1 orphans swept") {
+		t.Fatalf("sweep:\n%s", out)
+	}
+	if err := os.Remove(filepath.Join(ds, "data", "0b0b0b0b-young-orphan.lance")); err != nil {
+		t.Fatal(err)
+	}
+	// compact: a no-op with a note, exit 0.
 	if out := ok(t, "", "compact", "--warehouse", dir, "--table", "ds"); !strings.Contains(out, "lance compacts its own datasets") {
 		t.Fatalf("compact:\n%s", out)
 	}
-	if out := ok(t, "", "sweep", "--warehouse", dir, "--table", "ds", "--clock-ahead", "2h"); !strings.Contains(out, "covers tablekeep tables only") {
-		t.Fatalf("sweep:\n%s", out)
-	}
 	if got := dirListing(t, ds); !sameSizes(got, files) {
-		t.Fatalf("compact or sweep changed the dataset")
+		t.Fatalf("compact or sweep changed the dataset beyond the old orphan")
 	}
 
 	// status: the backlog, read-only.

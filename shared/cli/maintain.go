@@ -60,7 +60,10 @@ func newSweepCmd(app *App) *cobra.Command {
 		"Delete unreferenced data and deletion files older than the grace window, for every registered table or one (--table NAME)",
 		`Sweep only: delete data and deletion files that no retained version
 references and that are older than the grace window (leftovers of failed
-commits and crashed compactions). Needs no lock. --dry-run lists them.`)
+commits and crashed compactions). On a Lance dataset: data, deletion, index
+and transaction files that no stored manifest references and that are older
+than the grace window and 7 days (Lance's own threshold). Needs no lock.
+--dry-run lists them.`)
 }
 
 // newPassCmd builds maintain, compact, prune and sweep: one pass (pass.go)
@@ -131,6 +134,7 @@ func checkClockAhead(ahead time.Duration) error {
 }
 
 type tableJSON struct {
+	sweepOnly       bool        // a row of the sweep step alone (no Runner report)
 	Table           string      `json:"table"`
 	Format          string      `json:"format,omitempty"` // "lance"; omitted for tablekeep tables
 	Skipped         string      `json:"skipped,omitempty"`
@@ -252,7 +256,7 @@ func maintainJSON(rep passReport, dry, keys, remote bool) maintainOut {
 	// The sweep step alone has no Runner reports: one row per swept table.
 	for _, name := range slices.Sorted(maps.Keys(rep.Sweeps)) {
 		if !seen[name] {
-			out.Tables = append(out.Tables, tableJSON{Table: name, Ranges: []string{}})
+			out.Tables = append(out.Tables, tableJSON{Table: name, Ranges: []string{}, sweepOnly: true})
 		}
 	}
 	for i := range out.Tables {
@@ -297,8 +301,10 @@ func printMaintain(app *App, j maintainOut, elapsed time.Duration) error {
 		switch {
 		case t.Error != "":
 			note = "error: " + t.Error
+		case !dry && note == "" && t.Format != "" && t.sweepOnly:
+			note = fmt.Sprintf("%s: %d orphans swept", t.Format, t.SweepDeleted)
 		case !dry && note == "" && t.Format != "":
-			note = t.Format + ": pruned, not compacted (it compacts itself); no sweep"
+			note = fmt.Sprintf("%s: pruned, not compacted (it compacts itself), %d orphans swept", t.Format, t.SweepDeleted)
 		case !dry && note == "":
 			note = fmt.Sprintf("%d fragments rewritten, %d orphans swept", t.FragmentsBefore, t.SweepDeleted)
 			if t.RangesSent > 0 {

@@ -186,6 +186,7 @@ func (w *whouse) pass(ctx context.Context, o passOptions) (passReport, error) {
 			describe(bar, "sweep "+ref.Name)
 			sr, err := maintenance.SweepTable(ctx, w.Store, ref, maintenance.SweepOptions{
 				Now: w.Clock.Now(), DryRun: o.DryRun, Logger: w.Logger, Clock: w.Clock.Now, Table: w.tableOptions(),
+				Sources: formats.Open, // Lance datasets: SweepSourceFiles
 			})
 			rep.Sweeps[ref.Name] = sr
 			if err != nil {

@@ -2,6 +2,9 @@ package embedded
 
 import (
 	"context"
+	"errors"
+	"io/fs"
+	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -74,8 +77,8 @@ func (p *prefixCounter) Delete(ctx context.Context, keys []string) error {
 
 // TestMaintainLanceDataset: LanceDB writes a dataset (the seed's churn,
 // deletions, an index, two tags) into the warehouse directory; registered
-// with format lance, Maintain prunes it (no compaction; the sweep skips
-// it), and LanceDB then reads every retained version exactly as before and
+// with format lance, Maintain prunes it (no compaction; the sweep deletes
+// an old orphan file), and LanceDB then reads every retained version exactly as before and
 // the latest accepts a write. Once settled, a pass with nothing written
 // costs the dataset one LIST (the scan: LanceDB's inverted manifest
 // names); a LanceDB write is seen and maintained.
@@ -113,6 +116,16 @@ func TestMaintainLanceDataset(t *testing.T) {
 		t.Fatalf("dry run changed the dataset: %d keys before, %d after", len(files), len(got))
 	}
 
+	// An orphan data file 8 days old (past Lance's 7-day threshold): the
+	// pass's sweep deletes it.
+	orphan := filepath.Join(dbdir, "ds.lance", "data", "0a0a0a0a-old-orphan.lance")
+	if err := os.WriteFile(orphan, []byte("orphan"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chtimes(orphan, time.Now().Add(-8*24*time.Hour), time.Now().Add(-8*24*time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+
 	rep, err := w.Maintain(ctx, Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -127,8 +140,11 @@ func TestMaintainLanceDataset(t *testing.T) {
 	if tr == nil || tr.Prune.Floor != floor || len(tr.Prune.Ranges) == 0 || tr.Compacted.Committed != 0 {
 		t.Fatalf("ds maintained as %+v, want floor %d and ranges, no compaction", tr, floor)
 	}
-	if sr := rep.Sweeps["ds"]; sr.Skipped == "" || sr.Deleted != 0 {
-		t.Fatalf("the sweep did not skip the Lance dataset: %+v", sr)
+	if sr := rep.Sweeps["ds"]; sr.Skipped != "" || sr.Deleted != 1 || sr.Manifests == 0 {
+		t.Fatalf("the sweep of the Lance dataset: %+v, want the old orphan deleted", sr)
+	}
+	if _, err := os.Stat(orphan); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("the old orphan is still there: %v", err)
 	}
 	if rep.Drain.Succeeded < len(tr.Prune.Ranges) || rep.Drain.Failed != 0 {
 		t.Fatalf("drain %+v", rep.Drain)

@@ -38,3 +38,5 @@ var (
 	_ maintenance.LatestProber  = (*lance.Source)(nil)
 	_ maintenance.LatestStatser = (*lance.Source)(nil)
 )
+
+var _ maintenance.SweepSource = (*lance.Source)(nil)

@@ -30,9 +30,12 @@ type SweepResult struct {
 	DanglingTags []string
 	// Bytes is the size of the files deleted (with DryRun: that would be).
 	Bytes int64
+	// Manifests is how many stored manifests a dataset of another format's
+	// sweep read (SweepSourceFiles: every stored version's).
+	Manifests int `json:",omitempty"`
 	// Skipped says why nothing was swept: a dataset of another format
-	// (TableRef.Format), whose unreferenced files tablekeep leaves to the
-	// format's own cleanup (docs/lance.md).
+	// (TableRef.Format) with no SweepOptions.Sources, or whose Source has
+	// no SweepSource (docs/lance.md).
 	Skipped string `json:",omitempty"`
 }
 
@@ -231,10 +234,17 @@ type SweepOptions struct {
 	Clock      func() time.Time   // times the step (default time.Now)
 	Metrics    *telemetry.Metrics // ObjectsDeleted, BytesDeleted
 	Table      table.Options      // for opening the table (Grace is the policy's)
+	// Sources opens a dataset of another format (TableRef.Format, e.g.
+	// formats.Open); if its Source is a SweepSource, SweepSourceFiles
+	// sweeps it. Without it such a dataset is skipped.
+	Sources SourceOpener
 }
 
 // SweepTable opens ref on a request-counting view of store, sweeps it, and
-// reports the step in one log line ("sweep") and in the metrics.
+// reports the step in one log line ("sweep") and in the metrics. A dataset
+// of another format (ref.Format) is opened with o.Sources and swept by
+// SweepSourceFiles if its Source is a SweepSource; else it is skipped
+// (SweepResult.Skipped), nothing listed or deleted.
 func SweepTable(ctx context.Context, store objstore.Store, ref TableRef, o SweepOptions) (SweepResult, error) {
 	clock := o.Clock
 	if clock == nil {
@@ -242,15 +252,7 @@ func SweepTable(ctx context.Context, store objstore.Store, ref TableRef, o Sweep
 	}
 	start := clock()
 	if ref.Format != "" {
-		// The sweep lists data/ and _deletions/ as tablekeep lays them out
-		// and reads tablekeep manifests: on another format it would take
-		// every file for unreferenced. Nothing is listed or deleted.
-		res := SweepResult{Skipped: fmt.Sprintf("format %q: the orphan sweep covers tablekeep tables only; %s's own cleanup removes unreferenced files", ref.Format, ref.Format)}
-		if o.Logger != nil {
-			o.Logger.LogAttrs(ctx, slog.LevelInfo, "maintenance step", slog.String("step", "sweep"), slog.String("table", ref.Name),
-				slog.String("format", ref.Format), slog.Bool("dry_run", o.DryRun), slog.String("skipped", res.Skipped))
-		}
-		return res, nil
+		return sweepOther(ctx, store, ref, o, clock, start)
 	}
 	st := objstore.NewCounting(store)
 	opts := o.Table
@@ -276,6 +278,52 @@ func SweepTable(ctx context.Context, store objstore.Store, ref TableRef, o Sweep
 			slog.Int("young", res.Young), slog.Int("foreign", res.Foreign), slog.Int("deleted", res.Deleted),
 			slog.Int("planned", len(res.Planned)), slog.Any("dangling_tags", res.DanglingTags),
 			telemetry.Requests(st.Counts()), slog.Int64("bytes", res.Bytes), slog.Int64("duration_ms", clock().Sub(start).Milliseconds()),
+		}
+		if err != nil {
+			level = slog.LevelError
+			attrs = append(attrs, slog.String("err", err.Error()))
+		}
+		o.Logger.LogAttrs(ctx, level, "maintenance step", attrs...)
+	}
+	return res, err
+}
+
+// sweepOther sweeps a dataset of another format through its SweepSource
+// (SweepSourceFiles), or skips it, with one log line either way.
+func sweepOther(ctx context.Context, store objstore.Store, ref TableRef, o SweepOptions, clock func() time.Time, start time.Time) (SweepResult, error) {
+	st := objstore.NewCounting(store)
+	var res SweepResult
+	var err error
+	var ss SweepSource
+	if o.Sources == nil {
+		res.Skipped = fmt.Sprintf("format %q: no opener for it: nothing swept", ref.Format)
+	} else {
+		var src Source
+		if src, err = o.Sources(ctx, st, ref); err == nil {
+			var ok bool
+			if ss, ok = src.(SweepSource); ok {
+				res, err = SweepSourceFiles(ctx, src, ss, ref.Policy, o.Now, o.MaxDeletes, o.DryRun)
+			} else {
+				res.Skipped = fmt.Sprintf("format %q: its reader has no orphan sweep: nothing swept", ref.Format)
+			}
+		}
+	}
+	o.Metrics.Count(telemetry.ObjectsDeleted, res.Deleted)
+	if !o.DryRun {
+		o.Metrics.Add(telemetry.BytesDeleted, telemetry.Bytes, float64(res.Bytes))
+	}
+	if o.Logger != nil {
+		level, attrs := slog.LevelInfo, []slog.Attr{
+			slog.String("step", "sweep"), slog.String("table", ref.Name), slog.String("format", ref.Format),
+			slog.Bool("dry_run", o.DryRun),
+		}
+		if res.Skipped != "" {
+			attrs = append(attrs, slog.String("skipped", res.Skipped))
+		} else {
+			attrs = append(attrs, slog.Int("manifests", res.Manifests), slog.Int("listed", res.Listed), slog.Int("referenced", res.Referenced),
+				slog.Int("young", res.Young), slog.Int("foreign", res.Foreign), slog.Int("deleted", res.Deleted),
+				slog.Int("planned", len(res.Planned)), telemetry.Requests(st.Counts()), slog.Int64("bytes", res.Bytes),
+				slog.Int64("duration_ms", clock().Sub(start).Milliseconds()))
 		}
 		if err != nil {
 			level = slog.LevelError
