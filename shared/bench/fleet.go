@@ -93,9 +93,9 @@ type FleetResult struct {
 	ScanWall       time.Duration // modelled scan of one pass
 	MeanWall       time.Duration // modelled pass (scan + maintenance), mean
 	MaxWall        time.Duration
-	CleanWall      time.Duration // modelled cleaner time per pass, mean
-	MaxVersions    int           // most versions stored by an active table after a pass
-	MaxManifest    int64         // largest latest manifest of an active table
+	CleanWall      time.Duration    // modelled cleaner time per pass, mean
+	MaxVersions    int              // most versions stored by an active table after a pass
+	MaxManifest    int64            // largest latest manifest of an active table
 	Scheduled      []FleetScheduled // measured scheduled invocations
 	Linearity      []FleetIdle
 	Embedded       []EmbeddedIdle
