@@ -27,26 +27,12 @@ func nodeEnv(t testing.TB, env []string, out any, args ...string) {
 	lancetest.Node(t, env, out, args...)
 }
 
-type created struct {
-	Versions []struct {
-		Version uint64 `json:"version"`
-		TS      int64  `json:"ts"`
-	} `json:"versions"`
-	Tags   map[string]uint64 `json:"tags"`
-	Latest uint64            `json:"latest"`
-}
-
-type row struct {
-	ID   int64   `json:"id"`
-	Name string  `json:"name"`
-	Val  float64 `json:"val"`
-}
-
-type dumped struct {
-	Versions []uint64          `json:"versions"`
-	Rows     map[string][]row  `json:"rows"`
-	Tags     map[string]uint64 `json:"tags"`
-}
+// The fixture's answers (lancetest's types).
+type (
+	created = lancetest.Created
+	row     = lancetest.Row
+	dumped  = lancetest.Dumped
+)
 
 // createDataset has LanceDB create table "t" under dir with commits rounds
 // of the seed's churn; scheme "v1" asks for plain manifest names.

@@ -14,6 +14,7 @@ import (
 
 	"github.com/tablekeep/tablekeep/shared/internal/fakeclock"
 	"github.com/tablekeep/tablekeep/shared/lance"
+	"github.com/tablekeep/tablekeep/shared/lance/lancetest"
 	"github.com/tablekeep/tablekeep/shared/lock"
 	"github.com/tablekeep/tablekeep/shared/maintenance"
 	"github.com/tablekeep/tablekeep/shared/objstore"
@@ -202,21 +203,7 @@ func testPruneLanceDB(t *testing.T, scheme string) {
 
 	// Every retained version opens in LanceDB with exactly its rows.
 	after := dumpDataset(t, dir)
-	var wantVersions []uint64
-	for _, v := range before.Versions {
-		if v >= keep || slices.Contains(taggedBelow, v) {
-			wantVersions = append(wantVersions, v)
-		}
-	}
-	if !slices.Equal(after.Versions, wantVersions) {
-		t.Fatalf("LanceDB lists versions %v after the prune, want %v", after.Versions, wantVersions)
-	}
-	for _, v := range after.Versions {
-		k := strconv.FormatUint(v, 10)
-		if !slices.Equal(after.Rows[k], before.Rows[k]) {
-			t.Errorf("version %d reads %d rows after the prune, %d before", v, len(after.Rows[k]), len(before.Rows[k]))
-		}
-	}
+	lancetest.CheckRetained(t, before, after, func(v uint64) bool { return v >= keep || slices.Contains(taggedBelow, v) })
 	if len(after.Tags) != len(c.Tags) {
 		t.Fatalf("tags after %v, before %v", after.Tags, c.Tags)
 	}

@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -144,4 +145,41 @@ func Write(t testing.TB, dbdir, name string) uint64 {
 	}
 	Node(t, nil, &w, "write", dbdir, name)
 	return w.Latest
+}
+
+// CheckRetained checks a dataset after maintenance against before: LanceDB
+// lists exactly the versions of before that keep keeps, and each of them
+// reads exactly the rows it read before.
+func CheckRetained(t testing.TB, before, after Dumped, keep func(v uint64) bool) {
+	t.Helper()
+	var want []uint64
+	for _, v := range before.Versions {
+		if keep(v) {
+			want = append(want, v)
+		}
+	}
+	if !slices.Equal(after.Versions, want) {
+		t.Fatalf("LanceDB lists versions %v, want %v (of %v before)", after.Versions, want, before.Versions)
+	}
+	for _, v := range after.Versions {
+		k := strconv.FormatUint(v, 10)
+		if !slices.Equal(after.Rows[k], before.Rows[k]) {
+			t.Errorf("version %d reads %d rows, %d before", v, len(after.Rows[k]), len(before.Rows[k]))
+		}
+	}
+}
+
+// AtOrAbove keeps the versions at or above floor and the tagged ones.
+func AtOrAbove(floor uint64, tags map[string]uint64) func(uint64) bool {
+	return func(v uint64) bool {
+		if v >= floor {
+			return true
+		}
+		for _, tv := range tags {
+			if tv == v {
+				return true
+			}
+		}
+		return false
+	}
 }
