@@ -178,15 +178,15 @@ func (c *Cleaner) clean(ctx context.Context, store objstore.Store, body []byte) 
 	}
 	opts := c.OpenOpts
 	opts.Grace = ref.Policy.WithDefaults().Grace
-	// The table is opened, its floor checked and its tags read while the
-	// first change records are read (GETs only): scanRange consumes none
+	// The floor is checked and the tags read while the first change
+	// records are read (GETs only): scanRange consumes none
 	// before ready returns, and nothing is deleted before the whole slice
 	// is read and checked, so a message above the floor deletes nothing
 	// (it costs at most Limits.Reads GETs). Tags are read after the floor:
 	// a tag written before the floor was raised is seen here, and Tag
-	// withdraws itself if it lost that race.
-	// No manifest is read: the floor and the tags are all the cleaner
-	// needs (a root that holds no table has floor 0: nothing is deleted).
+	// withdraws itself if it lost that race. No manifest is read: the
+	// floor and the tags are all the cleaner needs (a root that holds no
+	// table has floor 0: nothing is deleted).
 	ready := func(ctx context.Context) (map[uint64]bool, error) {
 		floor, err := table.ReadFloorAt(ctx, store, ref.Root, opts)
 		if err != nil {
