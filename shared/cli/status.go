@@ -272,6 +272,17 @@ func statusOf(ctx context.Context, store objstore.Store, ref maintenance.TableRe
 	r.Compactable, r.CompactGroups, r.CompactableSince = h.Compactable, h.CompactGroups, rfc3339(h.CompactableSince)
 	r.GarbageFiles, r.GarbageBytes = len(sr.Planned), sr.Bytes
 	r.LastCompaction = rfc3339(old.LastCompaction)
+	lag = r.setLastCleanup(s, old, ref, lag)
+	if why := h.Behind(now, lag); len(why) > 0 {
+		r.Health, r.Reason = "behind", strings.Join(why, "; ")
+	}
+	return r
+}
+
+// setLastCleanup fills LAST CLEANUP (the stats row's, else the previous
+// one's) and returns the lag past which prunable versions are "behind"
+// (lag, or the policy's ReplanAfter plus an hour).
+func (r *tableStatus) setLastCleanup(s, old maintenance.TableStats, ref maintenance.TableRef, lag time.Duration) time.Duration {
 	last := s.LastCleanup
 	if last.IsZero() {
 		last = old.LastCleanup
@@ -280,16 +291,14 @@ func statusOf(ctx context.Context, store objstore.Store, ref maintenance.TableRe
 	if lag == 0 {
 		lag = ref.Policy.WithDefaults().ReplanAfter + time.Hour
 	}
-	if why := h.Behind(now, lag); len(why) > 0 {
-		r.Health, r.Reason = "behind", strings.Join(why, "; ")
-	}
-	return r
+	return lag
 }
 
 // sourceStatusOf is statusOf for a dataset of another format (Lance): the
 // prune plan a pass would make (read-only), rows and fragments of the
 // latest version; nothing is compactable (the format compacts itself) and
-// there is no garbage count (the sweep does not cover it).
+// there is no garbage count (the orphan sweep of a Lance dataset reads
+// every stored manifest: `tablekeep sweep --dry-run` shows it).
 func sourceStatusOf(ctx context.Context, store objstore.Store, ref maintenance.TableRef, r tableStatus, old maintenance.TableStats,
 	now time.Time, lag time.Duration, fail func(error) tableStatus) tableStatus {
 	st, err := maintenance.StatusOfSource(ctx, store, ref, formats.Open, now)
@@ -301,14 +310,7 @@ func sourceStatusOf(ctx context.Context, store objstore.Store, ref maintenance.T
 	r.Rows, r.Fragments, r.ManifestBytes = s.Rows, s.Fragments, s.ManifestBytes
 	r.PrunableNow, r.PrunableSince = pl.Prunable, rfc3339(st.PrunableSince)
 	r.PrunableLater, r.PrunableAt = st.Later, rfc3339(st.LaterAt)
-	last := s.LastCleanup
-	if last.IsZero() {
-		last = old.LastCleanup
-	}
-	r.LastCleanup = rfc3339(last)
-	if lag == 0 {
-		lag = ref.Policy.WithDefaults().ReplanAfter + time.Hour
-	}
+	lag = r.setLastCleanup(s, old, ref, lag)
 	if pl.Prunable > 0 && !st.PrunableSince.IsZero() && now.Sub(st.PrunableSince) > lag {
 		r.Health, r.Reason = "behind", fmt.Sprintf("%d prunable versions waiting since %s", pl.Prunable, rfc3339(st.PrunableSince))
 	}
