@@ -594,7 +594,7 @@ func (d *Deps) putInlineRun(ctx, wctx context.Context, log *slog.Logger, refs []
 	now := d.Clock.Now()
 	r := InlineRun{At: now, Until: now.Add(inlineRunMax)}
 	if dl, ok := wctx.Deadline(); ok {
-		r.Until = dl
+		r.Until = dl.Add(d.Config.ClockOffset) // on d.Clock, as workContext
 	}
 	for _, ref := range refs {
 		r.Tables = append(r.Tables, ref.Name)
