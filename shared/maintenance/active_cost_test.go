@@ -56,7 +56,7 @@ func (s *prefixCounting) Delete(ctx context.Context, keys []string) error {
 // fleet bench prices them, by kind: the scheduled pass's share on the
 // table (scan, lock step: compaction and prune plan) and the Lambda
 // cleaner's (SkipSizes) for the range it enqueued. Before issue 11's
-// second round: 13 LIST + 5 PUT in the pass, 6 LIST + 1 PUT in the
+// second round: 12 LIST + 5 PUT in the pass, 6 LIST + 1 PUT in the
 // cleaner.
 func TestActiveTableRequestsPerMaintenance(t *testing.T) {
 	ctx := context.Background()
