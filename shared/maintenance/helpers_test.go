@@ -372,6 +372,7 @@ func checkNoOrphans(t testing.TB, tb *table.Table, refs map[string]bool, now tim
 }
 
 // copyDir copies a directory tree (the store of a prepared table).
+// copyDir copies the tree under src to dst, with modification times.
 func copyDir(t testing.TB, src, dst string) {
 	t.Helper()
 	err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
@@ -396,7 +397,15 @@ func copyDir(t testing.TB, src, dst string) {
 			out.Close()
 			return err
 		}
-		return out.Close()
+		if err := out.Close(); err != nil {
+			return err
+		}
+		// Modification times too: the sweep's age rule reads them.
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		return os.Chtimes(target, info.ModTime(), info.ModTime())
 	})
 	if err != nil {
 		t.Fatal(err)

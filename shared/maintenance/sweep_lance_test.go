@@ -150,31 +150,7 @@ func (f *lanceSweepFixture) store(t testing.TB) objstore.Store {
 func copyTree(t testing.TB, dir string) string {
 	t.Helper()
 	dst := t.TempDir()
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(dir, p)
-		target := filepath.Join(dst, rel)
-		if d.IsDir() {
-			return os.MkdirAll(target, 0o755)
-		}
-		b, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		info, err := d.Info()
-		if err != nil {
-			return err
-		}
-		if err := os.WriteFile(target, b, 0o644); err != nil {
-			return err
-		}
-		return os.Chtimes(target, info.ModTime(), info.ModTime())
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	copyDir(t, dir, dst)
 	return dst
 }
 
