@@ -6,10 +6,12 @@ import (
 	"math"
 	"strconv"
 	"testing"
+	"time"
 
 	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/tablekeep/tablekeep/shared/lance"
+	"github.com/tablekeep/tablekeep/shared/table"
 )
 
 // footerAt is a 32-byte manifest file: 16 bytes of message area (a
@@ -72,5 +74,22 @@ func TestManifestOffsetsNearLimits(t *testing.T) {
 				t.Errorf("%s: %+v, %v; want ErrCorrupt", name, m, err)
 			}
 		}()
+	}
+}
+
+// TestLanceGraceSaturates (issue 19 item 3): a Lance dataset's retention
+// and sweep graces never wrap around for a policy grace near MaxInt64.
+func TestLanceGraceSaturates(t *testing.T) {
+	s := lance.NewSource(nil, "d/")
+	for _, pg := range []time.Duration{table.MaxGrace, math.MaxInt64 - 10*time.Second, math.MaxInt64} {
+		if g := s.Grace(pg); g != table.MaxGrace+table.SafetyMargin {
+			t.Errorf("Grace(%d) = %d, want MaxGrace + SafetyMargin", pg, g)
+		}
+		if g := s.SweepGrace(pg); g != table.MaxGrace+table.SafetyMargin {
+			t.Errorf("SweepGrace(%d) = %d, want MaxGrace + SafetyMargin", pg, g)
+		}
+	}
+	if g := s.Grace(time.Hour); g != time.Hour+table.SafetyMargin {
+		t.Errorf("Grace(1h) = %s", g)
 	}
 }

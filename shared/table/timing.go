@@ -1,6 +1,9 @@
 package table
 
-import "time"
+import (
+	"math"
+	"time"
+)
 
 // Timing bounds of the commit protocol. docs/reliability.md ("Time") states
 // each rule that uses them as an inequality; the margins below are what make
@@ -18,7 +21,41 @@ const (
 	// MaxCommitDuration after its last check, and three clocks (writer,
 	// store, maintainer) may each be off by MaxClockSkew.
 	SafetyMargin = MaxCommitDuration + 3*MaxClockSkew
+	// MaxGrace bounds every grace window (docs/format.md 8.5): Create
+	// refuses a longer Options.Grace (ErrInvalidGrace), the manifest
+	// decoder a longer stored writer grace (ErrCorruptManifest), and a
+	// policy's longer grace is refused by its validation and counts as
+	// MaxGrace in RetentionGrace. 100 years is "keep for ever" in
+	// practice, yet a third of MaxInt64 nanoseconds (~292 years), so
+	// RetentionGrace and the sums maintainers build on it (+ 1 s,
+	// + ReplanAfter, + PruneMaxWait) stay far from the limit; those sums
+	// saturate (SatAdd) all the same.
+	MaxGrace = 100 * 365 * 24 * time.Hour
 )
+
+// SatAdd is a + b saturated at the limits of time.Duration instead of
+// wrapping around: every sum of durations in a timing rule goes through it
+// (a grace near MaxInt64 plus the margin once wrapped to a negative grace,
+// and the sweep deleted a commit's files in flight: issue 19 item 3).
+func SatAdd(a, b time.Duration) time.Duration {
+	s := a + b
+	switch {
+	case a > 0 && b > 0 && s < 0:
+		return math.MaxInt64
+	case a < 0 && b < 0 && s >= 0:
+		return math.MinInt64
+	}
+	return s
+}
+
+// RetentionGrace is R, the retention grace maintainers use (docs/format.md
+// 8.5): R = max(min(P, MaxGrace), W) + SafetyMargin, saturated, for a
+// policy grace P and a table's writer grace W (0 for a format without
+// one). A P beyond MaxGrace counts as MaxGrace; W is at most MaxGrace
+// once decoded, and R >= W + SafetyMargin whatever P is.
+func RetentionGrace(policyGrace, writerGrace time.Duration) time.Duration {
+	return SatAdd(max(min(policyGrace, MaxGrace), writerGrace), SafetyMargin)
+}
 
 // WriterGrace is the writers' grace window of this table, stored in its
 // manifests (set at Create, carried forward by every commit; DefaultGrace

@@ -1,0 +1,73 @@
+package table
+
+import (
+	"context"
+	"errors"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/tablekeep/tablekeep/shared/objstore"
+)
+
+// TestWriterGraceBounded (issue 19 item 3): a writer grace above MaxGrace
+// ("grace forever", near MaxInt64) is refused at Create with
+// ErrInvalidGrace, and a manifest that stores one does not decode
+// (ErrCorruptManifest); MaxGrace itself is stored and read back.
+func TestWriterGraceBounded(t *testing.T) {
+	ctx := context.Background()
+	st := diskStore(t)
+	for _, g := range []time.Duration{MaxGrace + 1, math.MaxInt64 - 10*time.Second, math.MaxInt64} {
+		if _, err := Create(ctx, st, "t", regSchema, "name", Options{Grace: g}); !errors.Is(err, ErrInvalidGrace) {
+			t.Fatalf("Create with grace %d: %v, want ErrInvalidGrace", g, err)
+		}
+	}
+	if vs, _ := st.List(ctx, objstore.ListOptions{Prefix: "t/"}); len(vs.Objects) != 0 {
+		t.Fatalf("refused Create wrote %d objects", len(vs.Objects))
+	}
+	tbl := must(Create(ctx, st, "t", regSchema, "name", Options{Grace: MaxGrace}))
+	if g := must(Open(ctx, st, "t", Options{})).WriterGrace(); g != MaxGrace {
+		t.Fatalf("stored MaxGrace, read %s", g)
+	}
+	m := *tbl.Cached()
+	for _, g := range []time.Duration{MaxGrace + 1, math.MaxInt64} {
+		m.WriterGrace = g
+		if _, err := decodeManifest("k", encodeManifest(&m)); !errors.Is(err, ErrCorruptManifest) {
+			t.Fatalf("manifest with writer grace %d: %v, want ErrCorruptManifest", g, err)
+		}
+	}
+	m.WriterGrace = MaxGrace
+	if d, err := decodeManifest("k", encodeManifest(&m)); err != nil || d.WriterGrace != MaxGrace {
+		t.Fatalf("manifest with writer grace MaxGrace: %v", err)
+	}
+}
+
+// TestRetentionGraceSaturates: R = max(min(P, MaxGrace), W) +
+// SafetyMargin never wraps around, whatever P, and is never shorter than
+// W + SafetyMargin; SatAdd saturates at both ends.
+func TestRetentionGraceSaturates(t *testing.T) {
+	for _, c := range []struct{ p, w, want time.Duration }{
+		{time.Hour, time.Hour, time.Hour + SafetyMargin},
+		{2 * time.Hour, time.Hour, 2*time.Hour + SafetyMargin},
+		{time.Hour, 3 * time.Hour, 3*time.Hour + SafetyMargin},
+		{MaxGrace, time.Hour, MaxGrace + SafetyMargin},
+		{math.MaxInt64 - 10*time.Second, time.Hour, MaxGrace + SafetyMargin}, // within 45 s of the limit
+		{math.MaxInt64, MaxGrace, MaxGrace + SafetyMargin},
+		{time.Hour, math.MaxInt64, math.MaxInt64}, // cannot be decoded; saturates
+	} {
+		if got := RetentionGrace(c.p, c.w); got != c.want {
+			t.Errorf("RetentionGrace(%d, %d) = %d, want %d", c.p, c.w, got, c.want)
+		}
+	}
+	for _, c := range []struct{ a, b, want time.Duration }{
+		{1, 2, 3},
+		{math.MaxInt64, 1, math.MaxInt64},
+		{math.MaxInt64 - 10*time.Second, SafetyMargin, math.MaxInt64},
+		{math.MinInt64, -1, math.MinInt64},
+		{math.MaxInt64, math.MinInt64, -1},
+	} {
+		if got := SatAdd(c.a, c.b); got != c.want {
+			t.Errorf("SatAdd(%d, %d) = %d, want %d", c.a, c.b, got, c.want)
+		}
+	}
+}
