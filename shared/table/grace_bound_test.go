@@ -71,3 +71,15 @@ func TestRetentionGraceSaturates(t *testing.T) {
 		}
 	}
 }
+
+// TestCommitDurationBudget (issue 19 item 8): the client's bound on a
+// manifest write plus the store's allowance fit in MaxCommitDuration,
+// which SafetyMargin counts once beside three clock skews.
+func TestCommitDurationBudget(t *testing.T) {
+	if ManifestPutTimeout <= 0 || StoreApplyAllowance <= 0 || ManifestPutTimeout+StoreApplyAllowance > MaxCommitDuration {
+		t.Fatalf("ManifestPutTimeout %s + StoreApplyAllowance %s > MaxCommitDuration %s", ManifestPutTimeout, StoreApplyAllowance, MaxCommitDuration)
+	}
+	if SafetyMargin != MaxCommitDuration+3*MaxClockSkew {
+		t.Fatalf("SafetyMargin %s", SafetyMargin)
+	}
+}

@@ -12,9 +12,24 @@ const (
 	// MaxClockSkew bounds how far the clocks of writers, maintainers and
 	// the object store's timestamps may disagree.
 	MaxClockSkew = 5 * time.Second
-	// MaxCommitDuration bounds one manifest write: a writer gives up on
-	// (and does not report) a manifest PUT still unanswered after it.
+	// MaxCommitDuration bounds when one manifest write may be applied by
+	// the store, counted from the writer's last check before it (docs/
+	// reliability.md, "An abandoned manifest PUT"): the client gives up
+	// after ManifestPutTimeout, and the store applies what it received
+	// within StoreApplyAllowance or never.
 	MaxCommitDuration = 30 * time.Second
+	// StoreApplyAllowance is the part of MaxCommitDuration left to the
+	// store: a request whose last byte the client sent may still be
+	// delivered (bytes in the kernel's and the network's buffers outlive
+	// the client's abandoning it) and processed this long afterwards. It
+	// is an assumption about the store, not something a client can check.
+	StoreApplyAllowance = 10 * time.Second
+	// ManifestPutTimeout is the client's bound on one manifest write, all
+	// of the SDK's attempts and backoffs included: the write runs under a
+	// context with this deadline, and the SDK starts no attempt after it
+	// and aborts the one in flight (TestS3CallBoundedByDeadline). So
+	// ManifestPutTimeout + StoreApplyAllowance <= MaxCommitDuration.
+	ManifestPutTimeout = MaxCommitDuration - StoreApplyAllowance
 	// SafetyMargin is what maintainers add to the writers' grace window
 	// before they treat a file or a superseded version as no longer
 	// reachable by any writer: the writer's manifest PUT may land up to
