@@ -83,3 +83,29 @@ func TestCommitDurationBudget(t *testing.T) {
 		t.Fatalf("SafetyMargin %s", SafetyMargin)
 	}
 }
+
+// TestLegacyFloorBodies pins docs/format.md 2.4 on the legacy floor
+// object's body (issue 19 item 9): {} and {"floor": null} mean 0, unknown
+// fields are ignored, anything else that is not {"floor": uint64} is
+// ErrCorruptObject.
+func TestLegacyFloorBodies(t *testing.T) {
+	ctx := context.Background()
+	st := diskStore(t)
+	tbl := must(Create(ctx, st, "t", regSchema, "name", Options{}))
+	for body, want := range map[string]uint64{`{}`: 0, `{"floor": null}`: 0, `{"floor": 0}`: 0, `{"floor": 7, "x": 1}`: 7} {
+		if err := st.Put(ctx, "t/"+legacyFloorKey, []byte(body)); err != nil {
+			t.Fatal(err)
+		}
+		if f, err := tbl.Floor(ctx); err != nil || f != want {
+			t.Errorf("legacy %s: floor %d, %v; want %d", body, f, err, want)
+		}
+	}
+	for _, body := range []string{`{"floor": -1}`, `{"floor": 1.5}`, `{"floor": "3"}`, `[]`, `{"floor": 3} x`, `{"floor": 18446744073709551616}`} {
+		if err := st.Put(ctx, "t/"+legacyFloorKey, []byte(body)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tbl.Floor(ctx); !errors.Is(err, ErrCorruptObject) {
+			t.Errorf("legacy %s: %v, want ErrCorruptObject", body, err)
+		}
+	}
+}
