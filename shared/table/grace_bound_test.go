@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"strings"
 	"testing"
 	"time"
 
@@ -107,5 +108,46 @@ func TestLegacyFloorBodies(t *testing.T) {
 		if _, err := tbl.Floor(ctx); !errors.Is(err, ErrCorruptObject) {
 			t.Errorf("legacy %s: %v, want ErrCorruptObject", body, err)
 		}
+	}
+}
+
+// TestCommitBackoffSaturates: a commit's conflict backoff,
+// BackoffBase x 2^min(attempt-1, 16) capped at BackoffMax, saturates
+// instead of wrapping: a large BackoffBase once made it negative, and the
+// jitter draw panicked on the second conflict.
+func TestCommitBackoffSaturates(t *testing.T) {
+	ctx := context.Background()
+	inner := diskStore(t)
+	f := objstore.NewFaulty(inner)
+	var slept []time.Duration
+	sleep := func(_ context.Context, d time.Duration) error { slept = append(slept, d); return nil }
+	opts := Options{BackoffBase: 1 << 62, BackoffMax: math.MaxInt64, Sleep: sleep}
+	tbl := must(Create(ctx, f, "t", regSchema, "name", opts))
+	conflicts := 0
+	f.SetBefore(func(_ int64, op objstore.Op) error {
+		if op.Kind == objstore.KindPut && op.Conditional && strings.Contains(op.Key, versionsDir) && conflicts < 3 {
+			conflicts++
+			return objstore.ErrExists
+		}
+		return nil
+	})
+	func() {
+		defer func() {
+			if r := recover(); r != nil {
+				t.Fatalf("commit panicked on its backoff: %v", r)
+			}
+		}()
+		must(tbl.Append(ctx, regBatch(row{"a", "1", 1})))
+	}()
+	if len(slept) != 3 {
+		t.Fatalf("slept %v", slept)
+	}
+	for _, d := range slept {
+		if d <= 0 {
+			t.Fatalf("backoff %d", d)
+		}
+	}
+	if SatShift(1<<62, 1) != math.MaxInt64 || SatShift(3, 2) != 12 || SatShift(1<<50, 16) != math.MaxInt64 || SatShift(-1, 3) != -1 {
+		t.Fatal("SatShift")
 	}
 }

@@ -86,3 +86,16 @@ func (t *Table) WriterGrace() time.Duration {
 	}
 	return DefaultGrace
 }
+
+// SatShift is d x 2^n for a backoff that doubles, saturated at the
+// largest duration instead of wrapping (a shifted duration can wrap to a
+// negative or a small positive value); d <= 0 or n <= 0 is returned as is.
+func SatShift(d time.Duration, n int) time.Duration {
+	if d <= 0 || n <= 0 {
+		return d
+	}
+	if n >= 63 || d > math.MaxInt64>>n {
+		return math.MaxInt64
+	}
+	return d << n
+}

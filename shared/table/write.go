@@ -177,7 +177,7 @@ func (t *Table) commit(ctx context.Context, op *writeOp, base *Manifest) (*Commi
 		if attempt > t.opts.MaxRetries || t.opts.Clock().Sub(started) > t.opts.CommitTimeout {
 			return nil, fmt.Errorf("%w after %d attempts: %v", ErrConflict, attempt, lastErr)
 		}
-		backoff := min(t.opts.BackoffBase<<min(attempt-1, 16), t.opts.BackoffMax)
+		backoff := min(SatShift(t.opts.BackoffBase, min(attempt-1, 16)), t.opts.BackoffMax)
 		if err := t.opts.Sleep(ctx, time.Duration(rand.Int64N(int64(backoff))+1)); err != nil {
 			return nil, err
 		}
