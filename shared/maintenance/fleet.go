@@ -370,7 +370,7 @@ func markFailed(ref TableRef, prev Mark, known bool, err error, base time.Durati
 		m = Mark{Root: ref.Root, Due: now}
 	}
 	m.Failures++
-	back := base << min(m.Failures-1, 16)
+	back := table.SatShift(base, min(m.Failures-1, 16))
 	if back > maxFailureBackoff || back <= 0 {
 		back = maxFailureBackoff
 	}
