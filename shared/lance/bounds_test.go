@@ -93,3 +93,39 @@ func TestLanceGraceSaturates(t *testing.T) {
 		t.Errorf("Grace(1h) = %s", g)
 	}
 }
+
+// TestManifestTimestampBounded: a Manifest timestamp whose nanoseconds
+// since the epoch do not fit an int64 (seconds near the integer limits,
+// negative as the proto's int64) or whose nanos field is not in
+// [0, 1e9) is ErrCorrupt: the version's time decides when it may be
+// pruned, and a wrapped time once read as long past.
+func TestManifestTimestampBounded(t *testing.T) {
+	ts := func(sec, nanos uint64) []byte {
+		msg := protowire.AppendVarint(protowire.AppendTag(nil, 1, protowire.VarintType), sec)
+		msg = append(msg, protowire.AppendVarint(protowire.AppendTag(nil, 2, protowire.VarintType), nanos)...)
+		return manifestFile(append(varintField(3, 5), bytesField(7, msg)...))
+	}
+	ok, err := lance.DecodeManifest("ok", ts(1767225600, 5))
+	if err != nil || !ok.Timestamp.Equal(time.Unix(1767225600, 5)) {
+		t.Fatalf("valid timestamp: %v %v", ok, err)
+	}
+	for name, b := range map[string][]byte{
+		"seconds MaxInt64":   ts(math.MaxInt64, 0),
+		"seconds MaxUint64":  ts(math.MaxUint64, 0), // -1 as an int64: 1969, fine, but the nanos below
+		"seconds 2^40":       ts(1<<40, 0),
+		"seconds -2^40":      ts(uint64(1<<64-1<<40), 0),
+		"nanos 1e9":          ts(1767225600, 1e9),
+		"nanos negative":     ts(1767225600, math.MaxUint64),
+		"nanos beyond int32": ts(1767225600, 1<<33),
+	} {
+		if name == "seconds MaxUint64" {
+			if _, err := lance.DecodeManifest(name, b); err != nil {
+				t.Errorf("%s: %v, want accepted (1969-12-31T23:59:59Z)", name, err)
+			}
+			continue
+		}
+		if _, err := lance.DecodeManifest(name, b); !errors.Is(err, lance.ErrCorrupt) {
+			t.Errorf("%s: %v, want ErrCorrupt", name, err)
+		}
+	}
+}

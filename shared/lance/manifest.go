@@ -341,7 +341,18 @@ func decodeTimestamp(key string, b []byte) (time.Time, error) {
 		}
 		return nil
 	})
-	return time.Unix(int64(sec), int64(int32(nsec))).UTC(), err
+	if err != nil {
+		return time.Time{}, err
+	}
+	// The version's time decides when it may be pruned: one that does not
+	// fit int64 nanoseconds (about 1678..2262; seconds near the integer
+	// limits once wrapped to a time long past) or a nanos field outside
+	// [0, 1e9) is corrupt, never reinterpreted.
+	s := int64(sec)
+	if nsec >= 1e9 || s >= math.MaxInt64/int64(time.Second) || s <= math.MinInt64/int64(time.Second) {
+		return time.Time{}, corrupt(key, "timestamp %d s %d ns out of range", s, nsec)
+	}
+	return time.Unix(s, int64(nsec)).UTC(), nil
 }
 
 func decodeFragment(key string, b []byte) (Fragment, error) {
