@@ -150,3 +150,19 @@ func TestRetentionAtMaxGraceOnFakeClock(t *testing.T) {
 		check(4, 1)
 	}
 }
+
+// TestPolicyGraceBounded: a policy grace above table.MaxGrace is refused
+// at registration (ErrInvalidPolicy); MaxGrace itself is accepted.
+func TestPolicyGraceBounded(t *testing.T) {
+	p := testPolicy()
+	p.Grace = table.MaxGrace
+	if err := p.Validate(); err != nil {
+		t.Fatalf("MaxGrace: %v", err)
+	}
+	for _, g := range []time.Duration{table.MaxGrace + 1, math.MaxInt64 - 10*time.Second, math.MaxInt64} {
+		p.Grace = g
+		if err := p.Validate(); !errors.Is(err, maintenance.ErrInvalidPolicy) {
+			t.Errorf("grace %d: %v, want ErrInvalidPolicy", g, err)
+		}
+	}
+}
