@@ -266,7 +266,7 @@ func (c *Catalog) refOf(rec arrow.RecordBatch, i int) maintenance.TableRef {
 	p := maintenance.Policy{
 		TargetRows:       uint64(rec.Column(2).(*array.Int64).Value(i)),
 		DeletedThreshold: rec.Column(3).(*array.Float64).Value(i),
-		Grace:            time.Duration(rec.Column(4).(*array.Int64).Value(i)) * time.Second,
+		Grace:            graceOf(rec.Column(4).(*array.Int64).Value(i)),
 		KeepLast:         int(rec.Column(5).(*array.Int64).Value(i)),
 	}
 	return maintenance.TableRef{
@@ -275,6 +275,21 @@ func (c *Catalog) refOf(rec arrow.RecordBatch, i int) maintenance.TableRef {
 		Policy: p.WithDefaults(),
 		Format: formatOf(rec, i),
 	}
+}
+
+// graceOf is a registry row's grace_seconds as a policy grace: whole
+// seconds, a value beyond table.MaxGrace read as MaxGrace (the longer,
+// safe side; the product once wrapped around), and 0 or less as unset
+// (the default, 1 h). Registrations above MaxGrace are refused
+// (Policy.Validate); this bounds a row written otherwise.
+func graceOf(secs int64) time.Duration {
+	switch {
+	case secs <= 0:
+		return 0
+	case secs > int64(table.MaxGrace/time.Second):
+		return table.MaxGrace
+	}
+	return time.Duration(secs) * time.Second
 }
 
 // formatOf is row i's format: "" without the column or when null.

@@ -184,7 +184,7 @@ func DecodeManifest(key string, b []byte) (*Manifest, error) {
 		return nil, corrupt(key, "no %q footer", magic)
 	}
 	foot := b[len(b)-16:]
-	pos := int64(binary.LittleEndian.Uint64(foot[0:8]))
+	pos := binary.LittleEndian.Uint64(foot[0:8])
 	m := &Manifest{
 		FileMajor: binary.LittleEndian.Uint16(foot[8:10]),
 		FileMinor: binary.LittleEndian.Uint16(foot[10:12]),
@@ -193,7 +193,10 @@ func DecodeManifest(key string, b []byte) (*Manifest, error) {
 	if err != nil {
 		return nil, err
 	}
-	indexPos, txnPos := int64(-1), int64(-1)
+	// Positions are uint64 in the protobuf: presence is tracked apart, so
+	// no value (2^63 and above included) can read as "absent".
+	var indexPos, txnPos uint64
+	var hasIndex, hasTxn bool
 	if err := fields(key, "Manifest", msg, func(num protowire.Number, typ protowire.Type, v []byte, u uint64) error {
 		switch num {
 		case 1, 5, 13, 15, 16, 19, 14: // schema, schema metadata, writer version, data format, config, table metadata, next row id
@@ -207,7 +210,7 @@ func DecodeManifest(key string, b []byte) (*Manifest, error) {
 			m.Version = u
 		case 4: // version_aux_data: a position in this file
 		case 6:
-			indexPos = int64(u)
+			indexPos, hasIndex = u, true
 		case 7:
 			ts, err := decodeTimestamp(key, v)
 			if err != nil {
@@ -224,7 +227,7 @@ func DecodeManifest(key string, b []byte) (*Manifest, error) {
 		case 12:
 			m.TransactionFile = string(v)
 		case 21: // transaction_section: inline in this file
-			txnPos = int64(u)
+			txnPos, hasTxn = u, true
 		case 18:
 			return unsupported(key, "base paths (files outside the dataset root)")
 		case 20:
@@ -244,7 +247,7 @@ func DecodeManifest(key string, b []byte) (*Manifest, error) {
 	if m.TransactionFile != "" && (strings.ContainsAny(m.TransactionFile, "/\\") || !strings.HasSuffix(m.TransactionFile, ".txn") || m.TransactionFile == ".txn") {
 		return nil, unsupported(key, "transaction file %q", m.TransactionFile)
 	}
-	if txnPos >= 0 {
+	if hasTxn {
 		txn, err := message(key, b[:len(b)-16], txnPos)
 		if err != nil {
 			return nil, err
@@ -253,7 +256,7 @@ func DecodeManifest(key string, b []byte) (*Manifest, error) {
 			return nil, err
 		}
 	}
-	if indexPos >= 0 {
+	if hasIndex {
 		sec, err := message(key, b[:len(b)-16], indexPos)
 		if err != nil {
 			return nil, err
@@ -275,13 +278,17 @@ func DecodeManifest(key string, b []byte) (*Manifest, error) {
 	return m, nil
 }
 
-// message returns the u32-length-prefixed message at pos in b.
-func message(key string, b []byte, pos int64) ([]byte, error) {
-	if pos < 0 || pos+4 > int64(len(b)) {
+// message returns the u32-length-prefixed message at pos in b. The bounds
+// are checked by subtraction from len(b), never by adding to pos, so no
+// position or length near the integer limits can wrap a check around
+// (issue 19 item 4): pos <= len(b)-4, then n <= len(b)-4-pos.
+func message(key string, b []byte, pos uint64) ([]byte, error) {
+	size := uint64(len(b))
+	if size < 4 || pos > size-4 {
 		return nil, corrupt(key, "message position %d outside %d bytes", pos, len(b))
 	}
-	n := int64(binary.LittleEndian.Uint32(b[pos:]))
-	if pos+4+n > int64(len(b)) {
+	n := uint64(binary.LittleEndian.Uint32(b[pos:]))
+	if n > size-4-pos {
 		return nil, corrupt(key, "message of %d bytes at %d overruns the file", n, pos)
 	}
 	return b[pos+4 : pos+4+n], nil
@@ -334,7 +341,18 @@ func decodeTimestamp(key string, b []byte) (time.Time, error) {
 		}
 		return nil
 	})
-	return time.Unix(int64(sec), int64(int32(nsec))).UTC(), err
+	if err != nil {
+		return time.Time{}, err
+	}
+	// The version's time decides when it may be pruned: one that does not
+	// fit int64 nanoseconds (about 1678..2262; seconds near the integer
+	// limits once wrapped to a time long past) or a nanos field outside
+	// [0, 1e9) is corrupt, never reinterpreted.
+	s := int64(sec)
+	if nsec >= 1e9 || s >= math.MaxInt64/int64(time.Second) || s <= math.MinInt64/int64(time.Second) {
+		return time.Time{}, corrupt(key, "timestamp %d s %d ns out of range", s, nsec)
+	}
+	return time.Unix(s, int64(nsec)).UTC(), nil
 }
 
 func decodeFragment(key string, b []byte) (Fragment, error) {

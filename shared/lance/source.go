@@ -402,7 +402,9 @@ func (s *Source) RecordKey(v uint64) string { return recordKey(v) }
 
 // Grace is the policy's grace plus tablekeep's safety margin for clock
 // skew and commit duration: a version is pruned only once its own manifest
-// timestamp is older than that, as cleanup_old_versions(older_than) does.
+// timestamp is older than that, as cleanup_old_versions(older_than) does
+// (table.RetentionGrace with no writer grace: saturated, a policy grace
+// beyond table.MaxGrace counted as MaxGrace).
 func (s *Source) Grace(policyGrace time.Duration) time.Duration {
-	return policyGrace + table.SafetyMargin
+	return table.RetentionGrace(policyGrace, 0)
 }

@@ -96,5 +96,5 @@ func (s *Source) VersionRefs(ctx context.Context, v uint64) ([]string, error) {
 // and Lance's own unverified threshold: the sweep never deletes a file
 // Lance's cleanup would still keep as possibly in progress.
 func (s *Source) SweepGrace(policyGrace time.Duration) time.Duration {
-	return max(policyGrace+table.SafetyMargin, UnverifiedAge)
+	return max(table.RetentionGrace(policyGrace, 0), UnverifiedAge)
 }

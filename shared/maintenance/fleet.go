@@ -256,7 +256,7 @@ func markAfter(ref TableRef, t *table.Table, pl PrunePlan, compactFrags int, now
 		if i+1 >= len(pl.vs) {
 			return time.Time{}, false
 		}
-		return pl.vs[i+1].Time.Add(grace + time.Second), true
+		return pl.vs[i+1].Time.Add(table.SatAdd(grace, time.Second)), true
 	})
 	md.m.CompactFrags = compactFrags
 	// Compaction left (stopped at a bound, or below the planner's group
@@ -292,7 +292,7 @@ func newMarkDue(ref TableRef, pl PrunePlan, now time.Time, prunableAt func(i int
 	md.due, md.why = now.Add(fullCheckAfter(ref.Name, p.FullCheckEvery)), "full check"
 	// Re-plan: planRanges re-sends a range when now - At > ReplanAfter.
 	for _, r := range pl.StateAfter.Ranges {
-		at := r.At.Add(p.ReplanAfter + time.Second)
+		at := r.At.Add(table.SatAdd(p.ReplanAfter, time.Second))
 		if md.m.ReplanAt.IsZero() || at.Before(md.m.ReplanAt) {
 			md.m.ReplanAt = at
 		}
@@ -370,7 +370,7 @@ func markFailed(ref TableRef, prev Mark, known bool, err error, base time.Durati
 		m = Mark{Root: ref.Root, Due: now}
 	}
 	m.Failures++
-	back := base << min(m.Failures-1, 16)
+	back := table.SatShift(base, min(m.Failures-1, 16))
 	if back > maxFailureBackoff || back <= 0 {
 		back = maxFailureBackoff
 	}

@@ -144,6 +144,8 @@ func (p Policy) Validate() error {
 		// would let cleanup and the sweep delete a version, or the files a
 		// slow writer just wrote, while that writer may still commit on them.
 		return fmt.Errorf("%w: grace %s is shorter than the writers' grace window %s", ErrInvalidPolicy, p.Grace, table.DefaultGrace)
+	case p.Grace > table.MaxGrace:
+		return fmt.Errorf("%w: grace %s is longer than the maximum %s", ErrInvalidPolicy, p.Grace, table.MaxGrace)
 	case p.DeletedThreshold <= 0 || p.DeletedThreshold > 1:
 		return fmt.Errorf("%w: deleted threshold %v must be in (0, 1]", ErrInvalidPolicy, p.DeletedThreshold)
 	case p.RangeVersions > 100000:

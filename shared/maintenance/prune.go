@@ -225,9 +225,10 @@ func writePruneState(ctx context.Context, t stateLocation, s pruneState, token u
 // it: the longer of the policy's and the writers' grace windows, plus
 // table.SafetyMargin (a writer's last check may precede its manifest PUT by
 // MaxCommitDuration, and the clocks of writer, store and maintainer may
-// each be off by MaxClockSkew).
+// each be off by MaxClockSkew): table.RetentionGrace, saturated, with a
+// policy grace beyond table.MaxGrace counted as MaxGrace.
 func RetentionGrace(t *table.Table, p Policy) time.Duration {
-	return max(p.WithDefaults().Grace, t.WriterGrace()) + table.SafetyMargin
+	return table.RetentionGrace(p.WithDefaults().Grace, t.WriterGrace())
 }
 
 // PlanPrune computes the retention floor and the ranges to enqueue. Retained:

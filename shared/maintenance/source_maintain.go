@@ -241,7 +241,7 @@ func (r *Runner) pruneSource(ctx context.Context, ref TableRef, src Source) (pla
 // contract), so version i becomes prunable at vs[i].Time + grace.
 func markAfterSource(ref TableRef, grace time.Duration, pl PrunePlan, now time.Time) Mark {
 	return newMarkDue(ref, pl, now, func(i int) (time.Time, bool) {
-		return pl.vs[i].Time.Add(grace + time.Second), true
+		return pl.vs[i].Time.Add(table.SatAdd(grace, time.Second)), true
 	}).done()
 }
 

@@ -53,5 +53,5 @@ func (s TableSource) ManifestKeys(_ context.Context, v uint64) ([]string, error)
 }
 func (s TableSource) RecordKey(v uint64) string { return table.ChangeKey(v) }
 func (s TableSource) Grace(policyGrace time.Duration) time.Duration {
-	return max(policyGrace, s.T.WriterGrace()) + table.SafetyMargin
+	return table.RetentionGrace(policyGrace, s.T.WriterGrace())
 }

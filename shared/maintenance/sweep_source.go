@@ -80,7 +80,7 @@ type sweepUnit struct {
 // objects the real run deletes.
 func SweepSourceFiles(ctx context.Context, src Source, ss SweepSource, p Policy, now time.Time, maxDeletes int, dryRun bool) (SweepResult, error) {
 	p = p.WithDefaults()
-	grace := max(p.Grace+table.SafetyMargin, ss.SweepGrace(p.Grace))
+	grace := max(table.RetentionGrace(p.Grace, 0), ss.SweepGrace(p.Grace))
 	root := src.Root()
 	stateRel := strings.TrimPrefix(src.StateRoot(), root)
 	var res SweepResult

@@ -73,15 +73,7 @@ func NewS3FromConfig(ctx context.Context, opts S3Options) (*S3, error) {
 		attempts = DefaultS3MaxAttempts
 	}
 	loadOpts := []func(*config.LoadOptions) error{
-		config.WithRetryer(func() aws.Retryer {
-			return retry.NewStandard(func(o *retry.StandardOptions) {
-				o.MaxAttempts = attempts
-				// No client-side retry quota: under sustained SlowDown the
-				// default token bucket fails calls fast instead of backing
-				// off, which is the wrong trade for batch maintenance work.
-				o.RateLimiter = ratelimit.None
-			})
-		}),
+		config.WithRetryer(func() aws.Retryer { return s3Retryer(attempts) }),
 	}
 	if opts.Region != "" {
 		loadOpts = append(loadOpts, config.WithRegion(opts.Region))
@@ -100,6 +92,23 @@ func NewS3FromConfig(ctx context.Context, opts S3Options) (*S3, error) {
 		o.UsePathStyle = opts.PathStyle
 	})
 	return NewS3(client, opts.Bucket), nil
+}
+
+// s3Retryer is the S3 client's retryer: the SDK's standard one with
+// attempts per call. Its attempts and backoffs all run under the call's
+// context: none starts after the context's deadline, and the HTTP request
+// of the attempt in flight is aborted at it (TestS3CallBoundedByDeadline).
+// That deadline, not a per-attempt HTTP timeout, is what bounds a call
+// (a manifest write's is table.ManifestPutTimeout); the client sets no
+// HTTP timeout of its own, since a data file of 256 MiB may take longer.
+func s3Retryer(attempts int) aws.Retryer {
+	return retry.NewStandard(func(o *retry.StandardOptions) {
+		o.MaxAttempts = attempts
+		// No client-side retry quota: under sustained SlowDown the
+		// default token bucket fails calls fast instead of backing
+		// off, which is the wrong trade for batch maintenance work.
+		o.RateLimiter = ratelimit.None
+	})
 }
 
 // Bucket is the bucket the store reads and writes.

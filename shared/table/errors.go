@@ -28,6 +28,8 @@ var (
 	ErrTagNotFound        = errors.New("tag not found")
 	ErrInvalidTag         = errors.New("invalid tag name")
 	ErrRewriteInvalidated = errors.New("rewrite inputs changed")
+	// ErrInvalidGrace: Create with Options.Grace above MaxGrace.
+	ErrInvalidGrace = errors.New("grace window out of range")
 )
 
 // ObjectError names the object an error is about.

@@ -299,8 +299,8 @@ func decodeManifest(key string, b []byte) (*Manifest, error) {
 	m.WriterGrace = DefaultGrace
 	if fv >= 2 {
 		g := r.uvarint()
-		if r.err == nil && (g == 0 || g > math.MaxInt64) {
-			r.fail(fmt.Sprintf("writer grace %d ns", g))
+		if r.err == nil && (g == 0 || g > uint64(MaxGrace)) {
+			r.fail(fmt.Sprintf("writer grace %d ns (must be in 1..%d, MaxGrace)", g, int64(MaxGrace)))
 		}
 		m.WriterGrace = time.Duration(g)
 	}

@@ -35,7 +35,7 @@ const DefaultGrace = time.Hour
 type Options struct {
 	Clock func() time.Time // default time.Now
 	// Grace is the writers' grace window stored in a table Create makes
-	// (default DefaultGrace). On an existing table the stored window
+	// (default DefaultGrace, at most MaxGrace). On an existing table the stored window
 	// governs (WriterGrace); a Grace set here may only shorten this
 	// handle's own bound, never lengthen it.
 	Grace      time.Duration
@@ -128,6 +128,9 @@ func Create(ctx context.Context, store objstore.Store, root string, schema *arro
 	t := newTable(store, root, opts)
 	if err := validateSchema(schema, keyColumn); err != nil {
 		return nil, err
+	}
+	if t.opts.Grace > MaxGrace {
+		return nil, objErr(t.name(), ErrInvalidGrace, fmt.Sprintf("writer grace %s above the maximum %s", t.opts.Grace, MaxGrace))
 	}
 	now := t.opts.Clock()
 	m := &Manifest{

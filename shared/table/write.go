@@ -177,7 +177,7 @@ func (t *Table) commit(ctx context.Context, op *writeOp, base *Manifest) (*Commi
 		if attempt > t.opts.MaxRetries || t.opts.Clock().Sub(started) > t.opts.CommitTimeout {
 			return nil, fmt.Errorf("%w after %d attempts: %v", ErrConflict, attempt, lastErr)
 		}
-		backoff := min(t.opts.BackoffBase<<min(attempt-1, 16), t.opts.BackoffMax)
+		backoff := min(SatShift(t.opts.BackoffBase, min(attempt-1, 16)), t.opts.BackoffMax)
 		if err := t.opts.Sleep(ctx, time.Duration(rand.Int64N(int64(backoff))+1)); err != nil {
 			return nil, err
 		}
@@ -206,14 +206,17 @@ func (t *Table) commit(ctx context.Context, op *writeOp, base *Manifest) (*Commi
 }
 
 // putManifest writes a manifest by PutIfAbsent, bounded by
-// MaxCommitDuration: a put still unanswered then is abandoned, and its
-// outcome is unknown (the caller looks, as for any ambiguous write).
+// ManifestPutTimeout (every attempt of the store's SDK included): a put
+// still unanswered then is abandoned, and its outcome is unknown (the
+// caller looks, as for any ambiguous write). With the store's
+// StoreApplyAllowance, the write lands within MaxCommitDuration of the
+// writer's check, or never.
 func (t *Table) putManifest(ctx context.Context, key string, body []byte) error {
-	pctx, cancel := context.WithTimeout(ctx, MaxCommitDuration)
+	pctx, cancel := context.WithTimeout(ctx, ManifestPutTimeout)
 	defer cancel()
 	err := t.store.PutIfAbsent(pctx, key, body)
 	if err != nil && ctx.Err() == nil && pctx.Err() != nil {
-		return fmt.Errorf("manifest write abandoned after %s: %w", MaxCommitDuration, err)
+		return fmt.Errorf("manifest write abandoned after %s: %w", ManifestPutTimeout, err)
 	}
 	return err
 }
