@@ -299,10 +299,13 @@ func decodeManifest(key string, b []byte) (*Manifest, error) {
 	m.WriterGrace = DefaultGrace
 	if fv >= 2 {
 		g := r.uvarint()
-		if r.err == nil && (g == 0 || g > uint64(MaxGrace)) {
-			r.fail(fmt.Sprintf("writer grace %d ns (must be in 1..%d, MaxGrace)", g, int64(MaxGrace)))
+		if r.err == nil && g == 0 {
+			r.fail("writer grace 0 ns (must be at least 1)")
 		}
-		m.WriterGrace = time.Duration(g)
+		// A grace above MaxGrace (stored by a release before the bound)
+		// reads as MaxGrace: still "keep for ever", and readers of such a
+		// table keep working, while every sum on it stays far from the limit.
+		m.WriterGrace = time.Duration(min(g, uint64(MaxGrace)))
 	}
 	count := r.uvarint()
 	if r.err == nil && count > uint64(len(r.b))/12 {
