@@ -7,7 +7,13 @@
 //   churn <dbdir> <table> <versions>   single-commit upserts until that many versions (benchmark)
 //   compact <dbdir> <table>            optimize with a cut-off at the epoch: compaction, no cleanup
 //   timed-cleanup <dbdir> <table> <cutoffMs> optimize after compact: the time of LanceDB's cleanup
+//   pages <dbdir> <table> <schema> <adds> <rowsPerAdd> [same]  a table of <adds> adds of <rowsPerAdd> rows
+//                                      each, schema "fixture" (id, name, val as create writes them) or "wide"
+//                                      (every type shared/lance/lanceenc decodes, with nulls); no index; "same":
+//                                      every add of generation 0, so N adds of 1 row hold what 1 add of N does
+//   rows <dbdir> <table>               every row of the latest version with its _rowid (BigInts as strings)
 import * as lancedb from "@lancedb/lancedb";
+import * as arrow from "apache-arrow";
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
@@ -98,6 +104,73 @@ async function timedCleanup(dir, name, cutoffMs) {
   return { ms, prune: stats.prune, latest: await tbl.version() };
 }
 
+// The "wide" schema: every type the page codec handles, nulls where the
+// column is nullable, an all-null column and strings of 300+ bytes (full-zip).
+const wideSchema = new arrow.Schema([
+  new arrow.Field("id", new arrow.Int64(), false),
+  new arrow.Field("name", new arrow.Utf8(), true),
+  new arrow.Field("val", new arrow.Float64(), true),
+  new arrow.Field("n32", new arrow.Int32(), true),
+  new arrow.Field("flag", new arrow.Bool(), true),
+  new arrow.Field("ts", new arrow.TimestampMicrosecond(), true),
+  new arrow.Field("opt", new arrow.Float64(), true),
+  new arrow.Field("note", new arrow.Utf8(), true),
+  new arrow.Field("long", new arrow.Utf8(), true),
+  new arrow.Field("gone", new arrow.Float64(), true),
+  new arrow.Field("bin", new arrow.Binary(), true),
+]);
+
+function wideRows(ids, gen) {
+  return ids.map((i) => ({
+    id: BigInt(i),
+    name: `row-${i}-g${gen}`,
+    val: i * 1.5 + gen,
+    n32: i * 7 - 100,
+    flag: i % 3 === 0,
+    ts: 1700000000000 + i * 1003, // milliseconds (apache-arrow scales to microseconds)
+    opt: i % 4 === 1 ? null : i / 4,
+    note: i % 5 === 2 ? null : `n${i}`.repeat(1 + (i % 7)),
+    long: i % 6 === 3 ? null : `L${i}:` + "x".repeat(300 + (i % 50)),
+    gone: null,
+    bin: i % 8 === 5 ? null : Uint8Array.from({ length: i % 9 }, (_, k) => (i * 31 + k) & 255),
+  }));
+}
+
+async function pages(dir, name, schema, adds, perAdd, same) {
+  const db = await connect(dir);
+  let next = 0;
+  const batch = (gen) => {
+    const ids = [];
+    for (let k = 0; k < perAdd; k++) ids.push(next++);
+    return schema === "wide" ? lancedb.makeArrowTable(wideRows(ids, gen), { schema: wideSchema }) : rows(ids, gen);
+  };
+  const tbl = await db.createTable(name, batch(0), { mode: "overwrite" });
+  for (let g = 1; g < adds; g++) await tbl.add(batch(same ? 0 : g));
+  return { latest: await tbl.version(), rows: await tbl.countRows() };
+}
+
+const jsonValue = (v) => {
+  if (typeof v === "bigint") return v.toString();
+  if (v instanceof Uint8Array) return Buffer.from(v).toString("base64");
+  return v;
+};
+
+async function allRows(dir, name) {
+  const db = await connect(dir);
+  const tbl = await db.openTable(name);
+  const t = await tbl.query().withRowId().toArrow();
+  const fields = t.schema.fields.map((f) => f.name);
+  const out = [];
+  for (let r = 0; r < t.numRows; r++) {
+    const row = {};
+    for (const f of fields) row[f] = jsonValue(t.getChild(f).get(r));
+    out.push(row);
+  }
+  const types = {};
+  for (const f of t.schema.fields) types[f.name] = String(f.type);
+  return { types, rows: out };
+}
+
 async function dump(dir, name) {
   const db = await connect(dir);
   const tbl = await db.openTable(name);
@@ -153,6 +226,8 @@ switch (cmd) {
   case "churn": res = await churn(dir, name, Number(arg)); break;
   case "compact": res = await optimize(dir, name, 0); break;
   case "timed-cleanup": res = await timedCleanup(dir, name, arg); break;
+  case "pages": res = await pages(dir, name, arg, Number(arg2), Number(process.argv[7]), process.argv[8] === "same"); break;
+  case "rows": res = await allRows(dir, name); break;
   default:
     console.error(`usage: node fixture.mjs create|dump|write|optimize <dbdir> <table> [arg]`);
     process.exit(2);

@@ -1,0 +1,334 @@
+package lanceenc
+
+import (
+	"encoding/binary"
+)
+
+// Mini-block limits (encoding.md "Mini Block Page Layout"; Lance's
+// MAX_MINIBLOCK_VALUES and the 12-bit chunk size in 8-byte words).
+const (
+	miniblockAlign     = 8
+	maxChunkBytes      = 32 * 1024
+	maxValuesPerChunk  = 4096
+	miniblockFill      = 0xFE // padding between a chunk's buffers
+	variablePad        = 72   // padding of a Variable chunk's bytes to its offset width
+	maxMiniBlockValLen = 256  // values this long or longer go to full-zip
+)
+
+// Decode decodes one page into its rows.
+func Decode(v Version, p Page) (*Values, error) {
+	v, err := v.norm()
+	if err != nil {
+		return nil, err
+	}
+	if v == V2_0 {
+		return decode20(p)
+	}
+	url, val, err := parseAny(p.Encoding)
+	if err != nil {
+		return nil, err
+	}
+	if url != typeURLPageLayout21 {
+		return nil, unsupported("page encoding %q in a %s file", url, v)
+	}
+	l, err := parsePageLayout(val)
+	if err != nil {
+		return nil, err
+	}
+	switch l.kind {
+	case layoutAllNull:
+		if len(p.Buffers) != 0 {
+			return nil, corrupt("AllNullLayout page with %d buffers", len(p.Buffers))
+		}
+		return &Values{Kind: KindNull, Len: p.Rows}, nil
+	case layoutMiniBlock:
+		return decodeMiniBlock(l, p)
+	default:
+		return decodeFullZip(l, p)
+	}
+}
+
+func decodeMiniBlock(l pageLayout, p Page) (*Values, error) {
+	if len(p.Buffers) != 2 {
+		return nil, corrupt("mini-block page with %d buffers, want 2 (no dictionary, no repetition index)", len(p.Buffers))
+	}
+	if l.numItems != p.Rows {
+		return nil, corrupt("mini-block page of %d rows with %d items", p.Rows, l.numItems)
+	}
+	meta, data := p.Buffers[0], p.Buffers[1]
+	if len(meta)%2 != 0 {
+		return nil, corrupt("mini-block metadata of %d bytes", len(meta))
+	}
+	nChunks := len(meta) / 2
+	if (nChunks == 0) != (p.Rows == 0) {
+		return nil, corrupt("mini-block page of %d rows with %d chunks", p.Rows, nChunks)
+	}
+	out := &Values{Kind: KindFixed, Bits: l.value.flatBits}
+	if l.value.variable {
+		out.Kind, out.Bits, out.OffsetBits = KindVariable, 0, l.value.offsetBits
+		out.Offsets = []uint64{0}
+	} else if err := checkFlatBits(out.Bits); err != nil {
+		return nil, err
+	}
+	if l.def != nil {
+		out.Valid = []bool{}
+	}
+	var pos, done uint64
+	for c := 0; c < nChunks; c++ {
+		w := binary.LittleEndian.Uint16(meta[2*c:])
+		size := (uint64(w>>4) + 1) * miniblockAlign
+		n := uint64(1) << (w & 0x0F)
+		if c == nChunks-1 {
+			if done >= p.Rows {
+				return nil, corrupt("mini-block chunks hold more than the page's %d rows", p.Rows)
+			}
+			n = p.Rows - done
+			if w&0x0F != 0 && uint64(1)<<(w&0x0F) != n {
+				return nil, corrupt("last mini-block chunk says %d values, %d remain", uint64(1)<<(w&0x0F), n)
+			}
+		} else if w&0x0F == 0 || n > p.Rows-done {
+			return nil, corrupt("mini-block chunk %d of %d values (page %d rows, %d before)", c, n, p.Rows, done)
+		}
+		if n > maxValuesPerChunk {
+			return nil, corrupt("mini-block chunk of %d values", n)
+		}
+		if size > uint64(len(data))-pos {
+			return nil, corrupt("mini-block chunk %d (%d bytes at %d) outside the %d-byte data buffer", c, size, pos, len(data))
+		}
+		if err := decodeChunk(out, data[pos:pos+size], n, l.def != nil); err != nil {
+			return nil, err
+		}
+		pos += size
+		done += n
+	}
+	if pos != uint64(len(data)) {
+		return nil, corrupt("mini-block data buffer of %d bytes, chunks hold %d", len(data), pos)
+	}
+	out.Len = p.Rows
+	return out, nil
+}
+
+func checkFlatBits(bits uint64) error {
+	switch bits {
+	case 1, 8, 16, 32, 64, 128:
+		return nil
+	}
+	return unsupported("2.1 Flat of %d bits per value", bits)
+}
+
+func pad8(n uint64) uint64 { return (n + miniblockAlign - 1) / miniblockAlign * miniblockAlign }
+
+// decodeChunk appends one mini-block chunk of n items to out.
+func decodeChunk(out *Values, chunk []byte, n uint64, hasDef bool) error {
+	hdr := uint64(4)
+	if hasDef {
+		hdr = 6
+	}
+	if uint64(len(chunk)) < hdr {
+		return corrupt("mini-block chunk of %d bytes", len(chunk))
+	}
+	numLevels := uint64(binary.LittleEndian.Uint16(chunk))
+	var defSize uint64
+	off := uint64(2)
+	if hasDef {
+		defSize = uint64(binary.LittleEndian.Uint16(chunk[off:]))
+		off += 2
+	}
+	valSize := uint64(binary.LittleEndian.Uint16(chunk[off:]))
+	off = pad8(off + 2)
+	take := func(size uint64) ([]byte, error) {
+		if off > uint64(len(chunk)) || size > uint64(len(chunk))-off {
+			return nil, corrupt("mini-block chunk buffer of %d bytes at %d outside the %d-byte chunk", size, off, len(chunk))
+		}
+		b := chunk[off : off+size]
+		off = pad8(off + size)
+		return b, nil
+	}
+	if hasDef {
+		if numLevels != n || defSize != 2*n {
+			return corrupt("mini-block chunk of %d items with %d levels in %d bytes", n, numLevels, defSize)
+		}
+		def, err := take(defSize)
+		if err != nil {
+			return err
+		}
+		for i := uint64(0); i < n; i++ {
+			switch binary.LittleEndian.Uint16(def[2*i:]) {
+			case 0:
+				out.Valid = append(out.Valid, true)
+			case 1:
+				out.Valid = append(out.Valid, false)
+			default:
+				return corrupt("definition level %d in a single NULLABLE_ITEM layer", binary.LittleEndian.Uint16(def[2*i:]))
+			}
+		}
+	} else if numLevels != 0 {
+		return corrupt("mini-block chunk with %d levels and no level buffers", numLevels)
+	}
+	vals, err := take(valSize)
+	if err != nil {
+		return err
+	}
+	if off > uint64(len(chunk)) {
+		return corrupt("mini-block chunk padding outside the chunk")
+	}
+	if out.Kind == KindFixed {
+		need := (n*out.Bits + 7) / 8
+		if uint64(len(vals)) < need {
+			return corrupt("Flat chunk of %d %d-bit values in %d bytes", n, out.Bits, len(vals))
+		}
+		have := out.Len
+		out.Data = appendBits(out.Data, have, vals, n, out.Bits)
+		out.Len += n
+		return nil
+	}
+	// Variable: n+1 offsets (relative to the chunk's value buffer), then bytes.
+	w := out.OffsetBits / 8
+	if (n+1)*w > uint64(len(vals)) {
+		return corrupt("Variable chunk of %d values: %d bytes cannot hold the offsets", n, len(vals))
+	}
+	get := func(i uint64) uint64 {
+		if w == 4 {
+			return uint64(binary.LittleEndian.Uint32(vals[i*4:]))
+		}
+		return binary.LittleEndian.Uint64(vals[i*8:])
+	}
+	prev := get(0)
+	if prev < (n+1)*w || prev > uint64(len(vals)) {
+		return corrupt("Variable chunk: first offset %d (offsets end at %d, buffer %d)", prev, (n+1)*w, len(vals))
+	}
+	base := uint64(len(out.Data))
+	for i := uint64(1); i <= n; i++ {
+		o := get(i)
+		if o < prev || o > uint64(len(vals)) {
+			return corrupt("Variable chunk: offset %d after %d (buffer %d)", o, prev, len(vals))
+		}
+		prev = o
+	}
+	first := get(0)
+	out.Data = append(out.Data, vals[first:prev]...)
+	for i := uint64(1); i <= n; i++ {
+		out.Offsets = append(out.Offsets, base+get(i)-first)
+	}
+	out.Len += n
+	return nil
+}
+
+// decodeFullZip decodes a full-zip page of variable values: per item a
+// control word (when there are definition levels), then, for a valid item,
+// its length (4 or 8 bytes) and bytes. Buffer 1 is the repetition index, one
+// byte-packed offset per row and one past the end.
+func decodeFullZip(l pageLayout, p Page) (*Values, error) {
+	if len(p.Buffers) != 2 {
+		return nil, corrupt("full-zip page with %d buffers, want 2", len(p.Buffers))
+	}
+	if l.numItems != p.Rows {
+		return nil, corrupt("full-zip page of %d rows with %d items", p.Rows, l.numItems)
+	}
+	data, rep := p.Buffers[0], p.Buffers[1]
+	cw := controlWordBytes(l.bitsDef)
+	lw := l.bitsPerOffset / 8
+	// every item takes at least max(cw, 1) bytes... or lw if valid; bound n
+	if p.Rows > uint64(len(data)) && !(cw == 0 && lw == 0) {
+		return nil, corrupt("full-zip page of %d rows in %d bytes", p.Rows, len(data))
+	}
+	idxW, err := repIndexWidth(uint64(len(rep)), p.Rows)
+	if err != nil {
+		return nil, err
+	}
+	out := &Values{Kind: KindVariable, OffsetBits: l.bitsPerOffset, Offsets: []uint64{0}}
+	if cw > 0 {
+		out.Valid = []bool{}
+	}
+	mask := uint64(1)<<l.bitsDef - 1
+	var pos uint64
+	for i := uint64(0); i < p.Rows; i++ {
+		if got := readPacked(rep, i, idxW); got != pos {
+			return nil, corrupt("full-zip repetition index says row %d at %d, it is at %d", i, got, pos)
+		}
+		valid := true
+		if cw > 0 {
+			if cw > uint64(len(data))-pos {
+				return nil, corrupt("full-zip control word outside the data buffer")
+			}
+			var word uint64
+			for k := uint64(0); k < cw; k++ {
+				word |= uint64(data[pos+k]) << (8 * k)
+			}
+			pos += cw
+			switch word & mask {
+			case 0:
+			case 1:
+				valid = false
+			default:
+				return nil, corrupt("definition level %d in a single NULLABLE_ITEM layer", word&mask)
+			}
+			if word&^mask != 0 {
+				return nil, corrupt("full-zip control word %#x has bits above the definition level", word)
+			}
+			out.Valid = append(out.Valid, valid)
+		}
+		if valid {
+			if lw > uint64(len(data))-pos {
+				return nil, corrupt("full-zip value length outside the data buffer")
+			}
+			var n uint64
+			if lw == 4 {
+				n = uint64(binary.LittleEndian.Uint32(data[pos:]))
+			} else {
+				n = binary.LittleEndian.Uint64(data[pos:])
+			}
+			pos += lw
+			if n > uint64(len(data))-pos {
+				return nil, corrupt("full-zip value of %d bytes outside the data buffer", n)
+			}
+			out.Data = append(out.Data, data[pos:pos+n]...)
+			pos += n
+		}
+		out.Offsets = append(out.Offsets, uint64(len(out.Data)))
+	}
+	if pos != uint64(len(data)) {
+		return nil, corrupt("full-zip data buffer of %d bytes, items end at %d", len(data), pos)
+	}
+	if got := readPacked(rep, p.Rows, idxW); got != pos {
+		return nil, corrupt("full-zip repetition index ends at %d, data at %d", got, pos)
+	}
+	out.Len = p.Rows
+	return out, nil
+}
+
+func controlWordBytes(bitsDef uint64) uint64 {
+	switch {
+	case bitsDef == 0:
+		return 0
+	case bitsDef <= 8:
+		return 1
+	case bitsDef <= 16:
+		return 2
+	}
+	return 4
+}
+
+func repIndexWidth(size, rows uint64) (uint64, error) {
+	if rows+1 == 0 || size%(rows+1) != 0 {
+		return 0, corrupt("full-zip repetition index of %d bytes for %d rows", size, rows)
+	}
+	w := size / (rows + 1)
+	switch w {
+	case 1, 2, 4, 8:
+		return w, nil
+	}
+	return 0, corrupt("full-zip repetition index of %d bytes per entry", w)
+}
+
+func readPacked(b []byte, i, w uint64) uint64 {
+	switch w {
+	case 1:
+		return uint64(b[i])
+	case 2:
+		return uint64(binary.LittleEndian.Uint16(b[2*i:]))
+	case 4:
+		return uint64(binary.LittleEndian.Uint32(b[4*i:]))
+	}
+	return binary.LittleEndian.Uint64(b[8*i:])
+}
