@@ -18,7 +18,7 @@ type Limits struct {
 }
 
 // DefaultLimits are Merge's limits.
-var DefaultLimits = Limits{PageBytes: 8 << 20, PageRows: 1 << 20, MergeRows: 1 << 26}
+var DefaultLimits = Limits{PageBytes: 8 << 20, PageRows: 1 << 20, MergeRows: 1 << 24}
 
 // ErrTooLarge: a Merge or Filter over more rows than Limits.MergeRows.
 var ErrTooLarge = errors.New("lanceenc: too many rows for one merge")

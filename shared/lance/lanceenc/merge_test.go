@@ -1,0 +1,253 @@
+package lanceenc
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"math/rand"
+	"testing"
+)
+
+// row is a canonical form of one decoded row: nil for null.
+func rowsOf(t testing.TB, v *Values) [][]byte {
+	t.Helper()
+	out := make([][]byte, v.Len)
+	for i := uint64(0); i < v.Len; i++ {
+		switch {
+		case v.IsNull(i):
+		case v.Kind == KindFixed && v.Bits == 1:
+			out[i] = []byte{byte(v.Uint64(i)) + 1}
+		default:
+			out[i] = append([]byte{1}, v.Bytes(i)...)
+		}
+	}
+	return out
+}
+
+type colType struct {
+	kind       Kind
+	bits       uint64
+	offsetBits uint64
+}
+
+func randomValues(r *rand.Rand, ct colType, n int, nullRate float64, maxLen int) *Values {
+	v := &Values{Kind: ct.kind, Bits: ct.bits, OffsetBits: ct.offsetBits}
+	if ct.kind == KindVariable {
+		v.Offsets = []uint64{0}
+	}
+	if r.Float64() < 0.2 {
+		// an all-null page (AllNullLayout)
+		return &Values{Kind: KindNull, Len: uint64(n)}
+	}
+	for i := 0; i < n; i++ {
+		null := r.Float64() < nullRate
+		src := &Values{Kind: ct.kind, Bits: ct.bits, OffsetBits: ct.offsetBits, Len: 1}
+		if null {
+			src.Valid = []bool{false}
+		}
+		switch ct.kind {
+		case KindFixed:
+			src.Data = make([]byte, (ct.bits+7)/8)
+			if !null {
+				r.Read(src.Data)
+				if ct.bits == 1 {
+					src.Data[0] &= 1
+				}
+			}
+		case KindVariable:
+			var b []byte
+			if !null {
+				b = make([]byte, r.Intn(maxLen+1))
+				r.Read(b)
+			}
+			src.Data, src.Offsets = b, []uint64{0, uint64(len(b))}
+		}
+		if err := appendValues(v, src); err != nil {
+			panic(err)
+		}
+	}
+	return v
+}
+
+var colTypes = []colType{
+	{KindFixed, 1, 0}, {KindFixed, 8, 0}, {KindFixed, 16, 0}, {KindFixed, 32, 0}, {KindFixed, 64, 0}, {KindFixed, 128, 0},
+	{KindVariable, 0, 32}, {KindVariable, 0, 64},
+}
+
+// TestMergeRandom: pages of random rows (every supported type, nulls,
+// all-null pages, short and long strings) merged under random limits decode
+// to the concatenation of the inputs, and every output page is within the
+// limits.
+func TestMergeRandom(t *testing.T) {
+	r := rand.New(rand.NewSource(1))
+	for iter := 0; iter < 300; iter++ {
+		ct := colTypes[r.Intn(len(colTypes))]
+		maxLen := []int{0, 5, 40, 300, 700}[r.Intn(5)]
+		nullRate := []float64{0, 0, 0.1, 0.5, 1}[r.Intn(5)]
+		var pages []Page
+		var want [][]byte
+		for p, np := 0, 1+r.Intn(30); p < np; p++ {
+			n := 1 + r.Intn([]int{1, 3, 50, 700, 5000}[r.Intn(5)])
+			v := randomValues(r, ct, n, nullRate, maxLen)
+			page, err := encodePage21(v)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := Decode(V2_1, page)
+			if err != nil {
+				t.Fatalf("iter %d: decode a %s page: %v", iter, v.describe(), err)
+			}
+			if !equalRows(rowsOf(t, got), rowsOf(t, v)) {
+				t.Fatalf("iter %d: a %s page does not round-trip", iter, v.describe())
+			}
+			pages = append(pages, page)
+			want = append(want, rowsOf(t, v)...)
+		}
+		lim := Limits{PageBytes: uint64(1 + r.Intn(200000)), PageRows: uint64(1 + r.Intn(20000)), MergeRows: 1 << 24}
+		merged, err := MergeLimits(V2_1, pages, lim)
+		if err != nil {
+			t.Fatalf("iter %d (%+v): %v", iter, ct, err)
+		}
+		var got [][]byte
+		for _, p := range merged {
+			if p.Rows > lim.PageRows {
+				t.Fatalf("iter %d: page of %d rows, limit %d", iter, p.Rows, lim.PageRows)
+			}
+			v, err := Decode(V2_1, p)
+			if err != nil {
+				t.Fatalf("iter %d: merged page %s: %v", iter, Describe(V2_1, p), err)
+			}
+			got = append(got, rowsOf(t, v)...)
+		}
+		if !equalRows(got, want) {
+			t.Fatalf("iter %d (%+v): merged rows differ", iter, ct)
+		}
+		if len(merged) > len(pages) && lim.PageRows > 5000 && lim.PageBytes > 1<<17 {
+			t.Logf("iter %d: %d pages became %d", iter, len(pages), len(merged))
+		}
+	}
+}
+
+func equalRows(a, b [][]byte) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if (a[i] == nil) != (b[i] == nil) || !bytes.Equal(a[i], b[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// TestMergeRefuses: pages of another type, unsupported encodings and
+// versions give typed errors; nothing is merged.
+func TestMergeRefuses(t *testing.T) {
+	a, _ := encodePage21(&Values{Kind: KindFixed, Bits: 64, Len: 1, Data: make([]byte, 8)})
+	b, _ := encodePage21(&Values{Kind: KindFixed, Bits: 32, Len: 1, Data: make([]byte, 4)})
+	if _, err := Merge(V2_1, []Page{a, b}); !errors.Is(err, ErrUnsupported) {
+		t.Errorf("64-bit and 32-bit pages: %v", err)
+	}
+	if _, err := Merge(Version{3, 0}, []Page{a}); !errors.Is(err, ErrUnsupported) {
+		t.Errorf("version 3.0: %v", err)
+	}
+	// InlineBitpacking (field 5) in a mini-block layout
+	var inner []byte
+	inner = appendBytesField(inner, 3, appendBytesField(nil, 5, appendVarintField(nil, 1, 64)))
+	inner = appendLayers(inner, 6, layerAllValidItem)
+	inner = appendVarintField(inner, 7, 1)
+	inner = appendVarintField(inner, 9, 1)
+	bp := Page{Rows: 1, Buffers: a.Buffers, Encoding: appendAny(nil, typeURLPageLayout21, appendBytesField(nil, 1, inner))}
+	_, err := Merge(V2_1, []Page{a, bp})
+	var u *UnsupportedError
+	if !errors.As(err, &u) || u.Encoding != "2.1 InlineBitpacking" {
+		t.Errorf("bitpacked page: %v", err)
+	}
+	big := Page{Rows: 1 << 30, Encoding: appendPageLayout(nil, pageLayout{kind: layoutAllNull, layers: []uint64{layerNullableItem}})}
+	if _, err := Merge(V2_1, []Page{big}); !errors.Is(err, ErrTooLarge) {
+		t.Errorf("2^30 all-null rows: %v", err)
+	}
+}
+
+// TestFilter drops rows and keeps the rest in order, for every type.
+func TestFilter(t *testing.T) {
+	r := rand.New(rand.NewSource(2))
+	for iter := 0; iter < 100; iter++ {
+		ct := colTypes[r.Intn(len(colTypes))]
+		v := randomValues(r, ct, 1+r.Intn(3000), 0.2, 300)
+		p, err := encodePage21(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rows := rowsOf(t, v)
+		mod := 1 + r.Intn(5)
+		keep := func(i uint64) bool { return i%uint64(mod) != 0 }
+		var want [][]byte
+		for i, row := range rows {
+			if keep(uint64(i)) {
+				want = append(want, row)
+			}
+		}
+		fp, err := Filter(V2_1, p, keep)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fp.Rows != uint64(len(want)) {
+			t.Fatalf("iter %d: %d rows kept, want %d", iter, fp.Rows, len(want))
+		}
+		if fp.Rows == 0 {
+			continue
+		}
+		got, err := Decode(V2_1, fp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !equalRows(rowsOf(t, got), want) {
+			t.Fatalf("iter %d (%+v): filtered rows differ", iter, ct)
+		}
+	}
+}
+
+// TestDecodeCorrupt: truncated and altered pages give typed errors.
+func TestDecodeCorrupt(t *testing.T) {
+	r := rand.New(rand.NewSource(3))
+	for iter := 0; iter < 2000; iter++ {
+		ct := colTypes[r.Intn(len(colTypes))]
+		p, err := encodePage21(randomValues(r, ct, 1+r.Intn(600), 0.3, 300))
+		if err != nil {
+			t.Fatal(err)
+		}
+		mutate(r, &p)
+		_, err = Decode(V2_1, p)
+		if err != nil && !errors.Is(err, ErrCorrupt) && !errors.Is(err, ErrUnsupported) {
+			t.Fatalf("iter %d: untyped error %v", iter, err)
+		}
+	}
+}
+
+func mutate(r *rand.Rand, p *Page) {
+	switch r.Intn(5) {
+	case 0:
+		p.Rows = uint64(r.Int63n(1 << 40))
+	case 1:
+		if len(p.Buffers) > 0 {
+			i := r.Intn(len(p.Buffers))
+			b := p.Buffers[i]
+			p.Buffers[i] = b[:r.Intn(len(b)+1)]
+		}
+	case 2:
+		if len(p.Buffers) > 0 {
+			b := append([]byte(nil), p.Buffers[r.Intn(len(p.Buffers))]...)
+			if len(b) > 0 {
+				b[r.Intn(len(b))] ^= byte(1 + r.Intn(255))
+			}
+			p.Buffers[0] = b
+		}
+	case 3:
+		e := append([]byte(nil), p.Encoding...)
+		e[r.Intn(len(e))] ^= byte(1 + r.Intn(255))
+		p.Encoding = e
+	case 4:
+		p.Buffers = append(p.Buffers, []byte(fmt.Sprint(r.Int())))
+	}
+}
