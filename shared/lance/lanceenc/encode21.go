@@ -88,7 +88,8 @@ const (
 )
 
 // variableChunks cuts variable values as Lance's BinaryMiniBlockEncoder
-// does: double the values while offsets and bytes stay within 4 KiB; each
+// does: the largest power of two of values whose offsets and bytes stay
+// within 4 KiB (the rest of the page if it fits, at least one value); each
 // chunk is its offsets (rebased to the chunk's start, after the offsets)
 // then its bytes, padded to the offset width with 72.
 func variableChunks(v *Values) []chunkSpec {
@@ -158,7 +159,9 @@ func nextChunkEnd(offsets []uint64, start, w uint64) uint64 {
 		}
 		num, next = next, next*2
 	}
-	return start + next
+	// Lance 8 (the writer of LanceDB 0.31) ends the chunk at the last count
+	// that fitted; older sources took the count that did not.
+	return start + num
 }
 
 func encodeMiniBlock(v *Values, valid []bool) (Page, error) {
