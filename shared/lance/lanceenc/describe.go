@@ -98,5 +98,55 @@ func describeCompression(b []byte, depth int) string {
 }
 
 func describe20(url string, val []byte) string {
-	return strings.TrimPrefix(url, "/")
+	if url != typeURLArrayEnc20 {
+		return strings.TrimPrefix(url, "/")
+	}
+	return "2.0 " + describeArray20(val, 0)
+}
+
+// describeArray20 names a 2.0 ArrayEncoding tree, e.g. "Nullable(some_nulls
+// Flat(1) Flat(64))", "Binary(Nullable(no_nulls Flat(64)) Flat(8))".
+func describeArray20(b []byte, depth int) string {
+	fs, err := parseFields(b)
+	if err != nil || len(fs) != 1 || depth > 6 {
+		return "?"
+	}
+	f := fs[0]
+	name := arrayNames20[f.num]
+	if name == "" {
+		name = fmt.Sprintf("ArrayEncoding#%d", f.num)
+	}
+	inner, err := parseFields(f.b)
+	if err != nil {
+		return name
+	}
+	var parts []string
+	switch f.num {
+	case 1:
+		for _, g := range inner {
+			if g.num == 1 {
+				return fmt.Sprintf("Flat(%d)", g.u)
+			}
+		}
+	case 2:
+		if len(inner) == 1 {
+			kind := map[protowire.Number]string{1: "no_nulls", 2: "some_nulls", 3: "all_nulls"}[inner[0].num]
+			parts = append(parts, kind)
+			if sub, err := parseFields(inner[0].b); err == nil {
+				for _, g := range sub {
+					parts = append(parts, describeArray20(g.b, depth+1))
+				}
+			}
+		}
+	case 6, 7, 8:
+		for _, g := range inner {
+			if g.typ == protowire.BytesType && g.num <= 2 {
+				parts = append(parts, describeArray20(g.b, depth+1))
+			}
+		}
+	}
+	if len(parts) == 0 {
+		return name
+	}
+	return name + "(" + strings.Join(parts, " ") + ")"
 }

@@ -33,13 +33,21 @@ type lanceRows struct {
 }
 
 // makeTable has LanceDB write table name under db: adds adds of per rows.
-func makeTable(t *testing.T, db, name, schema string, adds, per int, same bool) {
+// fileVersion is the data storage version the tests ask LanceDB for ("":
+// its default, 2.1 for LanceDB 0.31).
+type fileVersion string
+
+func makeTable(t *testing.T, db, name, schema string, adds, per int, same bool, fv fileVersion) {
 	t.Helper()
 	args := []string{"pages", db, name, schema, strconv.Itoa(adds), strconv.Itoa(per)}
 	if same {
 		args = append(args, "same")
 	}
-	lancetest.Node(t, nil, nil, args...)
+	var env []string
+	if fv != "" {
+		env = append(env, "LANCE_FILE_VERSION="+string(fv))
+	}
+	lancetest.Node(t, env, nil, args...)
 }
 
 func readRows(t *testing.T, db, name string) lanceRows {
@@ -270,16 +278,20 @@ func TestLanceDBDecode(t *testing.T) {
 		name, schema string
 		adds, per    int
 		allDecoded   bool
+		fv           fileVersion
 	}{
-		{"wide_one_row", "wide", 12, 1, true},
-		{"wide_40", "wide", 2, 40, true},
-		{"wide_bulk", "wide", 1, 3000, false},
-		{"fixture_one_row", "fixture", 5, 1, true},
-		{"fixture_bulk", "fixture", 1, 3000, false},
+		{"wide_one_row", "wide", 12, 1, true, ""},
+		{"wide_40", "wide", 2, 40, true, ""},
+		{"wide_bulk", "wide", 1, 3000, false, ""},
+		{"fixture_one_row", "fixture", 5, 1, true, ""},
+		{"fixture_bulk", "fixture", 1, 3000, false, ""},
+		{"v20_wide_one_row", "wide", 12, 1, true, "2.0"},
+		{"v20_wide_40", "wide", 2, 40, true, "2.0"},
+		{"v20_wide_bulk", "wide", 1, 3000, false, "2.0"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			makeTable(t, db, c.name, c.schema, c.adds, c.per, false)
+			makeTable(t, db, c.name, c.schema, c.adds, c.per, false, c.fv)
 			encs := checkDecode(t, db, c.name, c.schema)
 			for _, col := range schemaOrder[c.schema] {
 				var ks []string
@@ -333,20 +345,25 @@ func columnPages(t *testing.T, dir string) (*testFile, [][]Page, manifestFile) {
 // all-null. With 20 adds of 100 rows against one add of 2,000 it is the
 // columns LanceDB still writes Flat or Variable (multi-chunk pages: 512
 // values a chunk for 64 bits, 4,096 for booleans, ~4 KiB variable chunks);
-// the others LanceDB bit-packs or FSST-compresses.
+// the others LanceDB bit-packs or FSST-compresses. The same for 2.0 files
+// (Nullable over Flat, Binary with null_adjustment).
 func TestLanceDBMergeBitExact(t *testing.T) {
 	db := t.TempDir()
 	for _, c := range []struct {
 		adds, per int
 		want      []string // columns that must compare
+		fv        fileVersion
 	}{
-		{40, 1, schemaOrder["wide"]},
-		{20, 100, []string{"val", "flag", "name"}},
+		{40, 1, schemaOrder["wide"], ""},
+		{20, 100, []string{"val", "flag", "name"}, ""},
+		{40, 1, schemaOrder["wide"], "2.0"},
+		// 100-row pages of note and long are 2.0 Dictionary (≥ 100 rows)
+		{20, 100, []string{"id", "name", "val", "n32", "flag", "ts", "opt", "gone", "bin"}, "2.0"},
 	} {
 		n := c.adds * c.per
-		bulkName, smallName := fmt.Sprintf("bulk%d", n), fmt.Sprintf("small%dx%d", c.adds, c.per)
-		makeTable(t, db, bulkName, "wide", 1, n, true)
-		makeTable(t, db, smallName, "wide", c.adds, c.per, true)
+		bulkName, smallName := fmt.Sprintf("bulk%d%s", n, c.fv), fmt.Sprintf("small%dx%d%s", c.adds, c.per, c.fv)
+		makeTable(t, db, bulkName, "wide", 1, n, true, c.fv)
+		makeTable(t, db, smallName, "wide", c.adds, c.per, true, c.fv)
 		bulk, bulkCols, _ := columnPages(t, filepath.Join(db, bulkName+".lance"))
 		_, smallCols, _ := columnPages(t, filepath.Join(db, smallName+".lance"))
 		v := Version{uint32(bulk.Major), uint32(bulk.Minor)}
@@ -406,12 +423,18 @@ func chunks(p Page) int {
 // wrote with the same 700 rows in one add (the manifest's file_size_bytes
 // patched in place), and LanceDB reads exactly the same rows from it.
 func TestLanceDBReadsMerged(t *testing.T) {
+	for _, fv := range []fileVersion{"", "2.0"} {
+		t.Run("version"+string(fv), func(t *testing.T) { readsMerged(t, fv) })
+	}
+}
+
+func readsMerged(t *testing.T, fv fileVersion) {
 	db := t.TempDir()
 	if d := os.Getenv("LANCEENC_KEEP"); d != "" {
 		db = d // keep the datasets for inspection
 	}
-	makeTable(t, db, "target", "wide", 1, 700, true)
-	makeTable(t, db, "small", "wide", 100, 7, true)
+	makeTable(t, db, "target", "wide", 1, 700, true, fv)
+	makeTable(t, db, "small", "wide", 100, 7, true, fv)
 	before := readRows(t, db, "target")
 	smallRows := readRows(t, db, "small")
 

@@ -137,7 +137,9 @@ function wideRows(ids, gen) {
 }
 
 async function pages(dir, name, schema, adds, perAdd, same) {
-  const db = await connect(dir);
+  // LANCE_FILE_VERSION (e.g. "2.0"): the new table's data storage version
+  const version = process.env.LANCE_FILE_VERSION;
+  const db = await connect(dir, version ? { new_table_data_storage_version: version } : {});
   let next = 0;
   const batch = (gen) => {
     const ids = [];
