@@ -95,7 +95,7 @@ func decodeMiniBlock(l pageLayout, p Page) (*Values, error) {
 		if size > uint64(len(data))-pos {
 			return nil, corrupt("mini-block chunk %d (%d bytes at %d) outside the %d-byte data buffer", c, size, pos, len(data))
 		}
-		if err := decodeChunk(out, data[pos:pos+size], n, l.def != nil); err != nil {
+		if err := decodeChunk(out, data[pos:pos+size], n, l.def != nil, l.value.rle); err != nil {
 			return nil, err
 		}
 		pos += size
@@ -119,10 +119,13 @@ func checkFlatBits(bits uint64) error {
 func pad8(n uint64) uint64 { return (n + miniblockAlign - 1) / miniblockAlign * miniblockAlign }
 
 // decodeChunk appends one mini-block chunk of n items to out.
-func decodeChunk(out *Values, chunk []byte, n uint64, hasDef bool) error {
+func decodeChunk(out *Values, chunk []byte, n uint64, hasDef, rle bool) error {
 	hdr := uint64(4)
 	if hasDef {
-		hdr = 6
+		hdr += 2
+	}
+	if rle {
+		hdr += 2
 	}
 	if uint64(len(chunk)) < hdr {
 		return corrupt("mini-block chunk of %d bytes", len(chunk))
@@ -135,7 +138,13 @@ func decodeChunk(out *Values, chunk []byte, n uint64, hasDef bool) error {
 		off += 2
 	}
 	valSize := uint64(binary.LittleEndian.Uint16(chunk[off:]))
-	off = pad8(off + 2)
+	off += 2
+	var runSize uint64
+	if rle {
+		runSize = uint64(binary.LittleEndian.Uint16(chunk[off:]))
+		off += 2
+	}
+	off = pad8(off)
 	take := func(size uint64) ([]byte, error) {
 		if off > uint64(len(chunk)) || size > uint64(len(chunk))-off {
 			return nil, corrupt("mini-block chunk buffer of %d bytes at %d outside the %d-byte chunk", size, off, len(chunk))
@@ -168,6 +177,13 @@ func decodeChunk(out *Values, chunk []byte, n uint64, hasDef bool) error {
 	vals, err := take(valSize)
 	if err != nil {
 		return err
+	}
+	if rle {
+		runs, err := take(runSize)
+		if err != nil {
+			return err
+		}
+		return decodeRle(out, vals, runs, n)
 	}
 	if off > uint64(len(chunk)) {
 		return corrupt("mini-block chunk padding outside the chunk")
@@ -209,6 +225,30 @@ func decodeChunk(out *Values, chunk []byte, n uint64, hasDef bool) error {
 	out.Data = append(out.Data, vals[first:prev]...)
 	for i := uint64(1); i <= n; i++ {
 		out.Offsets = append(out.Offsets, base+get(i)-first)
+	}
+	out.Len += n
+	return nil
+}
+
+// decodeRle appends n values of a run-length chunk: run value i (Bits
+// wide) repeated runs[i] times.
+func decodeRle(out *Values, vals, runs []byte, n uint64) error {
+	w := out.Bits / 8
+	if uint64(len(runs))*w != uint64(len(vals)) {
+		return corrupt("Rle chunk with %d runs and %d value bytes", len(runs), len(vals))
+	}
+	var total uint64
+	for _, r := range runs {
+		total += uint64(r)
+	}
+	if total != n {
+		return corrupt("Rle chunk runs hold %d values, the chunk %d", total, n)
+	}
+	for i, r := range runs {
+		v := vals[uint64(i)*w : uint64(i+1)*w]
+		for k := byte(0); k < r; k++ {
+			out.Data = append(out.Data, v...)
+		}
 	}
 	out.Len += n
 	return nil

@@ -34,17 +34,21 @@ func packBuffers(bufs [][]byte) []byte {
 // and fail only with typed errors.
 func FuzzDecodeMerge(f *testing.F) {
 	r := rand.New(rand.NewSource(4))
-	for _, ct := range colTypes {
-		for _, n := range []int{1, 7, 600} {
-			p, err := encodePage21(randomValues(r, ct, n, 0.3, 300))
-			if err != nil {
-				f.Fatal(err)
-			}
-			if len(packBuffers(p.Buffers)) < 60000 {
-				f.Add(p.Rows, p.Encoding, packBuffers(p.Buffers), false)
+	for _, ver := range []Version{V2_1, V2_0} {
+		for _, ct := range colTypes {
+			for _, n := range []int{1, 7, 600} {
+				p, err := encodePage(ver, randomValues(r, ct, n, 0.3, 300))
+				if err != nil {
+					f.Fatal(err)
+				}
+				if len(packBuffers(p.Buffers)) < 60000 {
+					f.Add(p.Rows, p.Encoding, packBuffers(p.Buffers), ver == V2_0)
+				}
 			}
 		}
 	}
+	rp := rlePage([]uint64{1, 1, 1, 2, 3, 3})
+	f.Add(rp.Rows, rp.Encoding, packBuffers(rp.Buffers), false)
 	f.Fuzz(func(t *testing.T, rows uint64, enc, data []byte, v20 bool) {
 		v := V2_1
 		if v20 {

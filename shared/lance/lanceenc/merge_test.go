@@ -81,6 +81,7 @@ var colTypes = []colType{
 func TestMergeRandom(t *testing.T) {
 	r := rand.New(rand.NewSource(1))
 	for iter := 0; iter < 300; iter++ {
+		ver := []Version{V2_1, V2_0}[iter%2]
 		ct := colTypes[r.Intn(len(colTypes))]
 		maxLen := []int{0, 5, 40, 300, 700}[r.Intn(5)]
 		nullRate := []float64{0, 0, 0.1, 0.5, 1}[r.Intn(5)]
@@ -89,11 +90,11 @@ func TestMergeRandom(t *testing.T) {
 		for p, np := 0, 1+r.Intn(30); p < np; p++ {
 			n := 1 + r.Intn([]int{1, 3, 50, 700, 5000}[r.Intn(5)])
 			v := randomValues(r, ct, n, nullRate, maxLen)
-			page, err := encodePage21(v)
+			page, err := encodePage(ver, v)
 			if err != nil {
 				t.Fatal(err)
 			}
-			got, err := Decode(V2_1, page)
+			got, err := Decode(ver, page)
 			if err != nil {
 				t.Fatalf("iter %d: decode a %s page: %v", iter, v.describe(), err)
 			}
@@ -104,7 +105,7 @@ func TestMergeRandom(t *testing.T) {
 			want = append(want, rowsOf(t, v)...)
 		}
 		lim := Limits{PageBytes: uint64(1 + r.Intn(200000)), PageRows: uint64(1 + r.Intn(20000)), MergeRows: 1 << 24}
-		merged, err := MergeLimits(V2_1, pages, lim)
+		merged, err := MergeLimits(ver, pages, lim)
 		if err != nil {
 			t.Fatalf("iter %d (%+v): %v", iter, ct, err)
 		}
@@ -113,9 +114,9 @@ func TestMergeRandom(t *testing.T) {
 			if p.Rows > lim.PageRows {
 				t.Fatalf("iter %d: page of %d rows, limit %d", iter, p.Rows, lim.PageRows)
 			}
-			v, err := Decode(V2_1, p)
+			v, err := Decode(ver, p)
 			if err != nil {
-				t.Fatalf("iter %d: merged page %s: %v", iter, Describe(V2_1, p), err)
+				t.Fatalf("iter %d: merged page %s: %v", iter, Describe(ver, p), err)
 			}
 			got = append(got, rowsOf(t, v)...)
 		}
@@ -173,9 +174,10 @@ func TestMergeRefuses(t *testing.T) {
 func TestFilter(t *testing.T) {
 	r := rand.New(rand.NewSource(2))
 	for iter := 0; iter < 100; iter++ {
+		ver := []Version{V2_1, V2_0}[iter%2]
 		ct := colTypes[r.Intn(len(colTypes))]
 		v := randomValues(r, ct, 1+r.Intn(3000), 0.2, 300)
-		p, err := encodePage21(v)
+		p, err := encodePage(ver, v)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -188,7 +190,7 @@ func TestFilter(t *testing.T) {
 				want = append(want, row)
 			}
 		}
-		fp, err := Filter(V2_1, p, keep)
+		fp, err := Filter(ver, p, keep)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -198,7 +200,7 @@ func TestFilter(t *testing.T) {
 		if fp.Rows == 0 {
 			continue
 		}
-		got, err := Decode(V2_1, fp)
+		got, err := Decode(ver, fp)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -212,13 +214,14 @@ func TestFilter(t *testing.T) {
 func TestDecodeCorrupt(t *testing.T) {
 	r := rand.New(rand.NewSource(3))
 	for iter := 0; iter < 2000; iter++ {
+		ver := []Version{V2_1, V2_0}[iter%2]
 		ct := colTypes[r.Intn(len(colTypes))]
-		p, err := encodePage21(randomValues(r, ct, 1+r.Intn(600), 0.3, 300))
+		p, err := encodePage(ver, randomValues(r, ct, 1+r.Intn(600), 0.3, 300))
 		if err != nil {
 			t.Fatal(err)
 		}
 		mutate(r, &p)
-		_, err = Decode(V2_1, p)
+		_, err = Decode(ver, p)
 		if err != nil && !errors.Is(err, ErrCorrupt) && !errors.Is(err, ErrUnsupported) {
 			t.Fatalf("iter %d: untyped error %v", iter, err)
 		}
@@ -249,5 +252,94 @@ func mutate(r *rand.Rand, p *Page) {
 		p.Encoding = e
 	case 4:
 		p.Buffers = append(p.Buffers, []byte(fmt.Sprint(r.Int())))
+	}
+}
+
+// rlePage builds a one-chunk mini-block Rle page of 64-bit values (no
+// nulls) as Lance lays it out: run values, then u8 run lengths.
+func rlePage(vals []uint64) Page {
+	var runVals, runs []byte
+	for i := 0; i < len(vals); {
+		j := i
+		for j < len(vals) && vals[j] == vals[i] && j-i < 255 {
+			j++
+		}
+		var b [8]byte
+		for k := 0; k < 8; k++ {
+			b[k] = byte(vals[i] >> (8 * k))
+		}
+		runVals = append(runVals, b[:]...)
+		runs = append(runs, byte(j-i))
+		i = j
+	}
+	var data []byte
+	data = append(data, 0, 0, byte(len(runVals)), byte(len(runVals)>>8), byte(len(runs)), byte(len(runs)>>8))
+	data = fill8(data)
+	data = fill8(append(data, runVals...))
+	data = fill8(append(data, runs...))
+	meta := []byte{byte((len(data)/8 - 1) << 4), byte((len(data)/8 - 1) >> 4)}
+	var inner []byte
+	rle := appendBytesField(nil, 1, appendFlat(nil, 64))
+	rle = appendBytesField(rle, 2, appendFlat(nil, 8))
+	inner = appendBytesField(inner, 3, appendBytesField(nil, 8, rle))
+	inner = appendLayers(inner, 6, layerAllValidItem)
+	inner = appendVarintField(inner, 7, 2)
+	inner = appendVarintField(inner, 9, uint64(len(vals)))
+	return Page{Rows: uint64(len(vals)), Buffers: [][]byte{meta, data}, Encoding: appendAny(nil, typeURLPageLayout21, appendBytesField(nil, 1, inner))}
+}
+
+// TestRleDecode: mini-block Rle pages (Lance writes them for small pages of
+// repeated values) decode, merge into Flat pages, and corrupt runs are
+// typed errors.
+func TestRleDecode(t *testing.T) {
+	r := rand.New(rand.NewSource(5))
+	var want []uint64
+	var pages []Page
+	for p := 0; p < 10; p++ {
+		var vals []uint64
+		for i, n := 0, 1+r.Intn(1000); i < n; i++ {
+			if i == 0 || r.Intn(4) == 0 {
+				vals = append(vals, r.Uint64())
+			} else {
+				vals = append(vals, vals[i-1])
+			}
+		}
+		page := rlePage(vals)
+		got, err := Decode(V2_1, page)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, v := range vals {
+			if got.Uint64(uint64(i)) != v {
+				t.Fatalf("page %d row %d: %d, want %d", p, i, got.Uint64(uint64(i)), v)
+			}
+		}
+		want = append(want, vals...)
+		pages = append(pages, page)
+	}
+	merged, err := Merge(V2_1, pages)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var i uint64
+	for _, p := range merged {
+		v, err := Decode(V2_1, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := Describe(V2_1, p); d != "MiniBlock Flat(64) ALL_VALID_ITEM" {
+			t.Errorf("merged page %s", d)
+		}
+		for k := uint64(0); k < v.Len; k++ {
+			if v.Uint64(k) != want[i] {
+				t.Fatalf("merged row %d differs", i)
+			}
+			i++
+		}
+	}
+	bad := rlePage([]uint64{1, 1, 2})
+	bad.Rows = 4
+	if _, err := Decode(V2_1, bad); !errors.Is(err, ErrCorrupt) {
+		t.Errorf("runs short of the rows: %v", err)
 	}
 }

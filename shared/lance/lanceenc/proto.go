@@ -133,9 +133,12 @@ func appendAny(dst []byte, url string, val []byte) []byte {
 // decoded: Flat (bits per value, no buffer compression) and Variable (Flat
 // offsets, no buffer compression).
 type compression struct {
-	flatBits   uint64 // Flat: bits per value
+	flatBits   uint64 // Flat: bits per value; Rle: bits per run value
 	variable   bool
 	offsetBits uint64 // Variable: bits per offset (32 or 64)
+	// rle: Rle{values: Flat(flatBits), run_lengths: Flat(8)}, decoded only
+	// (mini-block values: buffer 0 the run values, buffer 1 u8 run lengths).
+	rle bool
 }
 
 // compressiveNames are the CompressiveEncoding oneof members by field number.
@@ -213,6 +216,43 @@ func parseCompression(b []byte, depth int) (compression, error) {
 		if c.offsetBits != 32 && c.offsetBits != 64 {
 			return c, unsupported("2.1 Variable with %d-bit offsets", c.offsetBits)
 		}
+		return c, nil
+	}
+	if f.num == 8 && depth == 0 { // Rle{values = 1; run_lengths = 2}
+		inner, err := parseFields(f.b)
+		if err != nil {
+			return c, err
+		}
+		var runBits uint64
+		for _, g := range inner {
+			if err := g.wantBytes("Rle"); err != nil {
+				return c, err
+			}
+			sub, err := parseCompression(g.b, depth+1)
+			if err != nil {
+				return c, err
+			}
+			if sub.variable || sub.rle {
+				return c, unsupported("2.1 Rle over non-Flat")
+			}
+			switch g.num {
+			case 1:
+				c.flatBits = sub.flatBits
+			case 2:
+				runBits = sub.flatBits
+			default:
+				return c, unsupported("2.1 Rle field %d", g.num)
+			}
+		}
+		switch c.flatBits {
+		case 8, 16, 32, 64:
+		default:
+			return c, unsupported("2.1 Rle of %d-bit values", c.flatBits)
+		}
+		if runBits != 8 {
+			return c, unsupported("2.1 Rle with %d-bit run lengths", runBits)
+		}
+		c.rle = true
 		return c, nil
 	}
 	if name, ok := compressiveNames[f.num]; ok {
@@ -312,7 +352,7 @@ func (l *pageLayout) parseMiniBlock(b []byte) error {
 				return err
 			}
 			if f.num == 2 {
-				if c.variable || c.flatBits != 16 {
+				if c.variable || c.rle || c.flatBits != 16 {
 					return unsupported("2.1 definition levels not Flat u16")
 				}
 				l.def = &c
@@ -355,8 +395,12 @@ func (l *pageLayout) parseMiniBlock(b []byte) error {
 	if !haveValue {
 		return corrupt("MiniBlockLayout without value_compression")
 	}
-	if l.numBuffers != 1 {
-		return corrupt("MiniBlockLayout with %d value buffers, Flat and Variable have 1", l.numBuffers)
+	want := uint64(1)
+	if l.value.rle {
+		want = 2
+	}
+	if l.numBuffers != want {
+		return corrupt("MiniBlockLayout with %d value buffers, want %d", l.numBuffers, want)
 	}
 	return l.checkLayers(l.def != nil)
 }
