@@ -12,6 +12,7 @@
 //                                      (every type shared/lance/lanceenc decodes, with nulls); no index; "same":
 //                                      every add of generation 0, so N adds of 1 row hold what 1 add of N does
 //   rows <dbdir> <table>               every row of the latest version with its _rowid (BigInts as strings)
+//   take <dbdir> <table> <o1,o2,...>   the rows at those offsets (random access), as rows prints them
 import * as lancedb from "@lancedb/lancedb";
 import * as arrow from "apache-arrow";
 
@@ -160,7 +161,18 @@ const jsonValue = (v) => {
 async function allRows(dir, name) {
   const db = await connect(dir);
   const tbl = await db.openTable(name);
-  const t = await tbl.query().withRowId().toArrow();
+  return arrowRows(await tbl.query().withRowId().toArrow());
+}
+
+// take: the rows at the given offsets (LanceDB's random access path, which
+// reads single mini-block chunks and full-zip repetition indices).
+async function take(dir, name, list) {
+  const db = await connect(dir);
+  const tbl = await db.openTable(name);
+  return arrowRows(await tbl.takeOffsets(list.split(",").map(Number)).withRowId().toArrow());
+}
+
+function arrowRows(t) {
   const fields = t.schema.fields.map((f) => f.name);
   const out = [];
   for (let r = 0; r < t.numRows; r++) {
@@ -230,6 +242,7 @@ switch (cmd) {
   case "timed-cleanup": res = await timedCleanup(dir, name, arg); break;
   case "pages": res = await pages(dir, name, arg, Number(arg2), Number(process.argv[7]), process.argv[8] === "same"); break;
   case "rows": res = await allRows(dir, name); break;
+  case "take": res = await take(dir, name, arg); break;
   default:
     console.error(`usage: node fixture.mjs create|dump|write|optimize <dbdir> <table> [arg]`);
     process.exit(2);
