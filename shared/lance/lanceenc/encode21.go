@@ -233,7 +233,9 @@ func encodeFullZip(v *Values, valid []bool) (Page, error) {
 	if valid != nil {
 		cw = 1
 	}
-	bound := uint64(len(v.Data)) + cw*v.Len + lw*v.Len
+	// Lance sizes the index by this bound (readers take the width from the
+	// buffer: size / (rows + 1)); v may be a slice of larger Values
+	bound := v.Offsets[v.Len] - v.Offsets[0] + cw*v.Len + lw*v.Len
 	idxW := uint64(8)
 	switch {
 	case bound <= 0xFF:

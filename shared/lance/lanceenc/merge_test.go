@@ -343,3 +343,23 @@ func TestRleDecode(t *testing.T) {
 		t.Errorf("runs short of the rows: %v", err)
 	}
 }
+
+// TestFullZipIndexWidthPerPage: a full-zip page cut from larger values
+// sizes its repetition index by its own bytes, as Lance does (2 bytes an
+// entry for a page of a few hundred bytes, whatever came before it).
+func TestFullZipIndexWidthPerPage(t *testing.T) {
+	v := &Values{Kind: KindVariable, OffsetBits: 32, Offsets: []uint64{0}}
+	for i := 0; i < 400; i++ {
+		src := &Values{Kind: KindVariable, OffsetBits: 32, Len: 1, Data: bytes.Repeat([]byte{'x'}, 300), Offsets: []uint64{0, 300}}
+		if err := appendValues(v, src); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p, err := encodePage21(v.slice(399, 400))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Buffers[1]) != 4 {
+		t.Fatalf("index of %d bytes for one 300-byte row, want 2 entries of 2 bytes", len(p.Buffers[1]))
+	}
+}
