@@ -60,7 +60,7 @@ func readRows(t *testing.T, db, name string) lanceRows {
 // schemaOrder is the column order of the fixture's schemas.
 var schemaOrder = map[string][]string{
 	"fixture": {"id", "name", "val"},
-	"wide":    {"id", "name", "val", "n32", "flag", "ts", "opt", "note", "long", "gone", "bin"},
+	"wide":    {"id", "name", "val", "n32", "flag", "ts", "opt", "note", "long", "gone", "bin", "sparse"},
 }
 
 type dataFile struct {
@@ -358,7 +358,7 @@ func TestLanceDBMergeBitExact(t *testing.T) {
 		{40, 1, schemaOrder["wide"], ""},
 		{20, 100, []string{"val", "flag", "name"}, ""},
 		{40, 1, schemaOrder["wide"], "2.0"},
-		// 100-row pages of note and long are 2.0 Dictionary (≥ 100 rows)
+		// 100-row pages of note, long and sparse are 2.0 Dictionary (≥ 100 rows)
 		{20, 100, []string{"id", "name", "val", "n32", "flag", "ts", "opt", "gone", "bin"}, "2.0"},
 	} {
 		n := c.adds * c.per

@@ -106,7 +106,8 @@ async function timedCleanup(dir, name, cutoffMs) {
 }
 
 // The "wide" schema: every type the page codec handles, nulls where the
-// column is nullable, an all-null column and strings of 300+ bytes (full-zip).
+// column is nullable, an all-null column, a mostly-null one and strings of
+// 300+ bytes (full-zip).
 const wideSchema = new arrow.Schema([
   new arrow.Field("id", new arrow.Int64(), false),
   new arrow.Field("name", new arrow.Utf8(), true),
@@ -119,6 +120,7 @@ const wideSchema = new arrow.Schema([
   new arrow.Field("long", new arrow.Utf8(), true),
   new arrow.Field("gone", new arrow.Float64(), true),
   new arrow.Field("bin", new arrow.Binary(), true),
+  new arrow.Field("sparse", new arrow.Utf8(), true),
 ]);
 
 function wideRows(ids, gen) {
@@ -134,6 +136,7 @@ function wideRows(ids, gen) {
     long: i % 6 === 3 ? null : `L${i}:` + "x".repeat(300 + (i % 50)),
     gone: null,
     bin: i % 8 === 5 ? null : Uint8Array.from({ length: i % 9 }, (_, k) => (i * 31 + k) & 255),
+    sparse: i % 500 === 0 ? `s${i}` : null, // long null runs: all-null pages among valued ones
   }));
 }
 
