@@ -144,3 +144,69 @@ func Filter(v Version, p Page, keep func(row uint64) bool) (Page, error) {
 	}
 	return encodePage(nv, out)
 }
+
+// MergeRuns is Merge for a column whose pages are not all decodable: each
+// maximal run of consecutive pages this package decodes is merged (runs
+// cut at lim.MergeRows rows), and every other page is passed through as it
+// is, byte for byte, in its place. kept[i] says out[i] is an input page
+// unchanged. Only a corrupt page (or bad limits) is an error: then nothing
+// of the column should be rewritten.
+func MergeRuns(v Version, pages []Page, lim Limits) (out []Page, kept []bool, err error) {
+	nv, err := v.norm()
+	if err != nil {
+		return nil, nil, err
+	}
+	var run []Page
+	var runRows uint64
+	var runKind *Values
+	flush := func() error {
+		if len(run) == 0 {
+			return nil
+		}
+		merged, err := MergeLimits(nv, run, lim)
+		if err != nil {
+			return err
+		}
+		for _, p := range merged {
+			out = append(out, p)
+			kept = append(kept, false)
+		}
+		run, runRows, runKind = nil, 0, nil
+		return nil
+	}
+	for _, p := range pages {
+		d, err := Decode(nv, p)
+		if errors.Is(err, ErrUnsupported) {
+			if err := flush(); err != nil {
+				return nil, nil, err
+			}
+			out = append(out, p)
+			kept = append(kept, true)
+			continue
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+		compatible := runKind == nil || d.Kind == KindNull || runKind.Kind == KindNull ||
+			(d.Kind == runKind.Kind && d.Bits == runKind.Bits && d.OffsetBits == runKind.OffsetBits)
+		if !compatible || runRows+p.Rows > lim.MergeRows || runRows+p.Rows < runRows {
+			if err := flush(); err != nil {
+				return nil, nil, err
+			}
+		}
+		if p.Rows > lim.MergeRows {
+			out = append(out, p)
+			kept = append(kept, true)
+			continue
+		}
+		run = append(run, p)
+		runRows += p.Rows
+		if runKind == nil || runKind.Kind == KindNull {
+			runKind = &Values{Kind: d.Kind, Bits: d.Bits, OffsetBits: d.OffsetBits}
+		}
+	}
+	if err := flush(); err != nil {
+		return nil, nil, err
+	}
+	return out, kept, nil
+}

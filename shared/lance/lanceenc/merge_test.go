@@ -363,3 +363,62 @@ func TestFullZipIndexWidthPerPage(t *testing.T) {
 		t.Fatalf("index of %d bytes for one 300-byte row, want 2 entries of 2 bytes", len(p.Buffers[1]))
 	}
 }
+
+// TestMergeRuns: undecodable pages stay in place byte for byte, the runs
+// between them are merged, the rows keep their order.
+func TestMergeRuns(t *testing.T) {
+	one := func(x uint64) Page {
+		p, err := encodePage21(&Values{Kind: KindFixed, Bits: 64, Len: 1, Data: []byte{byte(x), 0, 0, 0, 0, 0, 0, 0}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	// an InlineBitpacking page (not decoded) of 3 rows
+	var inner []byte
+	inner = appendBytesField(inner, 3, appendBytesField(nil, 5, appendVarintField(nil, 1, 64)))
+	inner = appendLayers(inner, 6, layerAllValidItem)
+	inner = appendVarintField(inner, 7, 1)
+	inner = appendVarintField(inner, 9, 3)
+	bp := Page{Rows: 3, Buffers: [][]byte{{0x10, 0}, make([]byte, 16)}, Encoding: appendAny(nil, typeURLPageLayout21, appendBytesField(nil, 1, inner))}
+	var in []Page
+	for i := 0; i < 5; i++ {
+		in = append(in, one(uint64(i)))
+	}
+	in = append(in, bp)
+	for i := 5; i < 25; i++ {
+		in = append(in, one(uint64(i)))
+	}
+	in = append(in, bp, bp)
+	lim := DefaultLimits
+	lim.MergeRows = 8 // runs cut at 8 rows
+	out, kept, err := MergeRuns(V2_1, in, lim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var shape []string
+	var next uint64
+	for i, p := range out {
+		if kept[i] {
+			if !bytes.Equal(p.Encoding, bp.Encoding) {
+				t.Fatalf("page %d kept but changed", i)
+			}
+			shape = append(shape, "kept")
+			continue
+		}
+		v, err := Decode(V2_1, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for k := uint64(0); k < v.Len; k++ {
+			if v.Uint64(k) != next {
+				t.Fatalf("row %d reads %d", next, v.Uint64(k))
+			}
+			next++
+		}
+		shape = append(shape, fmt.Sprint(p.Rows))
+	}
+	if got := fmt.Sprint(shape); got != "[5 kept 8 8 4 kept kept]" || next != 25 {
+		t.Fatalf("pages %s, %d rows", got, next)
+	}
+}
