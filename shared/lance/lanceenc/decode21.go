@@ -38,7 +38,9 @@ func Decode(v Version, p Page) (*Values, error) {
 	switch l.kind {
 	case layoutAllNull:
 		if len(p.Buffers) != 0 {
-			return nil, corrupt("AllNullLayout page with %d buffers", len(p.Buffers))
+			// 2.2 ConstantLayout (the same field) keeps rep/def levels and
+			// variable constants in buffers
+			return nil, unsupported("2.1 AllNullLayout with %d buffers (2.2 ConstantLayout levels or value)", len(p.Buffers))
 		}
 		return &Values{Kind: KindNull, Len: p.Rows}, nil
 	case layoutMiniBlock:

@@ -32,6 +32,17 @@ func Describe(v Version, p Page) string {
 	if err != nil {
 		return name + " (unparsable)"
 	}
+	if fs[0].num == 2 {
+		for _, f := range inner {
+			if f.num != 5 { // 2.2 ConstantLayout: inline value, levels
+				name, parts = "Constant", []string{"Constant"}
+				break
+			}
+		}
+		if len(p.Buffers) > 0 {
+			name, parts = "Constant", []string{"Constant"}
+		}
+	}
 	var layers []string
 	for _, f := range inner {
 		switch {

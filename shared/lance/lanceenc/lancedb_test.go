@@ -289,6 +289,9 @@ func TestLanceDBDecode(t *testing.T) {
 		{"v20_wide_one_row", "wide", 12, 1, true, "2.0"},
 		{"v20_wide_40", "wide", 2, 40, true, "2.0"},
 		{"v20_wide_bulk", "wide", 1, 3000, false, "2.0"},
+		// 2.2: constant pages and u32-grammar mini-blocks are refused, never misread
+		{"v22_wide_one_row", "wide", 6, 1, false, "2.2"},
+		{"v22_wide_40", "wide", 1, 40, false, "2.2"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

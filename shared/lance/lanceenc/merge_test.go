@@ -422,3 +422,15 @@ func TestMergeRuns(t *testing.T) {
 		t.Fatalf("pages %s, %d rows", got, next)
 	}
 }
+
+// TestNoWrite22: Merge and Filter refuse to write 2.2 pages (a 2.2 reader
+// refuses u16-grammar mini-blocks in the whole file).
+func TestNoWrite22(t *testing.T) {
+	a, _ := encodePage21(&Values{Kind: KindFixed, Bits: 64, Len: 1, Data: make([]byte, 8)})
+	if _, err := Merge(V2_2, []Page{a, a}); !errors.Is(err, ErrUnsupported) {
+		t.Errorf("Merge 2.2: %v", err)
+	}
+	if _, err := Filter(V2_2, a, func(uint64) bool { return true }); !errors.Is(err, ErrUnsupported) {
+		t.Errorf("Filter 2.2: %v", err)
+	}
+}
