@@ -37,13 +37,17 @@ func Decode(v Version, p Page) (*Values, error) {
 	}
 	switch l.kind {
 	case layoutAllNull:
-		if len(p.Buffers) != 0 {
-			// 2.2 ConstantLayout (the same field) keeps rep/def levels and
-			// variable constants in buffers
-			return nil, unsupported("2.1 AllNullLayout with %d buffers (2.2 ConstantLayout levels or value)", len(p.Buffers))
+		if len(p.Buffers) == 0 && !l.hasInline && l.layers[0] == layerNullableItem {
+			return &Values{Kind: KindNull, Len: p.Rows}, nil
 		}
-		return &Values{Kind: KindNull, Len: p.Rows}, nil
+		if v != V2_2 {
+			return nil, unsupported("2.1 AllNullLayout with a value or levels (2.2 ConstantLayout) in a %s file", v)
+		}
+		return decodeConstant(l, p)
 	case layoutMiniBlock:
+		if l.largeChunk != (v == V2_2) || l.defRle != (l.defRle && v == V2_2) {
+			return nil, unsupported("mini-block chunk grammar (has_large_chunk %v, Rle levels %v) in a %s file", l.largeChunk, l.defRle, v)
+		}
 		return decodeMiniBlock(l, p)
 	default:
 		return decodeFullZip(l, p)
@@ -58,10 +62,14 @@ func decodeMiniBlock(l pageLayout, p Page) (*Values, error) {
 		return nil, corrupt("mini-block page of %d rows with %d items", p.Rows, l.numItems)
 	}
 	meta, data := p.Buffers[0], p.Buffers[1]
-	if len(meta)%2 != 0 {
+	ws := 2 // 2.2 large chunks: u32 chunk words and value buffer sizes
+	if l.largeChunk {
+		ws = 4
+	}
+	if len(meta)%ws != 0 {
 		return nil, corrupt("mini-block metadata of %d bytes", len(meta))
 	}
-	nChunks := len(meta) / 2
+	nChunks := len(meta) / ws
 	if (nChunks == 0) != (p.Rows == 0) {
 		return nil, corrupt("mini-block page of %d rows with %d chunks", p.Rows, nChunks)
 	}
@@ -77,7 +85,12 @@ func decodeMiniBlock(l pageLayout, p Page) (*Values, error) {
 	}
 	var pos, done uint64
 	for c := 0; c < nChunks; c++ {
-		w := binary.LittleEndian.Uint16(meta[2*c:])
+		var w uint32
+		if ws == 2 {
+			w = uint32(binary.LittleEndian.Uint16(meta[2*c:]))
+		} else {
+			w = binary.LittleEndian.Uint32(meta[4*c:])
+		}
 		size := (uint64(w>>4) + 1) * miniblockAlign
 		n := uint64(1) << (w & 0x0F)
 		if c == nChunks-1 {
@@ -97,7 +110,7 @@ func decodeMiniBlock(l pageLayout, p Page) (*Values, error) {
 		if size > uint64(len(data))-pos {
 			return nil, corrupt("mini-block chunk %d (%d bytes at %d) outside the %d-byte data buffer", c, size, pos, len(data))
 		}
-		if err := decodeChunk(out, data[pos:pos+size], n, l.def != nil, l.value.rle); err != nil {
+		if err := decodeChunk(out, data[pos:pos+size], n, l); err != nil {
 			return nil, err
 		}
 		pos += size
@@ -121,13 +134,18 @@ func checkFlatBits(bits uint64) error {
 func pad8(n uint64) uint64 { return (n + miniblockAlign - 1) / miniblockAlign * miniblockAlign }
 
 // decodeChunk appends one mini-block chunk of n items to out.
-func decodeChunk(out *Values, chunk []byte, n uint64, hasDef, rle bool) error {
-	hdr := uint64(4)
+func decodeChunk(out *Values, chunk []byte, n uint64, l pageLayout) error {
+	hasDef, rle := l.def != nil, l.value.rle
+	vs := uint64(2) // value buffer sizes: u16, u32 with 2.2 large chunks
+	if l.largeChunk {
+		vs = 4
+	}
+	hdr := 2 + vs
 	if hasDef {
 		hdr += 2
 	}
 	if rle {
-		hdr += 2
+		hdr += vs
 	}
 	if uint64(len(chunk)) < hdr {
 		return corrupt("mini-block chunk of %d bytes", len(chunk))
@@ -139,12 +157,20 @@ func decodeChunk(out *Values, chunk []byte, n uint64, hasDef, rle bool) error {
 		defSize = uint64(binary.LittleEndian.Uint16(chunk[off:]))
 		off += 2
 	}
-	valSize := uint64(binary.LittleEndian.Uint16(chunk[off:]))
-	off += 2
+	size := func() uint64 {
+		var x uint64
+		if vs == 2 {
+			x = uint64(binary.LittleEndian.Uint16(chunk[off:]))
+		} else {
+			x = uint64(binary.LittleEndian.Uint32(chunk[off:]))
+		}
+		off += vs
+		return x
+	}
+	valSize := size()
 	var runSize uint64
 	if rle {
-		runSize = uint64(binary.LittleEndian.Uint16(chunk[off:]))
-		off += 2
+		runSize = size()
 	}
 	off = pad8(off)
 	take := func(size uint64) ([]byte, error) {
@@ -156,12 +182,17 @@ func decodeChunk(out *Values, chunk []byte, n uint64, hasDef, rle bool) error {
 		return b, nil
 	}
 	if hasDef {
-		if numLevels != n || defSize != 2*n {
+		if numLevels != n || (!l.defRle && defSize != 2*n) {
 			return corrupt("mini-block chunk of %d items with %d levels in %d bytes", n, numLevels, defSize)
 		}
 		def, err := take(defSize)
 		if err != nil {
 			return err
+		}
+		if l.defRle {
+			if def, err = rleBlockLevels(def, n); err != nil {
+				return err
+			}
 		}
 		for i := uint64(0); i < n; i++ {
 			switch binary.LittleEndian.Uint16(def[2*i:]) {
@@ -230,6 +261,134 @@ func decodeChunk(out *Values, chunk []byte, n uint64, hasDef, rle bool) error {
 	}
 	out.Len += n
 	return nil
+}
+
+// rleBlockLevels expands a 2.2 Rle block of u16 levels: a u64 byte count
+// of the run values, the u16 run values, then one u8 length per run.
+func rleBlockLevels(b []byte, n uint64) ([]byte, error) {
+	if len(b) < 8 {
+		return nil, corrupt("Rle block of %d bytes", len(b))
+	}
+	vb := binary.LittleEndian.Uint64(b)
+	b = b[8:]
+	if vb%2 != 0 || vb > uint64(len(b)) || uint64(len(b))-vb != vb/2 {
+		return nil, corrupt("Rle block: %d value bytes, %d bytes follow", vb, len(b))
+	}
+	vals, runs := b[:vb], b[vb:]
+	out := make([]byte, 0, 2*n)
+	for i, r := range runs {
+		if uint64(len(out))/2+uint64(r) > n {
+			return nil, corrupt("Rle block runs exceed %d levels", n)
+		}
+		for k := byte(0); k < r; k++ {
+			out = append(out, vals[2*i], vals[2*i+1])
+		}
+	}
+	if uint64(len(out)) != 2*n {
+		return nil, corrupt("Rle block holds %d levels, want %d", len(out)/2, n)
+	}
+	return out, nil
+}
+
+// decodeConstant decodes a 2.2 ConstantLayout page: one value for every
+// valid row, inline (fixed width: 2, 4, 8 or 16 bytes; a 1-byte inline value
+// is a boolean or an 8-bit integer, which the page does not say) or in
+// buffer 0 (variable: u32 buffer count 2, u32 sizes, the two offsets, the
+// bytes); NULLABLE_ITEM pages add a repetition buffer (empty) and u16
+// definition levels.
+func decodeConstant(l pageLayout, p Page) (*Values, error) {
+	if p.Rows > DefaultLimits.MergeRows {
+		return nil, ErrTooLarge
+	}
+	nullable := l.layers[0] == layerNullableItem
+	bufs := p.Buffers
+	var out *Values
+	if l.hasInline {
+		switch len(l.inline) {
+		case 2, 4, 8, 16:
+		case 1:
+			return nil, unsupported("2.2 ConstantLayout with a 1-byte value (boolean or 8-bit integer)")
+		default:
+			return nil, corrupt("ConstantLayout inline value of %d bytes", len(l.inline))
+		}
+		out = &Values{Kind: KindFixed, Bits: 8 * uint64(len(l.inline))}
+	} else {
+		if len(bufs) == 0 {
+			return nil, corrupt("ConstantLayout without a value")
+		}
+		val, err := constantVariable(bufs[0])
+		if err != nil {
+			return nil, err
+		}
+		out = val
+		bufs = bufs[1:]
+	}
+	var valid []bool
+	if nullable {
+		if len(bufs) != 2 || len(bufs[0]) != 0 {
+			return nil, unsupported("2.2 ConstantLayout with %d level buffers (lists)", len(bufs))
+		}
+		def := bufs[1]
+		if uint64(len(def)) != 2*p.Rows {
+			return nil, corrupt("ConstantLayout: %d bytes of levels for %d rows", len(def), p.Rows)
+		}
+		valid = make([]bool, p.Rows)
+		for i := range valid {
+			switch binary.LittleEndian.Uint16(def[2*i:]) {
+			case 0:
+				valid[i] = true
+			case 1:
+			default:
+				return nil, corrupt("definition level %d in a single NULLABLE_ITEM layer", binary.LittleEndian.Uint16(def[2*i:]))
+			}
+		}
+	} else if len(bufs) != 0 {
+		return nil, corrupt("all-valid ConstantLayout with %d extra buffers", len(bufs))
+	}
+	if out.Kind == KindFixed {
+		zero := make([]byte, len(l.inline))
+		for i := uint64(0); i < p.Rows; i++ {
+			if valid == nil || valid[i] {
+				out.Data = append(out.Data, l.inline...)
+			} else {
+				out.Data = append(out.Data, zero...)
+			}
+		}
+	} else {
+		one := out.Data
+		out.Data, out.Offsets = nil, []uint64{0}
+		for i := uint64(0); i < p.Rows; i++ {
+			if valid == nil || valid[i] {
+				out.Data = append(out.Data, one...)
+			}
+			out.Offsets = append(out.Offsets, uint64(len(out.Data)))
+		}
+	}
+	out.Len, out.Valid = p.Rows, valid
+	return out, nil
+}
+
+// constantVariable parses a variable constant: u32 2, u32 offsets size
+// (8 or 16), u32 bytes size, the offsets (0 and the length), the bytes.
+func constantVariable(b []byte) (*Values, error) {
+	if len(b) < 12 || binary.LittleEndian.Uint32(b) != 2 {
+		return nil, corrupt("ConstantLayout value buffer of %d bytes", len(b))
+	}
+	offSize, dataSize := uint64(binary.LittleEndian.Uint32(b[4:])), uint64(binary.LittleEndian.Uint32(b[8:]))
+	if (offSize != 8 && offSize != 16) || 12+offSize+dataSize != uint64(len(b)) {
+		return nil, corrupt("ConstantLayout value: offsets %d, bytes %d in %d", offSize, dataSize, len(b))
+	}
+	w := offSize / 2
+	var o0, o1 uint64
+	if w == 4 {
+		o0, o1 = uint64(binary.LittleEndian.Uint32(b[12:])), uint64(binary.LittleEndian.Uint32(b[16:]))
+	} else {
+		o0, o1 = binary.LittleEndian.Uint64(b[12:]), binary.LittleEndian.Uint64(b[20:])
+	}
+	if o0 != 0 || o1 != dataSize {
+		return nil, corrupt("ConstantLayout value offsets %d, %d for %d bytes", o0, o1, dataSize)
+	}
+	return &Values{Kind: KindVariable, OffsetBits: 8 * w, Data: b[12+offSize:]}, nil
 }
 
 // decodeRle appends n values of a run-length chunk: run value i (Bits

@@ -300,6 +300,11 @@ type pageLayout struct {
 	bitsPerOffset uint64
 	numVisible    uint64
 	numBuffers    uint64
+	// 2.2
+	largeChunk bool   // MiniBlockLayout.has_large_chunk: u32 chunk grammar
+	defRle     bool   // mini-block def levels as a 2.2 Rle block
+	inline     []byte // ConstantLayout.inline_value (nil: absent)
+	hasInline  bool
 }
 
 func parsePageLayout(b []byte) (pageLayout, error) {
@@ -352,9 +357,10 @@ func (l *pageLayout) parseMiniBlock(b []byte) error {
 				return err
 			}
 			if f.num == 2 {
-				if c.variable || c.rle || c.flatBits != 16 {
-					return unsupported("2.1 definition levels not Flat u16")
+				if c.variable || c.flatBits != 16 {
+					return unsupported("2.1 definition levels not Flat or Rle u16")
 				}
+				l.defRle, c.rle = c.rle, false
 				l.def = &c
 			} else {
 				l.value, haveValue = c, true
@@ -385,6 +391,11 @@ func (l *pageLayout) parseMiniBlock(b []byte) error {
 				return err
 			}
 			l.numItems = f.u
+		case 10:
+			if err := f.wantVarint("MiniBlockLayout"); err != nil {
+				return err
+			}
+			l.largeChunk = f.u != 0
 		default:
 			if f.typ == protowire.VarintType && f.u == 0 {
 				continue // a default-valued field is no change of format
@@ -426,20 +437,44 @@ func (l *pageLayout) checkLayers(hasDef bool) error {
 	return nil
 }
 
+// parseAllNull parses field 2 of PageLayout: the 2.1 AllNullLayout, which
+// 2.2 extends into ConstantLayout (layers = 5, inline_value = 6,
+// rep_compression = 7, def_compression = 8, num_rep_values = 9,
+// num_def_values = 10).
 func (l *pageLayout) parseAllNull(b []byte) error {
 	fs, err := parseFields(b)
 	if err != nil {
 		return err
 	}
 	for _, f := range fs {
-		if f.num != 5 {
+		switch f.num {
+		case 5:
+			if l.layers, err = f.varints("AllNullLayout", l.layers); err != nil {
+				return err
+			}
+		case 6:
+			if err := f.wantBytes("ConstantLayout"); err != nil {
+				return err
+			}
+			l.inline, l.hasInline = f.b, true
+		case 7:
+			return unsupported("2.2 ConstantLayout.rep_compression (lists)")
+		case 8:
+			return unsupported("2.2 ConstantLayout.def_compression")
+		case 9:
+			if f.u != 0 {
+				return unsupported("2.2 ConstantLayout with repetition levels (lists)")
+			}
+		case 10:
+			if err := f.wantVarint("ConstantLayout"); err != nil {
+				return err
+			}
+			l.numItems = f.u
+		default:
 			return unsupported("2.1 AllNullLayout field %d", f.num)
 		}
-		if l.layers, err = f.varints("AllNullLayout", l.layers); err != nil {
-			return err
-		}
 	}
-	if len(l.layers) != 1 || l.layers[0] != layerNullableItem {
+	if len(l.layers) != 1 || (l.layers[0] != layerNullableItem && l.layers[0] != layerAllValidItem) {
 		return unsupported("2.1 AllNullLayout with layers %v (structs or lists)", l.layers)
 	}
 	return nil
@@ -549,6 +584,9 @@ func appendPageLayout(dst []byte, l pageLayout) []byte {
 		inner = appendLayers(inner, 6, l.layers[0])
 		inner = appendVarintField(inner, 7, l.numBuffers)
 		inner = appendVarintField(inner, 9, l.numItems)
+		if l.largeChunk {
+			inner = appendVarintField(inner, 10, 1)
+		}
 	case layoutAllNull:
 		num = 2
 		inner = appendLayers(inner, 5, l.layers[0])

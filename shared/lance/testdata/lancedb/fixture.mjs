@@ -140,6 +140,20 @@ function wideRows(ids, gen) {
   }));
 }
 
+// The "const" schema: columns that are constant (with nulls) in a page,
+// which Lance 2.2 writes as ConstantLayout pages.
+const constSchema = new arrow.Schema([
+  new arrow.Field("id", new arrow.Int64(), false),
+  new arrow.Field("c", new arrow.Float64(), true),
+  new arrow.Field("s", new arrow.Utf8(), true),
+  new arrow.Field("b", new arrow.Bool(), true),
+  new arrow.Field("i8", new arrow.Int8(), true),
+]);
+
+function constRows(ids) {
+  return ids.map((i) => ({ id: BigInt(i), c: i % 3 === 0 ? null : 7.5, s: i % 3 === 0 ? null : "k", b: true, i8: 1 }));
+}
+
 async function pages(dir, name, schema, adds, perAdd, same) {
   // LANCE_FILE_VERSION (e.g. "2.0"): the new table's data storage version
   const version = process.env.LANCE_FILE_VERSION;
@@ -148,6 +162,7 @@ async function pages(dir, name, schema, adds, perAdd, same) {
   const batch = (gen) => {
     const ids = [];
     for (let k = 0; k < perAdd; k++) ids.push(next++);
+    if (schema === "const") return lancedb.makeArrowTable(constRows(ids), { schema: constSchema });
     return schema === "wide" ? lancedb.makeArrowTable(wideRows(ids, gen), { schema: wideSchema }) : rows(ids, gen);
   };
   const tbl = await db.createTable(name, batch(0), { mode: "overwrite" });
