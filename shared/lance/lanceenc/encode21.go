@@ -11,7 +11,12 @@ import (
 // for longer ones, AllNullLayout when every row is null. Rows with nulls get
 // a NULLABLE_ITEM layer with Flat u16 definition levels (0 valid, 1 null);
 // rows without, ALL_VALID_ITEM.
-func encodePage21(v *Values) (Page, error) {
+func encodePage21(v *Values) (Page, error) { return encodeStructural(v, false) }
+
+// encodeStructural writes 2.1 pages (large = false) or 2.2 pages (large:
+// mini-blocks in the u32 chunk grammar, has_large_chunk set, which Lance
+// 2.2 readers require; the other layouts are the same bytes).
+func encodeStructural(v *Values, large bool) (Page, error) {
 	if v.Len == 0 {
 		return Page{}, corrupt("empty page")
 	}
@@ -42,7 +47,7 @@ func encodePage21(v *Values) (Page, error) {
 			return encodeFullZip(v, valid)
 		}
 	}
-	return encodeMiniBlock(v, valid)
+	return encodeMiniBlock(v, valid, large)
 }
 
 type chunkSpec struct {
@@ -164,7 +169,7 @@ func nextChunkEnd(offsets []uint64, start, w uint64) uint64 {
 	return start + num
 }
 
-func encodeMiniBlock(v *Values, valid []bool) (Page, error) {
+func encodeMiniBlock(v *Values, valid []bool, large bool) (Page, error) {
 	var chunks []chunkSpec
 	c := compression{flatBits: v.Bits}
 	if v.Kind == KindVariable {
@@ -189,7 +194,11 @@ func encodeMiniBlock(v *Values, valid []bool) (Page, error) {
 		if len(ch.values) > 0xFFFF {
 			return Page{}, corrupt("mini-block chunk value buffer of %d bytes", len(ch.values))
 		}
-		data = binary.LittleEndian.AppendUint16(data, uint16(len(ch.values)))
+		if large {
+			data = binary.LittleEndian.AppendUint32(data, uint32(len(ch.values)))
+		} else {
+			data = binary.LittleEndian.AppendUint16(data, uint16(len(ch.values)))
+		}
 		data = fill8(data)
 		if valid != nil {
 			for i := ch.from; i < ch.to; i++ {
@@ -207,9 +216,14 @@ func encodeMiniBlock(v *Values, valid []bool) (Page, error) {
 		if size > maxChunkBytes {
 			return Page{}, corrupt("mini-block chunk of %d bytes", size)
 		}
-		meta = binary.LittleEndian.AppendUint16(meta, uint16((size/miniblockAlign-1)<<4)|uint16(ch.log))
+		word := uint32(size/miniblockAlign-1)<<4 | uint32(ch.log)
+		if large {
+			meta = binary.LittleEndian.AppendUint32(meta, word)
+		} else {
+			meta = binary.LittleEndian.AppendUint16(meta, uint16(word))
+		}
 	}
-	l := pageLayout{kind: layoutMiniBlock, value: c, numBuffers: 1, numItems: v.Len, layers: []uint64{layerAllValidItem}}
+	l := pageLayout{kind: layoutMiniBlock, value: c, numBuffers: 1, numItems: v.Len, layers: []uint64{layerAllValidItem}, largeChunk: large}
 	if valid != nil {
 		l.def = &compression{flatBits: 16}
 		l.layers = []uint64{layerNullableItem}

@@ -34,7 +34,7 @@ func packBuffers(bufs [][]byte) []byte {
 // and fail only with typed errors.
 func FuzzDecodeMerge(f *testing.F) {
 	r := rand.New(rand.NewSource(4))
-	for _, ver := range []Version{V2_1, V2_0} {
+	for _, ver := range []Version{V2_1, V2_0, V2_2} {
 		for _, ct := range colTypes {
 			for _, n := range []int{1, 7, 600} {
 				p, err := encodePage(ver, randomValues(r, ct, n, 0.3, 300))
@@ -42,18 +42,15 @@ func FuzzDecodeMerge(f *testing.F) {
 					f.Fatal(err)
 				}
 				if len(packBuffers(p.Buffers)) < 60000 {
-					f.Add(p.Rows, p.Encoding, packBuffers(p.Buffers), ver == V2_0)
+					f.Add(p.Rows, p.Encoding, packBuffers(p.Buffers), uint8(ver.Minor))
 				}
 			}
 		}
 	}
 	rp := rlePage([]uint64{1, 1, 1, 2, 3, 3})
-	f.Add(rp.Rows, rp.Encoding, packBuffers(rp.Buffers), false)
-	f.Fuzz(func(t *testing.T, rows uint64, enc, data []byte, v20 bool) {
-		v := V2_1
-		if v20 {
-			v = V2_0
-		}
+	f.Add(rp.Rows, rp.Encoding, packBuffers(rp.Buffers), uint8(1))
+	f.Fuzz(func(t *testing.T, rows uint64, enc, data []byte, minor uint8) {
+		v := Version{2, uint32(minor % 3)}
 		p := fuzzPage(rows, enc, data)
 		d, err := Decode(v, p)
 		if err == nil && d.Len != p.Rows {

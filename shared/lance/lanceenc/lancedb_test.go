@@ -365,6 +365,10 @@ func TestLanceDBMergeBitExact(t *testing.T) {
 		{40, 1, schemaOrder["wide"], ""},
 		{20, 100, []string{"val", "flag", "name"}, ""},
 		{40, 1, schemaOrder["wide"], "2.0"},
+		// 2.2 (u32 chunk grammar): LanceDB writes Rle levels for note and
+		// bin and a ConstantLayout for sparse, which Merge does not write;
+		// flag's one-row pages are 1-byte constants, refused
+		{40, 1, []string{"id", "name", "val", "n32", "ts", "opt", "long", "gone"}, "2.2"},
 		// 100-row pages of note, long and sparse are 2.0 Dictionary (≥ 100 rows)
 		{20, 100, []string{"id", "name", "val", "n32", "flag", "ts", "opt", "gone", "bin"}, "2.0"},
 	} {
@@ -378,6 +382,10 @@ func TestLanceDBMergeBitExact(t *testing.T) {
 		compared := map[string]bool{}
 		for ci, col := range schemaOrder["wide"] {
 			want := bulkCols[ci]
+			if d := Describe(v, want[0]); strings.Contains(d, "Rle") || strings.HasPrefix(d, "Constant") {
+				t.Logf("%s %-5s LanceDB writes %s: an encoding Merge does not write, not compared", bulkName, col, d)
+				continue
+			}
 			if _, err := Decode(v, want[0]); isUnsupported(err) {
 				t.Logf("%s %-5s LanceDB writes %s: not compared", bulkName, col, Describe(v, want[0]))
 				continue
@@ -407,7 +415,7 @@ func TestLanceDBMergeBitExact(t *testing.T) {
 				}
 			}
 			compared[col] = true
-			t.Logf("%s %-5s %d pages -> %s, %d chunks: byte-identical", smallName, col, len(smallCols[ci]), Describe(v, merged[0]), chunks(merged[0]))
+			t.Logf("%s %-5s %d pages -> %s, %d chunks: byte-identical", smallName, col, len(smallCols[ci]), Describe(v, merged[0]), chunks(v, merged[0]))
 		}
 		for _, col := range c.want {
 			if !compared[col] {
@@ -418,8 +426,11 @@ func TestLanceDBMergeBitExact(t *testing.T) {
 }
 
 // chunks is the number of mini-block chunks of a page (1 for other layouts).
-func chunks(p Page) int {
-	if len(p.Buffers) == 2 && strings.Contains(Describe(V2_1, p), "MiniBlock") {
+func chunks(v Version, p Page) int {
+	if len(p.Buffers) == 2 && strings.Contains(Describe(v, p), "MiniBlock") {
+		if v == V2_2 {
+			return len(p.Buffers[0]) / 4
+		}
 		return len(p.Buffers[0]) / 2
 	}
 	return 1
@@ -432,7 +443,7 @@ func chunks(p Page) int {
 // patched in place), and LanceDB reads exactly the same rows from it, by a
 // scan and by random access (takeOffsets across page and chunk boundaries).
 func TestLanceDBReadsMerged(t *testing.T) {
-	for _, fv := range []fileVersion{"", "2.0"} {
+	for _, fv := range []fileVersion{"", "2.0", "2.2"} {
 		t.Run("version"+string(fv), func(t *testing.T) { readsMerged(t, fv) })
 	}
 }

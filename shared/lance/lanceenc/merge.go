@@ -1,9 +1,6 @@
 package lanceenc
 
-import (
-	"errors"
-	"slices"
-)
+import "errors"
 
 // Limits bound the pages Merge writes. Mini-block chunks always follow
 // Lance's own rules (at most 4096 values and 32 KiB a chunk, 4 KiB aimed at
@@ -106,17 +103,15 @@ func rowBytes(v *Values, i uint64) uint64 {
 	return 0
 }
 
-// errWrite22 refuses writing 2.2 pages: Lance 2.2 readers require the
-// u32 chunk grammar (has_large_chunk) in every mini-block page of a 2.2
-// file, which this package does not write.
-var errWrite22 = unsupported("writing 2.2 pages (mini-block pages need the 2.2 u32 chunk grammar)")
-
+// encodePage writes a page of v. 2.2 mini-blocks use the u32 chunk
+// grammar (has_large_chunk): Lance 2.2 readers refuse a 2.2 file with any
+// mini-block page in the 2.1 grammar.
 func encodePage(v Version, vals *Values) (Page, error) {
 	switch v {
 	case V2_0:
 		return encodePage20(vals)
 	case V2_2:
-		return Page{}, errWrite22
+		return encodeStructural(vals, true)
 	}
 	return encodePage21(vals)
 }
@@ -166,13 +161,6 @@ func MergeRuns(v Version, pages []Page, lim Limits) (out []Page, kept []bool, er
 	nv, err := v.norm()
 	if err != nil {
 		return nil, nil, err
-	}
-	if nv == V2_2 { // nothing is written for 2.2: every page stays
-		kept = make([]bool, len(pages))
-		for i := range kept {
-			kept[i] = true
-		}
-		return slices.Clone(pages), kept, nil
 	}
 	var run []Page
 	var runRows uint64

@@ -81,7 +81,7 @@ var colTypes = []colType{
 func TestMergeRandom(t *testing.T) {
 	r := rand.New(rand.NewSource(1))
 	for iter := 0; iter < 300; iter++ {
-		ver := []Version{V2_1, V2_0}[iter%2]
+		ver := []Version{V2_1, V2_0, V2_2}[iter%3]
 		ct := colTypes[r.Intn(len(colTypes))]
 		maxLen := []int{0, 5, 40, 300, 700}[r.Intn(5)]
 		nullRate := []float64{0, 0, 0.1, 0.5, 1}[r.Intn(5)]
@@ -174,7 +174,7 @@ func TestMergeRefuses(t *testing.T) {
 func TestFilter(t *testing.T) {
 	r := rand.New(rand.NewSource(2))
 	for iter := 0; iter < 100; iter++ {
-		ver := []Version{V2_1, V2_0}[iter%2]
+		ver := []Version{V2_1, V2_0, V2_2}[iter%3]
 		ct := colTypes[r.Intn(len(colTypes))]
 		v := randomValues(r, ct, 1+r.Intn(3000), 0.2, 300)
 		p, err := encodePage(ver, v)
@@ -214,7 +214,7 @@ func TestFilter(t *testing.T) {
 func TestDecodeCorrupt(t *testing.T) {
 	r := rand.New(rand.NewSource(3))
 	for iter := 0; iter < 2000; iter++ {
-		ver := []Version{V2_1, V2_0}[iter%2]
+		ver := []Version{V2_1, V2_0, V2_2}[iter%3]
 		ct := colTypes[r.Intn(len(colTypes))]
 		p, err := encodePage(ver, randomValues(r, ct, 1+r.Intn(600), 0.3, 300))
 		if err != nil {
@@ -423,14 +423,3 @@ func TestMergeRuns(t *testing.T) {
 	}
 }
 
-// TestNoWrite22: Merge and Filter refuse to write 2.2 pages (a 2.2 reader
-// refuses u16-grammar mini-blocks in the whole file).
-func TestNoWrite22(t *testing.T) {
-	a, _ := encodePage21(&Values{Kind: KindFixed, Bits: 64, Len: 1, Data: make([]byte, 8)})
-	if _, err := Merge(V2_2, []Page{a, a}); !errors.Is(err, ErrUnsupported) {
-		t.Errorf("Merge 2.2: %v", err)
-	}
-	if _, err := Filter(V2_2, a, func(uint64) bool { return true }); !errors.Is(err, ErrUnsupported) {
-		t.Errorf("Filter 2.2: %v", err)
-	}
-}
