@@ -422,4 +422,3 @@ func TestMergeRuns(t *testing.T) {
 		t.Fatalf("pages %s, %d rows", got, next)
 	}
 }
-
