@@ -182,7 +182,7 @@ func MergeRuns(v Version, pages []Page, lim Limits) (out []Page, kept []bool, er
 	}
 	for _, p := range pages {
 		d, err := Decode(nv, p)
-		if errors.Is(err, ErrUnsupported) {
+		if errors.Is(err, ErrUnsupported) || errors.Is(err, ErrTooLarge) {
 			if err := flush(); err != nil {
 				return nil, nil, err
 			}
