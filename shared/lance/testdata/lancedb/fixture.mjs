@@ -13,6 +13,8 @@
 //                                      every add of generation 0, so N adds of 1 row hold what 1 add of N does
 //   rows <dbdir> <table>               every row of the latest version with its _rowid (BigInts as strings)
 //   take <dbdir> <table> <o1,o2,...>   the rows at those offsets (random access), as rows prints them
+//   addopt <dbdir> <table> <rows>      add that many "wide" rows (ids after the last), then LanceDB's own
+//                                      optimize (compaction reads every page of every fragment)
 import * as lancedb from "@lancedb/lancedb";
 import * as arrow from "apache-arrow";
 
@@ -190,6 +192,17 @@ async function take(dir, name, list) {
   return arrowRows(await tbl.takeOffsets(list.split(",").map(Number)).withRowId().toArrow());
 }
 
+async function addOptimize(dir, name, n) {
+  const db = await connect(dir);
+  const tbl = await db.openTable(name);
+  const start = await tbl.countRows();
+  const ids = [];
+  for (let k = 0; k < n; k++) ids.push(start + k);
+  await tbl.add(lancedb.makeArrowTable(wideRows(ids, 0), { schema: wideSchema }));
+  const stats = await tbl.optimize({ cleanupOlderThan: new Date(0) });
+  return { rows: await tbl.countRows(), compaction: stats.compaction };
+}
+
 function arrowRows(t) {
   const fields = t.schema.fields.map((f) => f.name);
   const out = [];
@@ -261,6 +274,7 @@ switch (cmd) {
   case "pages": res = await pages(dir, name, arg, Number(arg2), Number(process.argv[7]), process.argv[8] === "same"); break;
   case "rows": res = await allRows(dir, name); break;
   case "take": res = await take(dir, name, arg); break;
+  case "addopt": res = await addOptimize(dir, name, Number(arg)); break;
   default:
     console.error(`usage: node fixture.mjs create|dump|write|optimize <dbdir> <table> [arg]`);
     process.exit(2);
