@@ -15,7 +15,9 @@ const (
 	maxMiniBlockValLen = 256  // values this long or longer go to full-zip
 )
 
-// Decode decodes one page into its rows.
+// Decode decodes one page into its rows. The Values may share memory with
+// the page's buffers. Pages describe their own value widths, so no Arrow
+// type is needed (but for 2.2 1-byte constants, which are refused).
 func Decode(v Version, p Page) (*Values, error) {
 	v, err := v.norm()
 	if err != nil {
