@@ -7,7 +7,16 @@
 //   churn <dbdir> <table> <versions>   single-commit upserts until that many versions (benchmark)
 //   compact <dbdir> <table>            optimize with a cut-off at the epoch: compaction, no cleanup
 //   timed-cleanup <dbdir> <table> <cutoffMs> optimize after compact: the time of LanceDB's cleanup
+//   pages <dbdir> <table> <schema> <adds> <rowsPerAdd> [same]  a table of <adds> adds of <rowsPerAdd> rows
+//                                      each, schema "fixture" (id, name, val as create writes them) or "wide"
+//                                      (every type shared/lance/lanceenc decodes, with nulls); no index; "same":
+//                                      every add of generation 0, so N adds of 1 row hold what 1 add of N does
+//   rows <dbdir> <table>               every row of the latest version with its _rowid (BigInts as strings)
+//   take <dbdir> <table> <o1,o2,...>   the rows at those offsets (random access), as rows prints them
+//   addopt <dbdir> <table> <rows>      add that many "wide" rows (ids after the last), then LanceDB's own
+//                                      optimize (compaction reads every page of every fragment)
 import * as lancedb from "@lancedb/lancedb";
+import * as arrow from "apache-arrow";
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
@@ -98,6 +107,115 @@ async function timedCleanup(dir, name, cutoffMs) {
   return { ms, prune: stats.prune, latest: await tbl.version() };
 }
 
+// The "wide" schema: every type the page codec handles, nulls where the
+// column is nullable, an all-null column, a mostly-null one and strings of
+// 300+ bytes (full-zip).
+const wideSchema = new arrow.Schema([
+  new arrow.Field("id", new arrow.Int64(), false),
+  new arrow.Field("name", new arrow.Utf8(), true),
+  new arrow.Field("val", new arrow.Float64(), true),
+  new arrow.Field("n32", new arrow.Int32(), true),
+  new arrow.Field("flag", new arrow.Bool(), true),
+  new arrow.Field("ts", new arrow.TimestampMicrosecond(), true),
+  new arrow.Field("opt", new arrow.Float64(), true),
+  new arrow.Field("note", new arrow.Utf8(), true),
+  new arrow.Field("long", new arrow.Utf8(), true),
+  new arrow.Field("gone", new arrow.Float64(), true),
+  new arrow.Field("bin", new arrow.Binary(), true),
+  new arrow.Field("sparse", new arrow.Utf8(), true),
+]);
+
+function wideRows(ids, gen) {
+  return ids.map((i) => ({
+    id: BigInt(i),
+    name: `row-${i}-g${gen}`,
+    val: i * 1.5 + gen,
+    n32: i * 7 - 100,
+    flag: i % 3 === 0,
+    ts: 1700000000000 + i * 1003, // milliseconds (apache-arrow scales to microseconds)
+    opt: i % 4 === 1 ? null : i / 4,
+    note: i % 5 === 2 ? null : `n${i}`.repeat(1 + (i % 7)),
+    long: i % 6 === 3 ? null : `L${i}:` + "x".repeat(300 + (i % 50)),
+    gone: null,
+    bin: i % 8 === 5 ? null : Uint8Array.from({ length: i % 9 }, (_, k) => (i * 31 + k) & 255),
+    sparse: i % 500 === 0 ? `s${i}` : null, // long null runs: all-null pages among valued ones
+  }));
+}
+
+// The "const" schema: columns that are constant (with nulls) in a page,
+// which Lance 2.2 writes as ConstantLayout pages.
+const constSchema = new arrow.Schema([
+  new arrow.Field("id", new arrow.Int64(), false),
+  new arrow.Field("c", new arrow.Float64(), true),
+  new arrow.Field("s", new arrow.Utf8(), true),
+  new arrow.Field("b", new arrow.Bool(), true),
+  new arrow.Field("i8", new arrow.Int8(), true),
+]);
+
+function constRows(ids) {
+  return ids.map((i) => ({ id: BigInt(i), c: i % 3 === 0 ? null : 7.5, s: i % 3 === 0 ? null : "k", b: true, i8: 1 }));
+}
+
+async function pages(dir, name, schema, adds, perAdd, same) {
+  // LANCE_FILE_VERSION (e.g. "2.0"): the new table's data storage version
+  const version = process.env.LANCE_FILE_VERSION;
+  const db = await connect(dir, version ? { new_table_data_storage_version: version } : {});
+  let next = 0;
+  const batch = (gen) => {
+    const ids = [];
+    for (let k = 0; k < perAdd; k++) ids.push(next++);
+    if (schema === "const") return lancedb.makeArrowTable(constRows(ids), { schema: constSchema });
+    return schema === "wide" ? lancedb.makeArrowTable(wideRows(ids, gen), { schema: wideSchema }) : rows(ids, gen);
+  };
+  const tbl = await db.createTable(name, batch(0), { mode: "overwrite" });
+  for (let g = 1; g < adds; g++) await tbl.add(batch(same ? 0 : g));
+  return { latest: await tbl.version(), rows: await tbl.countRows() };
+}
+
+const jsonValue = (v) => {
+  if (typeof v === "bigint") return v.toString();
+  if (v instanceof Uint8Array) return Buffer.from(v).toString("base64");
+  return v;
+};
+
+async function allRows(dir, name) {
+  const db = await connect(dir);
+  const tbl = await db.openTable(name);
+  return arrowRows(await tbl.query().withRowId().toArrow());
+}
+
+// take: the rows at the given offsets (LanceDB's random access path, which
+// reads single mini-block chunks and full-zip repetition indices).
+async function take(dir, name, list) {
+  const db = await connect(dir);
+  const tbl = await db.openTable(name);
+  return arrowRows(await tbl.takeOffsets(list.split(",").map(Number)).withRowId().toArrow());
+}
+
+async function addOptimize(dir, name, n) {
+  const db = await connect(dir);
+  const tbl = await db.openTable(name);
+  const start = await tbl.countRows();
+  const ids = [];
+  for (let k = 0; k < n; k++) ids.push(start + k);
+  await tbl.add(lancedb.makeArrowTable(wideRows(ids, 0), { schema: wideSchema }));
+  const stats = await tbl.optimize({ cleanupOlderThan: new Date(0) });
+  return { rows: await tbl.countRows(), compaction: stats.compaction };
+}
+
+function arrowRows(t) {
+  const fields = t.schema.fields.map((f) => f.name);
+  const out = [];
+  for (let r = 0; r < t.numRows; r++) {
+    const row = {};
+    for (const f of fields) row[f] = jsonValue(t.getChild(f).get(r));
+    out.push(row);
+  }
+  const types = {};
+  for (const f of t.schema.fields) types[f.name] = String(f.type);
+  return { types, rows: out };
+}
+
 async function dump(dir, name) {
   const db = await connect(dir);
   const tbl = await db.openTable(name);
@@ -153,6 +271,10 @@ switch (cmd) {
   case "churn": res = await churn(dir, name, Number(arg)); break;
   case "compact": res = await optimize(dir, name, 0); break;
   case "timed-cleanup": res = await timedCleanup(dir, name, arg); break;
+  case "pages": res = await pages(dir, name, arg, Number(arg2), Number(process.argv[7]), process.argv[8] === "same"); break;
+  case "rows": res = await allRows(dir, name); break;
+  case "take": res = await take(dir, name, arg); break;
+  case "addopt": res = await addOptimize(dir, name, Number(arg)); break;
   default:
     console.error(`usage: node fixture.mjs create|dump|write|optimize <dbdir> <table> [arg]`);
     process.exit(2);
