@@ -831,8 +831,8 @@ func TestFanoutInlineCrashIsNotPickedFirstAgain(t *testing.T) {
 		}()
 		f.scheduled(t, context.Background())
 	}()
-	if _, err := f.st.Head(context.Background(), "warehouse/_fleet/inline-run.json"); err != nil {
-		t.Fatalf("no inline run record after the run died: %v", err)
+	if n := len(inlineRuns(t, f.st)); n != 1 {
+		t.Fatalf("%d inline run records after the run died, want 1", n)
 	}
 	// Within the dead run's deadline it may still be running: its tables
 	// are left alone, nothing is sent for them.
@@ -880,7 +880,20 @@ func TestFanoutInlineCrashIsNotPickedFirstAgain(t *testing.T) {
 	if _, err := f.st.Head(context.Background(), "warehouse/_fleet/retry/0-boom"); err != nil {
 		t.Fatalf("0-boom has no retry marker: %v", err)
 	}
-	if _, err := f.st.Head(context.Background(), "warehouse/_fleet/inline-run.json"); err == nil {
-		t.Fatal("inline run record left after runs that finished")
+	if recs := inlineRuns(t, f.st); len(recs) != 0 {
+		t.Fatalf("inline run records left after runs that finished: %v", recs)
 	}
+}
+
+// inlineRuns lists the inline run records (warehouse/_fleet/inline-run/).
+func inlineRuns(t *testing.T, st objstore.Store) []string {
+	t.Helper()
+	var out []string
+	if err := objstore.ListAll(context.Background(), st, "warehouse/_fleet/inline-run", "", func(o objstore.ObjectInfo) error {
+		out = append(out, o.Key)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return out
 }

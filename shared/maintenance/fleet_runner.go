@@ -96,6 +96,9 @@ type FleetScan struct {
 	updates map[string]Mark // marks a scan changed (a change first seen)
 }
 
+// Refs is every registered table the scan saw, in registry order.
+func (sc *FleetScan) Refs() []TableRef { return sc.refs }
+
 // indexRoot is the warehouse root the fleet index lives under.
 func (r *Runner) indexRoot() (string, bool) {
 	switch {
