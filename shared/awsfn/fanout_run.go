@@ -270,13 +270,7 @@ func (d *Deps) followUp(ctx context.Context, log *slog.Logger, name string, atte
 		err = fmt.Errorf("compaction made no progress: %s", tr.Compacted.Stopped)
 		log.WarnContext(ctx, "retrying with backoff", "table", name, "attempt", attempt+1, "err", err)
 	}
-	if err != nil && tr.PruneDone() && errors.Is(err, maintenance.ErrCompaction) {
-		// Compaction alone failed: the table was pruned, and its compaction
-		// backs off in the fleet index (the scan finds it due again). No
-		// retry chain: it would leave the pruning to the retries.
-		log.WarnContext(ctx, "compaction failed; it backs off in the fleet index, the table was pruned", "table", name, "err", err)
-		err = nil
-	}
+	compactOnly := err != nil && tr.PruneDone() && errors.Is(err, maintenance.ErrCompaction)
 	switch {
 	case err != nil:
 		// One backoff policy (maintenance.FailureBackoffFor): the fleet
@@ -284,7 +278,12 @@ func (d *Deps) followUp(ctx context.Context, log *slog.Logger, name string, atte
 		// it. Without a recorded mark, the same policy by attempt.
 		next := attempt + 1
 		notBefore := now.Add(RetryBackoff(next))
-		if tr.Failures > 0 && !tr.RetryAt.IsZero() {
+		switch {
+		case compactOnly && !tr.CompactRetryAt.IsZero():
+			// Compaction alone failed (the table was pruned): retried when
+			// its compaction backoff ends, as the index records it.
+			next, notBefore = min(tr.CompactFailures, maxJobAttempt), tr.CompactRetryAt
+		case tr.Failures > 0 && !tr.RetryAt.IsZero():
 			next, notBefore = min(tr.Failures, maxJobAttempt), tr.RetryAt
 		}
 		wait := max(notBefore.Sub(now), 0)

@@ -740,7 +740,9 @@ func TestFanoutJobFailsAtEveryRequest(t *testing.T) {
 			for len(next) > 0 {
 				var j awsfn.Job
 				_ = json.Unmarshal([]byte(next[0]), &j)
-				j.NotBefore = time.Time{} // delivered when due
+				if wait := j.NotBefore.Sub(f.clock.Now()); wait > 0 {
+					f.clock.Advance(wait) // delivered when due
+				}
 				if resp := f.batch(t, jobBody(j)); len(resp.BatchItemFailures) != 0 {
 					t.Fatalf("fault at %d (after %v): redelivery failed: %+v", n, after, resp)
 				}
@@ -838,7 +840,10 @@ func TestFanoutInlineCrashIsNotPickedFirstAgain(t *testing.T) {
 	// are left alone, nothing is sent for them.
 	f.jobs.take()
 	sum := f.scheduled(t, context.Background())
-	if len(f.jobs.take()) != 0 || sum.InRetry != sum.Registered || len(sum.Tables) != 0 {
+	// (_registry and _stats, maintained before the run died, are idle: until
+	// the index was sharded, the record itself sorted first in _fleet/ and
+	// made the index unreadable, so every table was in need here.)
+	if len(f.jobs.take()) != 0 || sum.InRetry+sum.Idle != sum.Registered || sum.InRetry < 4 || len(sum.Tables) != 0 {
 		t.Fatalf("run within the dead run's deadline: %+v", sum)
 	}
 	// Past its deadline: every table of the dead run (which one killed it
@@ -846,7 +851,7 @@ func TestFanoutInlineCrashIsNotPickedFirstAgain(t *testing.T) {
 	f.clock.Advance(20 * time.Minute)
 	sum = f.scheduled(t, context.Background())
 	jobs := f.jobs.take()
-	if len(sum.Tables) != 0 || len(jobs) != sum.Registered {
+	if len(sum.Tables) != 0 || len(jobs) != 4 {
 		t.Fatalf("run after the dead run's deadline: %+v, jobs %v", sum, tablesOf(jobs))
 	}
 	var others []awsfn.OutJob

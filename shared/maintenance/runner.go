@@ -163,6 +163,10 @@ type TableReport struct {
 	// fleet index (zero if not recorded): the one backoff policy.
 	Failures int       `json:"failures,omitempty"`
 	RetryAt  time.Time `json:"retry_at,omitzero"`
+	// CompactFailures and CompactRetryAt, when compaction alone failed (or
+	// was held), are its consecutive failures and when it is tried again.
+	CompactFailures int       `json:"compact_failures,omitempty"`
+	CompactRetryAt  time.Time `json:"compact_retry_at,omitzero"`
 	Prune           PrunePlan
 	Stats           TableStats
 	StatsNote       string `json:"stats_note,omitempty"`
@@ -408,6 +412,7 @@ func (r *Runner) maintainOne(ctx context.Context, ref TableRef, prev Mark) (Tabl
 	}
 	rep.mark, rep.marked = markAfter(ref, t, rep.Prune, compactFragsOf(r.Compactor, t, p), cs, now), true
 	rep.compactErr = compactErr
+	rep.CompactFailures, rep.CompactRetryAt = cs.Failures, cs.RetryAt
 	st = r.beginStep(cnt)
 	rep.Stats, rep.StatsNote = r.computeStats(ctx, ref, t, rep)
 	rep.statsReady = rep.StatsNote == ""
