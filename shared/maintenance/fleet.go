@@ -119,6 +119,11 @@ type FleetIndex struct {
 	Damaged []int
 
 	shards map[int]*fleetShard
+	// legacy: the index had no shard yet, and these single-object index
+	// objects of earlier releases (_fleet/{inverted seq}.json) gave its
+	// marks: the scan's index write moves them into the shards, then
+	// deletes these.
+	legacy []string
 }
 
 // fleetShard is one index object: the marks of the tables of one shard.
@@ -228,6 +233,9 @@ func ReadFleetIndex(ctx context.Context, store objstore.Store, root string) (*Fl
 		return nil, fmt.Errorf("read fleet index: %w", err)
 	}
 	idx := emptyFleetIndex()
+	if len(found) == 0 {
+		return readLegacyFleetIndex(ctx, store, root)
+	}
 	shards := make([]int, 0, len(found))
 	for sh := range found {
 		shards = append(shards, sh)
@@ -252,6 +260,42 @@ func ReadFleetIndex(ctx context.Context, store objstore.Store, root string) (*Fl
 			return nil, fmt.Errorf("read fleet index: %w", errs[i])
 		}
 		idx.add(read[i], errs[i] != nil)
+	}
+	return idx, nil
+}
+
+// readLegacyFleetIndex reads the single-object index of earlier releases
+// (_fleet/{2^64-1-seq, 20 digits}.json, version 1: one LIST page of
+// _fleet/, where those names sort first, and one GET of the newest), for a
+// warehouse that has no shard yet: its marks carry over, so the first pass
+// after the upgrade does not maintain every table. Unreadable: no marks.
+func readLegacyFleetIndex(ctx context.Context, store objstore.Store, root string) (*FleetIndex, error) {
+	idx := emptyFleetIndex()
+	page, err := store.List(ctx, objstore.ListOptions{Prefix: root + FleetIndexDir})
+	if err != nil {
+		return nil, fmt.Errorf("read fleet index: %w", err)
+	}
+	for _, o := range page.Objects {
+		rel := strings.TrimPrefix(o.Key, root+FleetIndexDir)
+		if len(rel) == 25 && strings.HasSuffix(rel, ".json") && strings.Trim(rel[:20], "0123456789") == "" {
+			idx.legacy = append(idx.legacy, o.Key)
+		}
+	}
+	if len(idx.legacy) == 0 {
+		return idx, nil
+	}
+	b, err := store.Get(ctx, idx.legacy[0]) // the newest: names are inverted
+	if err != nil {
+		return idx, nil // gone or unreadable: no marks carried over
+	}
+	var old struct {
+		V      int             `json:"v"`
+		Tables map[string]Mark `json:"tables"`
+	}
+	if json.Unmarshal(b, &old) == nil && old.V == 1 {
+		for n, m := range old.Tables {
+			idx.Tables[n] = m
+		}
 	}
 	return idx, nil
 }

@@ -2,8 +2,10 @@ package maintenance_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -306,4 +308,41 @@ func TestFleetWriteDuringMaintenanceIsSeen(t *testing.T) {
 		}
 	}
 	t.Fatalf("the row written during the maintenance was not seen within CompactMaxWait + T (%s)", p.CompactMaxWait+15*time.Minute)
+}
+
+// A warehouse upgraded from the single-object index (format 1) keeps its
+// marks: the first scan reads the old object, its index write moves the
+// marks into the shards and deletes the old object; no table is maintained
+// for want of a mark.
+func TestFleetIndexUpgradeFromSingleObject(t *testing.T) {
+	ctx := context.Background()
+	f := newFleet(t, 5, maintenance.DefaultPolicy(), nil)
+	f.pass(t)
+	idx, err := maintenance.ReadFleetIndex(ctx, f.store, "wh/")
+	if err != nil || len(idx.Tables) != 5 {
+		t.Fatalf("index %v, %v", idx, err)
+	}
+	old := map[string]any{"v": 1, "seq": 7, "written": f.clock.Now(), "tables": idx.Tables}
+	b, _ := json.Marshal(old)
+	if _, err := objstore.DeleteAll(ctx, f.store, indexObjects(t, f.store), 1000); err != nil {
+		t.Fatal(err)
+	}
+	legacy := fmt.Sprintf("wh/_fleet/%020d.json", uint64(math.MaxUint64-7))
+	if err := f.store.Put(ctx, legacy, b); err != nil {
+		t.Fatal(err)
+	}
+	f.clock.Advance(15 * time.Minute)
+	if rep, _ := f.pass(t); len(rep.Tables) != 0 || rep.Idle != 5 {
+		t.Fatalf("first pass after the upgrade maintained %v (idle %d): the old marks were not read", maintained(rep), rep.Idle)
+	}
+	objs := indexObjects(t, f.store)
+	for _, k := range objs {
+		if k == legacy {
+			t.Fatalf("the old index object was not deleted: %v", objs)
+		}
+	}
+	f.clock.Advance(15 * time.Minute)
+	if rep, _ := f.pass(t); len(rep.Tables) != 0 || rep.Idle != 5 {
+		t.Fatalf("second pass after the upgrade maintained %v: the marks were not moved into the shards", maintained(rep))
+	}
 }

@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/tablekeep/tablekeep/shared/lock"
+	"github.com/tablekeep/tablekeep/shared/objstore"
 	"github.com/tablekeep/tablekeep/shared/table"
 )
 
@@ -513,14 +514,33 @@ func (r *Runner) recordMarksOn(ctx context.Context, rep *RunReport, sc *FleetSca
 			updates[tr.Table] = m
 		}
 	}
-	if len(updates) == 0 && len(also) == 0 {
+	migrated := 0
+	if sc != nil && len(base.legacy) > 0 {
+		// The single index object of an earlier release: its marks move
+		// into the shards, then it is deleted.
+		for n, m := range base.Tables {
+			if _, ok := updates[n]; !ok && keep(n) {
+				updates[n] = m
+				migrated++
+			}
+		}
+	}
+	if len(updates) == 0 && len(also) == 0 && (sc == nil || len(base.legacy) == 0) {
 		return
 	}
 	n, err := writeFleetIndex(ctx, r.Store, root, base, updates, also, keep, now)
-	rep.MarksWritten = n
+	rep.MarksWritten = n - migrated
 	if err != nil {
 		rep.IndexNote = "fleet index not written: " + err.Error()
 		r.Logger.WarnContext(ctx, "fleet index not (all) written; those tables will be maintained again", "err", err)
+		return
+	}
+	if sc != nil && len(base.legacy) > 0 {
+		if _, err := objstore.DeleteAll(ctx, r.Store, base.legacy, objstore.MaxDeleteKeys); err != nil {
+			r.Logger.WarnContext(ctx, "single-object fleet index of an earlier release not deleted", "err", err)
+		} else {
+			r.Logger.InfoContext(ctx, "fleet index moved into shards", "marks", migrated, "old_objects_deleted", len(base.legacy))
+		}
 	}
 }
 
