@@ -198,7 +198,7 @@ const SendJobsInFlight = 8
 // A marker is a hint only: a missing one means the table may be maintained
 // inline once more, a stale one a duplicate job; both are safe.
 const (
-	markerPrefix = "_fleet/retry/"
+	markerPrefix = maintenance.FleetRetryDir
 	// MarkerStale: RetryBackoffMax plus a 15-minute invocation plus margin.
 	MarkerStale = RetryBackoffMax + 30*time.Minute
 )

@@ -615,7 +615,7 @@ func (d *Deps) notifiedTable(ctx context.Context, cat *catalog.Catalog, roots *m
 // <warehouse>/_fleet/inline-run.json, as earlier releases wrote it, is read
 // and handled the same way: it shares the prefix.)
 const (
-	inlineRunPrefix = "_fleet/inline-run"
+	inlineRunPrefix = maintenance.FleetInlineRunPrefix
 	inlineRunDir    = inlineRunPrefix + "/"
 	// inlineRunSkew: clock skew between invocations, added to a run's
 	// deadline before it is taken for dead.

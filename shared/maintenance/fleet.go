@@ -25,6 +25,16 @@ const FleetIndexDir = "_fleet/"
 // fleetShardDir is the folder of the index shards under FleetIndexDir.
 const fleetShardDir = FleetIndexDir + "index/"
 
+// The fan-out's objects under FleetIndexDir (written by awsfn; the layout
+// of _fleet/ is described here and in docs/format.md 2.6): a retry marker
+// per table in retry, FleetRetryDir + name, and an inline run record per
+// scheduled run working inline, FleetInlineRunPrefix + "/" + id + ".json"
+// (FleetInlineRunPrefix + ".json" in earlier releases).
+const (
+	FleetRetryDir        = FleetIndexDir + "retry/"
+	FleetInlineRunPrefix = FleetIndexDir + "inline-run"
+)
+
 // FleetShards is the number of shards of the fleet index: a table's mark
 // lives in shard FleetShardOf(name), so one maintenance rewrites the marks
 // of about 1/FleetShards of the fleet, and a scan reads at most
