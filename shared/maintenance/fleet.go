@@ -182,11 +182,16 @@ func parseFleetShardKey(root, key string) (shard int, seq uint64, ok bool) {
 		return 0, 0, false
 	}
 	inv, err := strconv.ParseUint(digits, 10, 64)
-	if err != nil || inv == math.MaxUint64 {
-		return 0, 0, false
+	if err != nil || inv == math.MaxUint64 || math.MaxUint64-inv > maxFleetSeq {
+		return 0, 0, false // seq 0, or beyond any a writer reaches: a stray
 	}
 	return int(sh), math.MaxUint64 - inv, true
 }
+
+// maxFleetSeq bounds a shard's sequence numbers (a writer at 2^63-1 refuses
+// to go on; keys naming more are strays): far beyond any real count of
+// writes, and no sum near the integer limit.
+const maxFleetSeq = 1<<63 - 1
 
 // decodeFleetShard decodes one index object of shard at seq.
 func decodeFleetShard(b []byte, shard int, seq uint64) (*fleetShard, error) {
@@ -410,6 +415,10 @@ func writeFleetShard(ctx context.Context, store objstore.Store, root string, sha
 				return nil, err
 			}
 			base = idx.shard(shard)
+		}
+		if base.Seq >= maxFleetSeq {
+			return nil, fmt.Errorf("write fleet index shard %02x: %w: sequence number %d is the largest; delete the shard's folder %s (its tables are then maintained once)",
+				shard, table.ErrCorruptObject, base.Seq, fleetShardPrefix(root, shard))
 		}
 		next := &fleetShard{V: fleetIndexVersion, Shard: shard, Seq: base.Seq + 1, Written: now, Tables: make(map[string]Mark, len(base.Tables)+len(updates))}
 		for n, m := range base.Tables {

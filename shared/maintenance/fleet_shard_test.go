@@ -136,3 +136,33 @@ func TestFailureBackoffPolicy(t *testing.T) {
 		t.Fatal("compaction must be held strictly before its retry time and tried at it")
 	}
 }
+
+// Keys near the integer limits: a forged index object at the largest
+// sequence numbers is a stray or refused with a clear error, never wraps.
+func TestFleetShardKeyLimits(t *testing.T) {
+	for _, tc := range []struct {
+		key string
+		ok  bool
+		seq uint64
+	}{
+		{fmt.Sprintf("wh/_fleet/index/0a/%020d.json", uint64(1<<64-1-5)), true, 5},
+		{"wh/_fleet/index/0a/18446744073709551615.json", false, 0}, // seq 0
+		{"wh/_fleet/index/0a/00000000000000000000.json", false, 0}, // seq 2^64-1
+		{fmt.Sprintf("wh/_fleet/index/0a/%020d.json", uint64(1<<63)), true, 1<<63 - 1},
+		{fmt.Sprintf("wh/_fleet/index/0a/%020d.json", uint64(1<<63-1)), false, 0}, // seq 2^63
+		{"wh/_fleet/index/0A/18446744073709551610.json", false, 0},
+		{"wh/_fleet/index/0a/1844674407370955161x.json", false, 0},
+		{"wh/_fleet/index/0a/!x", false, 0},
+		{"wh/_fleet/index/", false, 0},
+	} {
+		sh, seq, ok := parseFleetShardKey("wh/", tc.key)
+		if ok != tc.ok || (ok && (seq != tc.seq || sh != 10)) {
+			t.Errorf("%s: shard %d seq %d ok %v, want seq %d ok %v", tc.key, sh, seq, ok, tc.seq, tc.ok)
+		}
+	}
+	base := &fleetShard{V: fleetIndexVersion, Shard: 3, Seq: maxFleetSeq, Tables: map[string]Mark{}}
+	disk, _ := objstore.NewDisk(t.TempDir())
+	if _, err := writeFleetShard(context.Background(), disk, "wh/", 3, base, nil, nil, time.Now()); err == nil {
+		t.Fatal("a write past the largest sequence number was not refused")
+	}
+}
