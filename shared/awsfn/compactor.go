@@ -72,7 +72,7 @@ func tableSummary(tr maintenance.TableReport) TableSummary {
 // add records one table's report, counting errors and busy tables.
 func (sum *CompactSummary) add(tr maintenance.TableReport) {
 	switch {
-	case strings.HasPrefix(tr.Skipped, "error:"):
+	case strings.HasPrefix(tr.Skipped, "error:"), tr.CompactionError != "":
 		sum.Errors++
 	case tr.Skipped != "":
 		sum.Busy++
@@ -92,6 +92,9 @@ func (d *Deps) newRunner(ctx context.Context, log *slog.Logger, cat maintenance.
 		LockNamespace: d.Config.Warehouse + "/",
 		// Registered Lance datasets are pruned through their Source.
 		Sources: formats.Open,
+		// One failure backoff for a failing table in every mode: the fleet
+		// index's retry time is the retry job's not-before.
+		FailureBackoff: RetryBackoffBase, FailureBackoffMax: RetryBackoffMax,
 	}
 }
 

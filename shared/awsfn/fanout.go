@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"strings"
 	"sync"
@@ -15,6 +16,7 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/tablekeep/tablekeep/shared/maintenance"
 	"github.com/tablekeep/tablekeep/shared/objstore"
 	"github.com/tablekeep/tablekeep/shared/queue"
 	"github.com/tablekeep/tablekeep/shared/table"
@@ -85,9 +87,12 @@ func ParseJob(body []byte, warehouse string) (Job, error) {
 const maxJobAttempt = 1 << 20
 
 // Retry backoff of a failed table: RetryBackoffBase doubled per attempt,
-// capped at RetryBackoffMax. A failing table is thus retried for ever, at
-// most once per RetryBackoffMax, in its own invocation, and never delays
-// other tables (they are separate messages and separate invocations).
+// capped at RetryBackoffMax (maintenance.FailureBackoffFor, the one policy:
+// the compactor's runner records failures in the fleet index with the same
+// base and cap, and a retry job's not-before is the retry time recorded
+// there). A failing table is thus retried for ever, at most once per
+// RetryBackoffMax, in its own invocation, and never delays other tables
+// (they are separate messages and separate invocations).
 const (
 	RetryBackoffBase = time.Minute
 	RetryBackoffMax  = time.Hour
@@ -98,15 +103,16 @@ const (
 	// maxSQSDelay is SQS's longest message delay; a later NotBefore is
 	// reached by re-sending the job with the remaining delay.
 	maxSQSDelay = 15 * time.Minute
+	// MaxJobWait bounds a job's not-before: no job is ever sent with a
+	// wait beyond RetryBackoffMax, and MaxJobWait - RetryBackoffMax = 15 min
+	// covers clock skew between invocations (< 1 min) with room. A job
+	// whose not-before is further ahead is invalid input, dropped.
+	MaxJobWait = RetryBackoffMax + 15*time.Minute
 )
 
 // RetryBackoff is the delay before attempt (1-based) of a failed table.
 func RetryBackoff(attempt int) time.Duration {
-	d := RetryBackoffBase
-	for i := 1; i < attempt && d < RetryBackoffMax; i++ {
-		d *= 2
-	}
-	return min(d, RetryBackoffMax)
+	return maintenance.FailureBackoffFor(attempt, RetryBackoffBase, RetryBackoffMax)
 }
 
 // OutJob is a job to send, made visible after Delay (at most 15 min; the
@@ -192,7 +198,7 @@ const SendJobsInFlight = 8
 // A marker is a hint only: a missing one means the table may be maintained
 // inline once more, a stale one a duplicate job; both are safe.
 const (
-	markerPrefix = "_fleet/retry/"
+	markerPrefix = maintenance.FleetRetryDir
 	// MarkerStale: RetryBackoffMax plus a 15-minute invocation plus margin.
 	MarkerStale = RetryBackoffMax + 30*time.Minute
 )
@@ -204,6 +210,27 @@ type Marker struct {
 	Reason  string    `json:"reason"`
 	Error   string    `json:"error,omitempty"`
 	At      time.Time `json:"at"` // on the compactor's clock
+	// NotBefore is the retry job's not-before (retries only).
+	NotBefore time.Time `json:"not_before,omitzero"`
+}
+
+// markerStale reports whether a marker outlived its job (the job was
+// lost): now - At > MarkerStale. A marker dated more than inlineRunSkew
+// ahead of now (a forged or damaged one) is stale too: it would otherwise
+// count as fresh for ever.
+func (d *Deps) markerStale(mk Marker, now time.Time) bool {
+	return now.Sub(mk.At) > MarkerStale || mk.At.Sub(now) > inlineRunSkew
+}
+
+// resendLost rewrites a stale marker and returns the job to resend.
+func (d *Deps) resendLost(ctx, wctx context.Context, log *slog.Logger, name string, mk Marker, now time.Time) OutJob {
+	log.WarnContext(ctx, "retry marker without a job; resending it", "table", name, "attempt", mk.Attempt, "marker_at", mk.At)
+	mk.Table, mk.At, mk.Reason, mk.NotBefore = name, now, ReasonLost, time.Time{}
+	mk.Attempt = min(max(mk.Attempt, 0), maxJobAttempt)
+	if err := d.putMarker(wctx, mk); err != nil {
+		log.WarnContext(ctx, "retry marker not rewritten", "table", name, "err", err)
+	}
+	return OutJob{Job: d.job(name, mk.Attempt, ReasonLost)}
 }
 
 func (d *Deps) markerKey(name string) string {
@@ -218,13 +245,40 @@ func (d *Deps) putMarker(ctx context.Context, m Marker) error {
 	return d.Store.Put(ctx, d.markerKey(m.Table), b)
 }
 
+// readMarker reads one table's retry marker (one GET); ok false if it has
+// none. A body that is not JSON is a stale marker (zero At).
+func (d *Deps) readMarker(ctx context.Context, name string) (Marker, bool, error) {
+	b, err := d.Store.Get(ctx, d.markerKey(name))
+	if errors.Is(err, objstore.ErrNotExist) {
+		return Marker{}, false, nil
+	}
+	if err != nil {
+		return Marker{}, false, err
+	}
+	var m Marker
+	if json.Unmarshal(b, &m) != nil {
+		return Marker{Table: name}, true, nil
+	}
+	m.Table = name
+	return m, true, nil
+}
+
 func (d *Deps) deleteMarker(ctx context.Context, table string) error {
 	return d.Store.Delete(ctx, []string{d.markerKey(table)})
 }
 
 // markers reads every retry marker (one LIST, and one GET per marker: only
-// tables in retry have one). An unreadable marker counts as fresh.
-func (d *Deps) markers(ctx context.Context) (map[string]Marker, error) {
+// tables in retry have one). A marker that cannot be read counts as fresh
+// (a duplicate job is the worse outcome of guessing wrong); one whose body
+// is not a marker (not JSON) is logged and counts as stale, so its table is
+// resent a job.
+func (d *Deps) markers(ctx, wctx context.Context, log *slog.Logger) (map[string]Marker, error) {
+	return d.readMarkers(wctx, func(key string, err error) {
+		log.WarnContext(ctx, "retry marker is not a marker; taken for stale (its table is resent a job)", "key", key, "err", err)
+	})
+}
+
+func (d *Deps) readMarkers(ctx context.Context, bad func(string, error)) (map[string]Marker, error) {
 	out := map[string]Marker{}
 	prefix := table.NormalizeRoot(d.Root) + markerPrefix
 	after := ""
@@ -236,8 +290,19 @@ func (d *Deps) markers(ctx context.Context) (map[string]Marker, error) {
 		for _, o := range page.Objects {
 			name := strings.TrimPrefix(o.Key, prefix)
 			m := Marker{Table: name, At: d.Clock.Now()}
-			if b, err := d.Store.Get(ctx, o.Key); err == nil {
-				_ = json.Unmarshal(b, &m)
+			b, err := d.Store.Get(ctx, o.Key)
+			switch {
+			case errors.Is(err, objstore.ErrNotExist):
+				after = o.Key
+				continue // deleted since the list: its job finished
+			case err == nil:
+				var got Marker
+				if jerr := json.Unmarshal(b, &got); jerr != nil {
+					bad(o.Key, jerr)
+					m.At = time.Time{} // stale
+				} else {
+					m = got
+				}
 				m.Table = name
 			}
 			out[name] = m

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -83,40 +85,57 @@ func (d *Deps) compactFanout(ctx, wctx context.Context, r *maintenance.Runner, c
 			log.WarnContext(ctx, "scan marks not recorded; those tables are scanned as changed again", "err", err)
 		}
 	}()
-	marks, err := d.markers(wctx)
+	marks, err := d.markers(ctx, wctx, log)
 	if err != nil {
 		log.WarnContext(ctx, "retry markers unreadable; every table is a candidate", "err", err)
 	}
 	now := d.Clock.Now()
-	// An earlier run's inline record still there: that run died while
-	// maintaining its inline tables (killed, out of memory) or is still
-	// running. Its tables are not maintained inline now: those of a dead
-	// run get a retry job with backoff (job mode survives a crash: the
-	// message is redelivered, then dead-lettered), so the table that
-	// killed it is not picked first again and delays nobody; those of a
-	// live run are left to it.
-	prevRun, runErr := d.readInlineRun(wctx)
+	// Earlier runs' inline records still there: each names the tables a run
+	// was maintaining inline when it died (killed, out of memory) or is
+	// still maintaining. Their tables are not maintained inline now: those
+	// of a dead run get a retry job with backoff (job mode survives a
+	// crash: the message is redelivered, then dead-lettered), so the table
+	// that killed it is not picked first again and delays nobody; those of
+	// a live run are left to it. A record is dropped only by its own run,
+	// or by a run that sent its tables their retry jobs.
+	prevRuns, runErr := d.readInlineRuns(wctx, log)
 	if runErr != nil {
-		log.WarnContext(ctx, "inline run record unreadable; ignored", "err", runErr)
+		log.WarnContext(ctx, "inline run records unreadable; ignored", "err", runErr)
 	}
-	prevDead := prevRun != nil && now.After(prevRun.Until.Add(inlineRunSkew))
-	if prevRun != nil {
-		log.WarnContext(ctx, "an earlier scheduled run did not finish its inline tables", "started", prevRun.At,
-			"until", prevRun.Until, "dead", prevDead, "tables", prevRun.Tables)
-	}
-	inPrev := map[string]bool{}
-	if prevRun != nil {
-		for _, n := range prevRun.Tables {
+	inPrev := map[string]bool{} // a table of an earlier run, dead or alive
+	deadOf := map[string]bool{} // a table of a dead run
+	var deadKeys []string
+	for _, pr := range prevRuns {
+		dead := now.After(pr.Until.Add(inlineRunSkew))
+		log.WarnContext(ctx, "an earlier scheduled run did not finish its inline tables", "record", pr.key, "started", pr.At,
+			"until", pr.Until, "dead", dead, "tables", pr.Tables)
+		for _, n := range pr.Tables {
 			inPrev[n] = true
+			deadOf[n] = deadOf[n] || dead
+		}
+		if dead {
+			deadKeys = append(deadKeys, pr.key)
 		}
 	}
+	for n, dead := range deadOf {
+		if !dead {
+			continue
+		}
+		for _, pr := range prevRuns { // alive in another record: left to it
+			if !now.After(pr.Until.Add(inlineRunSkew)) && slices.Contains(pr.Tables, n) {
+				deadOf[n] = false
+			}
+		}
+	}
+	need := make(map[string]bool, len(refs))
 	var candidates []maintenance.TableRef
 	var first []OutJob
 	for _, ref := range refs {
+		need[ref.Name] = true
 		if inPrev[ref.Name] {
 			if _, marked := marks[ref.Name]; !marked {
 				sum.InRetry++
-				if prevDead {
+				if deadOf[ref.Name] {
 					if j, ok := d.followUp(ctx, log, ref.Name, 0, maintenance.TableReport{Table: ref.Name}, errInlineRunDied); ok {
 						first = append(first, j)
 					}
@@ -129,18 +148,25 @@ func (d *Deps) compactFanout(ctx, wctx context.Context, r *maintenance.Runner, c
 			candidates = append(candidates, ref)
 			continue
 		}
-		if now.Sub(mk.At) <= MarkerStale {
+		if !d.markerStale(mk, now) {
 			sum.InRetry++
 			continue
 		}
-		// The marker outlived its job: the job was lost. Resend it.
-		log.WarnContext(ctx, "retry marker without a job; resending it", "table", ref.Name, "attempt", mk.Attempt, "marker_at", mk.At)
-		mk.At, mk.Reason = now, ReasonLost
-		if err := d.putMarker(wctx, mk); err != nil {
-			log.WarnContext(ctx, "retry marker not rewritten", "table", ref.Name, "err", err)
-		}
-		first = append(first, OutJob{Job: d.job(ref.Name, mk.Attempt, ReasonLost)})
+		first = append(first, d.resendLost(ctx, wctx, log, ref.Name, mk, now))
 		sum.InRetry++
+	}
+	// A table in retry that the scan did not find in need (backing off in
+	// the fleet index) still has its lost job resent once its marker is
+	// stale: one backoff policy, whichever mode failed it.
+	registered := map[string]bool{}
+	for _, ref := range sc.Refs() {
+		registered[ref.Name] = true
+	}
+	for _, name := range slices.Sorted(maps.Keys(marks)) {
+		if mk := marks[name]; !need[name] && registered[name] && d.markerStale(mk, now) {
+			first = append(first, d.resendLost(ctx, wctx, log, name, mk, now))
+			sum.InRetry++
+		}
 	}
 	inline := candidates
 	if n := d.Config.InlineTables; n >= 0 && len(inline) > n {
@@ -150,20 +176,15 @@ func (d *Deps) compactFanout(ctx, wctx context.Context, r *maintenance.Runner, c
 		}
 	}
 	notSent := d.sendJobs(ctx, wctx, log, first, sum)
-	// This run's record replaces the earlier one: a dead run's tables have
-	// their retry jobs; a live run's stay named (a hint, like the retry
-	// markers: two overlapping runs share one record, and whichever
-	// finishes first deletes it).
-	var still *InlineRun
-	if prevRun != nil && !prevDead {
-		still = prevRun
+	if notSent == 0 {
+		// The dead runs' tables have their retry jobs: their records go.
+		d.deleteInlineRuns(ctx, log, deadKeys)
 	}
+	ownKey := ""
 	if len(inline) > 0 {
 		// Deleted after the loop, not deferred: a run that panics inline
 		// (the Lambda runtime turns it into an error) leaves the record.
-		d.putInlineRun(ctx, wctx, log, inline, still)
-	} else if prevDead {
-		d.deleteInlineRun(ctx, log)
+		ownKey = d.putInlineRun(ctx, wctx, log, inline)
 	}
 	var longest time.Duration
 	var later []OutJob
@@ -186,15 +207,17 @@ func (d *Deps) compactFanout(ctx, wctx context.Context, r *maintenance.Runner, c
 		longest = max(longest, d.Clock.Now().Sub(start))
 		if err != nil {
 			log.ErrorContext(ctx, "maintenance failed", "table", ref.Name, "err", err)
-			tr.Skipped = "error: " + err.Error()
+			if !tr.PruneDone() || !errors.Is(err, maintenance.ErrCompaction) {
+				tr.Skipped = "error: " + err.Error()
+			}
 		}
 		sum.add(tr)
 		if j, ok := d.followUp(ctx, log, ref.Name, 0, tr, err); ok {
 			later = append(later, j)
 		}
 	}
-	if len(inline) > 0 {
-		d.deleteInlineRun(ctx, log)
+	if ownKey != "" {
+		d.deleteInlineRuns(ctx, log, []string{ownKey})
 	}
 	notSent += d.sendJobs(ctx, wctx, log, later, sum)
 	sum.NotReached = notSent
@@ -247,13 +270,26 @@ func (d *Deps) followUp(ctx context.Context, log *slog.Logger, name string, atte
 		err = fmt.Errorf("compaction made no progress: %s", tr.Compacted.Stopped)
 		log.WarnContext(ctx, "retrying with backoff", "table", name, "attempt", attempt+1, "err", err)
 	}
+	compactOnly := err != nil && tr.PruneDone() && errors.Is(err, maintenance.ErrCompaction)
 	switch {
 	case err != nil:
+		// One backoff policy (maintenance.FailureBackoffFor): the fleet
+		// index recorded the failure and its retry time; the job follows
+		// it. Without a recorded mark, the same policy by attempt.
 		next := attempt + 1
-		wait := RetryBackoff(next)
-		d.mark(ctx, log, Marker{Table: name, Attempt: next, Reason: ReasonRetry, Error: err.Error(), At: now})
+		notBefore := now.Add(RetryBackoff(next))
+		switch {
+		case compactOnly && !tr.CompactRetryAt.IsZero():
+			// Compaction alone failed (the table was pruned): retried when
+			// its compaction backoff ends, as the index records it.
+			next, notBefore = min(tr.CompactFailures, maxJobAttempt), tr.CompactRetryAt
+		case tr.Failures > 0 && !tr.RetryAt.IsZero():
+			next, notBefore = min(tr.Failures, maxJobAttempt), tr.RetryAt
+		}
+		wait := max(notBefore.Sub(now), 0)
+		d.mark(ctx, log, Marker{Table: name, Attempt: next, Reason: ReasonRetry, Error: err.Error(), At: now, NotBefore: notBefore})
 		j := d.job(name, next, ReasonRetry)
-		j.NotBefore = now.Add(wait)
+		j.NotBefore = notBefore
 		return OutJob{Job: j, Delay: wait}, true
 	case tr.Skipped != "":
 		return OutJob{Job: d.job(name, attempt, ReasonBusy), Delay: BusyDelay}, true
@@ -284,11 +320,15 @@ type tableWork struct {
 	attempt int  // highest attempt of its jobs
 	marked  bool // a retry marker may exist: delete it when done
 	redeliv bool // a record was received before (the last try may have crashed)
+	job     bool // a table job names it (not only notifications)
 }
 
 // JobsSummary is logged after each compaction-queue batch.
 type JobsSummary struct {
 	Records, Tables, Done, Retried, Continued, Busy, Deferred, Dropped, Ignored int
+	// InRetry: tables named only by notifications and left to their
+	// pending retry job.
+	InRetry int
 }
 
 // CompactJobs is the compactor's SQS-triggered mode: a batch from the
@@ -389,12 +429,19 @@ func (d *Deps) CompactJobs(ctx context.Context, raw json.RawMessage) (events.SQS
 			items[i].err = fmt.Errorf("resolve %s: %w", j.Table, err)
 			continue
 		}
-		if wait := j.NotBefore.Sub(d.Clock.Now()); wait > 0 {
+		if wait := j.NotBefore.Sub(d.Clock.Now()); wait > MaxJobWait {
+			// No job is sent with a wait beyond RetryBackoffMax: forged or
+			// damaged, and sending it back would cycle it for ever.
+			items[i].err = fmt.Errorf("%w: %w: not_before %s is %s ahead, beyond the longest wait %s", queue.ErrPermanent, ErrInvalidJob,
+				j.NotBefore.Format(time.RFC3339), wait.Round(time.Second), MaxJobWait)
+			continue
+		} else if wait > 0 {
 			early = append(early, OutJob{Job: j, Delay: min(wait, maxSQSDelay)})
 			earlyItems = append(earlyItems, i)
 			continue
 		}
 		w := add(i, ref)
+		w.job = true
 		w.attempt = max(w.attempt, j.Attempt)
 		w.marked = w.marked || j.Attempt > 0 || j.Reason == ReasonContinue || j.Reason == ReasonLost
 	}
@@ -416,6 +463,18 @@ func (d *Deps) CompactJobs(ctx context.Context, raw json.RawMessage) (events.SQS
 			outItems = append(outItems, w.items)
 			s.Deferred++
 			continue
+		}
+		if !w.job {
+			// Notifications only: a table in retry (a fresh marker) is left
+			// to its pending job, which maintains it after its backoff; a
+			// notification neither maintains it early nor starts another
+			// retry chain.
+			if mk, ok, err := d.readMarker(wctx, name); err == nil && ok && !d.markerStale(mk, d.Clock.Now()) {
+				log.InfoContext(ctx, "notification for a table in retry; left to its job", "table", name,
+					"attempt", mk.Attempt, "reason", mk.Reason, "not_before", mk.NotBefore)
+				s.InRetry++
+				continue
+			}
 		}
 		if w.redeliv {
 			// The last delivery may have crashed on this table: keep the
@@ -494,7 +553,7 @@ func (d *Deps) CompactJobs(ctx context.Context, raw json.RawMessage) (events.SQS
 		log.WarnContext(ctx, "metrics not written", "err", merr)
 	}
 	log.InfoContext(ctx, "compactor batch", "records", s.Records, "tables", s.Tables, "done", s.Done, "retried", s.Retried,
-		"continued", s.Continued, "busy", s.Busy, "deferred", s.Deferred, "dropped", s.Dropped, "ignored", s.Ignored,
+		"continued", s.Continued, "busy", s.Busy, "deferred", s.Deferred, "dropped", s.Dropped, "ignored", s.Ignored, "in_retry", s.InRetry,
 		"retry", len(resp.BatchItemFailures))
 	if noID > 0 {
 		return events.SQSEventResponse{}, fmt.Errorf("compactor: %d failed messages have no message id; retrying the whole batch", noID)
@@ -547,12 +606,17 @@ func (d *Deps) notifiedTable(ctx context.Context, cat *catalog.Catalog, roots *m
 	return ref, true, "", nil
 }
 
-// The inline run record: <warehouse>/_fleet/inline-run.json, written by a
-// scheduled run before it maintains tables inline and deleted when it is
-// done with them. Found by the next run, it names the tables a run was
-// working on when it died (or is still working on, until its deadline).
+// The inline run records: <warehouse>/_fleet/inline-run/<start>-<id>.json,
+// one per scheduled run, written by the run before it maintains tables
+// inline and deleted by it when it is done with them. Found by a later
+// run, a record names the tables a run was working on when it died (or is
+// still working on, until its deadline). A record is deleted only by its
+// own run, or by a run that sent its tables their retry jobs. (A single
+// <warehouse>/_fleet/inline-run.json, as earlier releases wrote it, is read
+// and handled the same way: it shares the prefix.)
 const (
-	inlineRunKey = "_fleet/inline-run.json"
+	inlineRunPrefix = maintenance.FleetInlineRunPrefix
+	inlineRunDir    = inlineRunPrefix + "/"
 	// inlineRunSkew: clock skew between invocations, added to a run's
 	// deadline before it is taken for dead.
 	inlineRunSkew = time.Minute
@@ -566,31 +630,49 @@ const (
 // scheduled run was maintaining inline when it died.
 var errInlineRunDied = errors.New("an earlier scheduled run died while maintaining its inline tables (killed, out of memory or time)")
 
-// InlineRun is the body of the inline run record.
+// InlineRun is the body of an inline run record.
 type InlineRun struct {
 	At     time.Time `json:"at"`    // on the compactor's clock
 	Until  time.Time `json:"until"` // the run's deadline
 	Tables []string  `json:"tables"`
+
+	key string
 }
 
-func (d *Deps) inlineRunKey() string { return table.NormalizeRoot(d.Root) + inlineRunKey }
-
-func (d *Deps) readInlineRun(ctx context.Context) (*InlineRun, error) {
-	b, err := d.Store.Get(ctx, d.inlineRunKey())
-	if errors.Is(err, objstore.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	var r InlineRun
-	if err := json.Unmarshal(b, &r); err != nil {
-		return nil, fmt.Errorf("%s: %w", d.inlineRunKey(), err)
-	}
-	return &r, nil
+// readInlineRuns reads every inline run record (one LIST, one GET per
+// record: only runs that died or are still going have one). A record that
+// is not JSON names no table it could be trusted for: it is logged and
+// taken for a dead run with no tables (so deleted once handled).
+func (d *Deps) readInlineRuns(ctx context.Context, log *slog.Logger) ([]InlineRun, error) {
+	prefix := table.NormalizeRoot(d.Root) + inlineRunPrefix
+	var out []InlineRun
+	err := objstore.ListAll(ctx, d.Store, prefix, "", func(o objstore.ObjectInfo) error {
+		rest := strings.TrimPrefix(o.Key, prefix)
+		if rest != ".json" && !strings.HasPrefix(rest, "/") {
+			return nil // another name sharing the prefix: not a record
+		}
+		b, err := d.Store.Get(ctx, o.Key)
+		if errors.Is(err, objstore.ErrNotExist) {
+			return nil // its run finished since the list
+		}
+		if err != nil {
+			return err
+		}
+		var r InlineRun
+		if err := json.Unmarshal(b, &r); err != nil {
+			log.WarnContext(ctx, "inline run record is not JSON; taken for a dead run naming no table", "key", o.Key, "err", err)
+			r = InlineRun{}
+		}
+		r.key = o.Key
+		out = append(out, r)
+		return nil
+	})
+	return out, err
 }
 
-func (d *Deps) putInlineRun(ctx, wctx context.Context, log *slog.Logger, refs []maintenance.TableRef, still *InlineRun) {
+// putInlineRun writes this run's record and returns its key ("" if not
+// written).
+func (d *Deps) putInlineRun(ctx, wctx context.Context, log *slog.Logger, refs []maintenance.TableRef) string {
 	now := d.Clock.Now()
 	r := InlineRun{At: now, Until: now.Add(inlineRunMax)}
 	if dl, ok := wctx.Deadline(); ok {
@@ -599,20 +681,26 @@ func (d *Deps) putInlineRun(ctx, wctx context.Context, log *slog.Logger, refs []
 	for _, ref := range refs {
 		r.Tables = append(r.Tables, ref.Name)
 	}
-	if still != nil {
-		r.Tables = append(r.Tables, still.Tables...)
-		if still.Until.After(r.Until) {
-			r.Until = still.Until
+	id := strings.Map(func(c rune) rune {
+		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' {
+			return c
 		}
-	}
+		return '_'
+	}, requestID(ctx))
+	key := fmt.Sprintf("%s%s%020d-%s.json", table.NormalizeRoot(d.Root), inlineRunDir, max(now.UnixNano(), 0), id)
 	b, _ := json.Marshal(r)
-	if err := d.Store.Put(context.WithoutCancel(ctx), d.inlineRunKey(), b); err != nil {
+	if err := d.Store.Put(context.WithoutCancel(ctx), key, b); err != nil {
 		log.WarnContext(ctx, "inline run record not written (a crash inline would go unnoticed once)", "err", err)
+		return ""
 	}
+	return key
 }
 
-func (d *Deps) deleteInlineRun(ctx context.Context, log *slog.Logger) {
-	if err := d.Store.Delete(context.WithoutCancel(ctx), []string{d.inlineRunKey()}); err != nil {
-		log.WarnContext(ctx, "inline run record not deleted (the next run hands its tables to jobs)", "err", err)
+func (d *Deps) deleteInlineRuns(ctx context.Context, log *slog.Logger, keys []string) {
+	if len(keys) == 0 {
+		return
+	}
+	if _, err := objstore.DeleteAll(context.WithoutCancel(ctx), d.Store, keys, objstore.MaxDeleteKeys); err != nil {
+		log.WarnContext(ctx, "inline run records not deleted (a later run handles their tables again: a duplicate job)", "err", err)
 	}
 }

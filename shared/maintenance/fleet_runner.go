@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/tablekeep/tablekeep/shared/lock"
+	"github.com/tablekeep/tablekeep/shared/objstore"
 	"github.com/tablekeep/tablekeep/shared/table"
 )
 
@@ -31,8 +32,39 @@ const DefaultScanConcurrency = 64
 const DefaultScanTimeout = 10 * time.Second
 
 // DefaultFailureBackoff is the first retry delay of a failed table; it
-// doubles with each consecutive failure, up to 6 h.
+// doubles with each consecutive failure, up to DefaultFailureBackoffMax.
 const DefaultFailureBackoff = 15 * time.Minute
+
+// DefaultFailureBackoffMax caps the failure backoff.
+const DefaultFailureBackoffMax = 6 * time.Hour
+
+// FailureBackoffFor is the one backoff policy of a failing table (its
+// maintenance failed, or its compaction did: counted separately), in every
+// mode: base doubled per consecutive failure after the first, capped at
+// most (the sum saturates: any overflow is the cap). k < 1 counts as 1.
+func FailureBackoffFor(k int, base, most time.Duration) time.Duration {
+	if base <= 0 {
+		base = DefaultFailureBackoff
+	}
+	if most <= 0 {
+		most = DefaultFailureBackoffMax
+	}
+	d := base
+	for i := 1; i < k && d < most; i++ {
+		d *= 2
+		if d <= 0 {
+			return most
+		}
+	}
+	return min(d, most)
+}
+
+// RetryBackoff is the runner's failure backoff after k consecutive
+// failures (FailureBackoffFor with its FailureBackoff and
+// FailureBackoffMax).
+func (r *Runner) RetryBackoff(k int) time.Duration {
+	return FailureBackoffFor(k, r.FailureBackoff, r.FailureBackoffMax)
+}
 
 // TableNeed is one table a scan found in need, and why.
 type TableNeed struct {
@@ -64,6 +96,9 @@ type FleetScan struct {
 	index   *FleetIndex
 	updates map[string]Mark // marks a scan changed (a change first seen)
 }
+
+// Refs is every registered table the scan saw, in registry order.
+func (sc *FleetScan) Refs() []TableRef { return sc.refs }
 
 // indexRoot is the warehouse root the fleet index lives under.
 func (r *Runner) indexRoot() (string, bool) {
@@ -106,7 +141,12 @@ func (r *Runner) Scan(ctx context.Context) (*FleetScan, error) {
 	if err != nil {
 		r.Logger.WarnContext(ctx, "fleet index unreadable: every table is in need", "err", err)
 		sc.IndexError = err.Error()
-		sc.index = &FleetIndex{V: fleetIndexVersion, Tables: map[string]Mark{}}
+		sc.index = emptyFleetIndex()
+	} else if len(sc.index.Damaged) > 0 {
+		// Their tables have no mark (in need); the pass's index write
+		// replaces each damaged object with the next one.
+		r.Logger.WarnContext(ctx, "fleet index shards unreadable: their tables are in need", "shards", sc.index.Damaged)
+		sc.IndexError = fmt.Sprintf("%d fleet index shards unreadable: %v", len(sc.index.Damaged), sc.index.Damaged)
 	}
 	latest := make([]uint64, len(refs))
 	errs := make([]error, len(refs))
@@ -170,12 +210,6 @@ func (r *Runner) Scan(ctx context.Context) (*FleetScan, error) {
 	return sc, nil
 }
 
-// batchKey marks a context in which MaintainTable leaves the stats and the
-// mark to its caller (maintainBatch writes them once for every table).
-type batchKey struct{}
-
-func inBatch(ctx context.Context) bool { v, _ := ctx.Value(batchKey{}).(bool); return v }
-
 // RecordScan writes a scan's mark updates (tables first seen changed,
 // pending work found due) into the fleet index, for a caller that scans
 // with Scan and maintains the tables in need itself, one MaintainTable at
@@ -238,7 +272,19 @@ func (r *Runner) maintainBatch(ctx context.Context, refs []TableRef, sc *FleetSc
 // margin, as it always did).
 func (r *Runner) maintainBatchOpt(ctx context.Context, refs []TableRef, sc *FleetScan, runDeadline bool) (RunReport, error) {
 	var rep RunReport
-	bctx := context.WithValue(ctx, batchKey{}, true)
+	// The tables' marks before this batch: a table whose compaction is
+	// backing off is pruned without compaction. A scan has them; a batch
+	// without one reads their shards (the base of its index write).
+	var base *FleetIndex
+	if sc != nil {
+		base = sc.index
+	} else if root, ok := r.indexRoot(); ok && !r.DryRun {
+		var err error
+		if base, err = readFleetShards(ctx, r.Store, root, shardsOf(refs)); err != nil {
+			r.Logger.WarnContext(ctx, "fleet index unreadable before maintenance", "err", err)
+			base = nil
+		}
+	}
 	for i, ref := range refs {
 		if err := ctx.Err(); err != nil {
 			rep.Stopped = err.Error()
@@ -248,11 +294,17 @@ func (r *Runner) maintainBatchOpt(ctx context.Context, refs []TableRef, sc *Flee
 			rep.Stopped = fmt.Sprintf("deadline: %d of %d tables done", i, len(refs))
 			break
 		}
-		tctx, cancel := bctx, context.CancelFunc(func() {})
+		tctx, cancel := ctx, context.CancelFunc(func() {})
 		if r.TableTimeout > 0 {
-			tctx, cancel = context.WithTimeout(bctx, r.TableTimeout)
+			tctx, cancel = context.WithTimeout(ctx, r.TableTimeout)
 		}
-		tr, err := r.MaintainTable(tctx, ref)
+		var prev Mark
+		if base != nil {
+			if m, ok := base.Tables[ref.Name]; ok && m.Root == ref.Root {
+				prev = m
+			}
+		}
+		tr, err := r.maintainOne(tctx, ref, prev)
 		timedOut := tctx.Err() != nil && ctx.Err() == nil
 		cancel()
 		if err == nil && timedOut {
@@ -263,6 +315,9 @@ func (r *Runner) maintainBatchOpt(ctx context.Context, refs []TableRef, sc *Flee
 			// One table's failure does not stop the others.
 			r.Logger.ErrorContext(ctx, "maintenance failed", "table", ref.Name, "err", err)
 			tr.Skipped = "error: " + err.Error()
+		} else if tr.compactErr != nil {
+			r.Logger.ErrorContext(ctx, "compaction failed; the table was pruned, compaction backs off", "table", ref.Name,
+				"err", tr.compactErr, "compaction_failures", tr.mark.CompactFailures, "compaction_retry_at", tr.mark.CompactRetryAt)
 		}
 		rep.Tables = append(rep.Tables, tr)
 		if r.Progress != nil {
@@ -279,8 +334,22 @@ func (r *Runner) maintainBatchOpt(ctx context.Context, refs []TableRef, sc *Flee
 		defer cancel()
 	}
 	r.writeStatsBatch(wctx, &rep)
-	r.recordMarks(wctx, &rep, sc)
+	r.recordMarksOn(wctx, &rep, sc, base)
 	return rep, nil
+}
+
+// shardsOf is the index shards of refs' marks, in order.
+func shardsOf(refs []TableRef) []int {
+	seen := map[int]bool{}
+	var out []int
+	for _, ref := range refs {
+		if sh := FleetShardOf(ref.Name); !seen[sh] {
+			seen[sh] = true
+			out = append(out, sh)
+		}
+	}
+	sort.Ints(out)
+	return out
 }
 
 // writeStatsBatch writes the _stats rows of the maintained tables that
@@ -365,18 +434,28 @@ func normStats(s TableStats) TableStats {
 }
 
 // recordMarks writes the marks of a batch into the fleet index, with the
-// scan's updates, in one index write. Failures are logged: without the
-// marks the tables are simply maintained again at the next pass.
+// scan's updates: one write per index shard touched. Failures are logged:
+// without the marks the tables are simply maintained again at the next
+// pass.
 func (r *Runner) recordMarks(ctx context.Context, rep *RunReport, sc *FleetScan) {
+	var base *FleetIndex
+	if sc != nil {
+		base = sc.index
+	}
+	r.recordMarksOn(ctx, rep, sc, base)
+}
+
+// recordMarksOn is recordMarks on base (the marks read before the batch;
+// nil: read the shards of the batch's tables now).
+func (r *Runner) recordMarksOn(ctx context.Context, rep *RunReport, sc *FleetScan, base *FleetIndex) {
 	root, ok := r.indexRoot()
 	if !ok {
 		return
 	}
-	var base *FleetIndex
 	var keep func(string) bool
+	var also []int
 	updates := map[string]Mark{}
 	if sc != nil {
-		base = sc.index
 		for n, m := range sc.updates {
 			updates[n] = m
 		}
@@ -385,24 +464,42 @@ func (r *Runner) recordMarks(ctx context.Context, rep *RunReport, sc *FleetScan)
 			registered[ref.Name] = true
 		}
 		keep = func(n string) bool { return registered[n] }
+		// A damaged shard's next object replaces it; a shard holding marks
+		// of tables no longer registered is rewritten without them.
+		also = append(also, base.Damaged...)
+		dropped := map[int]bool{}
+		for n := range base.Tables {
+			if !registered[n] && !dropped[FleetShardOf(n)] {
+				dropped[FleetShardOf(n)] = true
+				also = append(also, FleetShardOf(n))
+			}
+		}
 	}
 	if base == nil {
+		var refs []TableRef
+		for _, tr := range rep.Tables {
+			if tr.ref.Root != "" {
+				refs = append(refs, tr.ref)
+			}
+		}
 		var err error
-		if base, err = ReadFleetIndex(ctx, r.Store, root); err != nil {
+		if base, err = readFleetShards(ctx, r.Store, root, shardsOf(refs)); err != nil {
 			rep.IndexNote = "fleet index not written: " + err.Error()
 			r.Logger.WarnContext(ctx, "fleet index unreadable; marks not recorded", "err", err)
 			return
 		}
 	}
 	now := r.Clock.Now()
-	for _, tr := range rep.Tables {
+	for i, tr := range rep.Tables {
 		prev, known := base.Tables[tr.Table]
 		switch {
 		case tr.err != nil:
 			if tr.ref.Root == "" {
 				continue // unknown table: nothing to mark
 			}
-			updates[tr.Table] = markFailed(tr.ref, prev, known, tr.err, r.FailureBackoff, now)
+			m := markFailed(tr.ref, prev, known, tr.err, r.FailureBackoff, r.FailureBackoffMax, now)
+			updates[tr.Table] = m
+			rep.Tables[i].Failures, rep.Tables[i].RetryAt = m.Failures, m.RetryAt
 		case tr.marked:
 			m := tr.mark
 			if known && prev.Root == m.Root {
@@ -417,15 +514,34 @@ func (r *Runner) recordMarks(ctx context.Context, rep *RunReport, sc *FleetScan)
 			updates[tr.Table] = m
 		}
 	}
-	if len(updates) == 0 && (sc == nil || len(base.Tables) == len(sc.refs)) {
+	migrated := 0
+	if sc != nil && len(base.legacy) > 0 {
+		// The single index object of an earlier release: its marks move
+		// into the shards, then it is deleted.
+		for n, m := range base.Tables {
+			if _, ok := updates[n]; !ok && keep(n) {
+				updates[n] = m
+				migrated++
+			}
+		}
+	}
+	if len(updates) == 0 && len(also) == 0 && (sc == nil || len(base.legacy) == 0) {
 		return
 	}
-	if _, err := writeFleetIndex(ctx, r.Store, root, base, updates, keep, now); err != nil {
+	n, err := writeFleetIndex(ctx, r.Store, root, base, updates, also, keep, now)
+	rep.MarksWritten = n - migrated
+	if err != nil {
 		rep.IndexNote = "fleet index not written: " + err.Error()
-		r.Logger.WarnContext(ctx, "fleet index not written; the tables will be maintained again", "err", err)
+		r.Logger.WarnContext(ctx, "fleet index not (all) written; those tables will be maintained again", "err", err)
 		return
 	}
-	rep.MarksWritten = len(updates)
+	if sc != nil && len(base.legacy) > 0 {
+		if _, err := objstore.DeleteAll(ctx, r.Store, base.legacy, objstore.MaxDeleteKeys); err != nil {
+			r.Logger.WarnContext(ctx, "single-object fleet index of an earlier release not deleted", "err", err)
+		} else {
+			r.Logger.InfoContext(ctx, "fleet index moved into shards", "marks", migrated, "old_objects_deleted", len(base.legacy))
+		}
+	}
 }
 
 // registeredPolicy reports whether ref is the catalog's registration of

@@ -124,7 +124,10 @@ func maintained(rep maintenance.RunReport) map[string]bool {
 
 // An idle table costs exactly one LIST per pass, and the pass's requests
 // per idle table do not grow with the number of tables: the fleet costs
-// its index (one LIST, one GET) on top, and nothing is written.
+// its index on top (one LIST of the shards' folder, one GET per shard
+// holding marks: at most maintenance.FleetShards, whatever the number of
+// tables), and nothing is written. (Before the index was sharded: one
+// LIST and one GET of a single object holding every mark.)
 func TestFleetIdleTableCostsOneList(t *testing.T) {
 	for _, n := range []int{10, 100} {
 		t.Run(fmt.Sprint(n), func(t *testing.T) {
@@ -145,9 +148,13 @@ func TestFleetIdleTableCostsOneList(t *testing.T) {
 				if len(rep.Tables) != 0 || rep.Idle != n {
 					t.Fatalf("idle pass maintained %v, idle %d of %d", maintained(rep), rep.Idle, n)
 				}
-				want := objstore.Counts{List: int64(n) + 1, Get: 1}
+				shards := map[int]bool{}
+				for name := range f.tables {
+					shards[maintenance.FleetShardOf(name)] = true
+				}
+				want := objstore.Counts{List: int64(n) + 1, Get: int64(len(shards))}
 				if c != want {
-					t.Fatalf("idle pass over %d tables: %v, want %v (1 LIST per table, the index's LIST and GET)", n, c, want)
+					t.Fatalf("idle pass over %d tables: %v, want %v (1 LIST per table, the index's LIST and a GET per shard)", n, c, want)
 				}
 				if rep.StatsWritten != 0 || rep.MarksWritten != 0 {
 					t.Fatalf("idle pass wrote %d stats rows, %d marks", rep.StatsWritten, rep.MarksWritten)

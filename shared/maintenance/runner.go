@@ -97,8 +97,12 @@ type Runner struct {
 	// run's deadline). A table that times out is recorded as failed.
 	TableTimeout time.Duration
 	// FailureBackoff is the first retry delay of a failed table (default
-	// 15 min), doubling with each consecutive failure up to 6 h.
-	FailureBackoff time.Duration
+	// 15 min), doubling with each consecutive failure up to
+	// FailureBackoffMax (default 6 h): FailureBackoffFor. The same policy
+	// backs off a table's compaction alone when only compaction fails, and
+	// the fan-out's retry jobs (awsfn) are scheduled by it.
+	FailureBackoff    time.Duration
+	FailureBackoffMax time.Duration
 	// Sources opens the datasets of other formats (TableRef.Format set,
 	// e.g. "lance"), as Cleaner.Sources: they are pruned through the Source
 	// (PruneSource), never compacted. nil, or an opener that does not know
@@ -137,6 +141,9 @@ func (r *Runner) defaults() {
 	if r.FailureBackoff <= 0 {
 		r.FailureBackoff = DefaultFailureBackoff
 	}
+	if r.FailureBackoffMax <= 0 {
+		r.FailureBackoffMax = DefaultFailureBackoffMax
+	}
 }
 
 // TableReport is what maintenance did (or, dry, would do) to one table.
@@ -147,7 +154,19 @@ type TableReport struct {
 	Compaction CompactionPlan `json:"-"`
 	Compacted  CompactionResult
 	// CompactionError is set when compaction failed; pruning still ran.
+	// CompactionHeld: compaction was not tried, its backoff after earlier
+	// failures had not passed (the table was pruned).
 	CompactionError string `json:"compaction_error,omitempty"`
+	CompactionHeld  bool   `json:"compaction_held,omitempty"`
+	// Failures and RetryAt, when the maintenance failed, are the table's
+	// consecutive failures and its earliest next attempt as recorded in the
+	// fleet index (zero if not recorded): the one backoff policy.
+	Failures int       `json:"failures,omitempty"`
+	RetryAt  time.Time `json:"retry_at,omitzero"`
+	// CompactFailures and CompactRetryAt, when compaction alone failed (or
+	// was held), are its consecutive failures and when it is tried again.
+	CompactFailures int       `json:"compact_failures,omitempty"`
+	CompactRetryAt  time.Time `json:"compact_retry_at,omitzero"`
 	Prune           PrunePlan
 	Stats           TableStats
 	StatsNote       string `json:"stats_note,omitempty"`
@@ -158,7 +177,8 @@ type TableReport struct {
 	Source Source `json:"-"`
 
 	ref        TableRef
-	err        error // what MaintainTable returned
+	err        error // the failure of the maintenance (not of compaction alone)
+	compactErr error // compaction failed, pruning did not
 	mark       Mark  // the table's mark after this maintenance
 	marked     bool
 	statsReady bool // Stats computed, left to the batch to write
@@ -240,16 +260,16 @@ func (r *Runner) MaintainTable(ctx context.Context, ref TableRef) (TableReport, 
 	start := r.Clock.Now()
 	rep := TableReport{Table: ref.Name}
 	p := ref.Policy.WithDefaults()
-	if ref.Format != "" && (r.DryRun || inBatch(ctx)) {
+	if ref.Format != "" && r.DryRun {
 		// Another format: pruned through its Source, not compacted.
 		return r.maintainSource(ctx, ref, start)
 	}
-	cnt, ok := r.Store.(*objstore.Counting)
-	if !ok {
-		cnt = objstore.NewCounting(r.Store)
-	}
-	opts := table.Options{Grace: p.Grace, Clock: r.Clock.Now, Logger: r.Logger}
 	if r.DryRun {
+		cnt, ok := r.Store.(*objstore.Counting)
+		if !ok {
+			cnt = objstore.NewCounting(r.Store)
+		}
+		opts := table.Options{Grace: p.Grace, Clock: r.Clock.Now, Logger: r.Logger}
 		t, err := table.Open(ctx, cnt, ref.Root, opts)
 		if err != nil {
 			return rep, err
@@ -263,14 +283,41 @@ func (r *Runner) MaintainTable(ctx context.Context, ref TableRef) (TableReport, 
 		rep.Prune, err = PlanPruneAfterCompaction(ctx, t, ref.Name, p, r.Clock.Now(), len(rep.Compaction.Groups))
 		return rep, err
 	}
-	if !inBatch(ctx) {
-		// Alone: as a batch of one, which writes its stats row and mark.
-		br, _ := r.maintainBatchOpt(ctx, []TableRef{ref}, nil, false)
-		if len(br.Tables) == 0 {
-			return rep, fmt.Errorf("maintain %s: %s", ref.Name, br.Stopped)
-		}
-		return br.Tables[0], br.Tables[0].err
+	// Alone: as a batch of one, which writes its stats row and mark.
+	br, _ := r.maintainBatchOpt(ctx, []TableRef{ref}, nil, false)
+	if len(br.Tables) == 0 {
+		return rep, fmt.Errorf("maintain %s: %s", ref.Name, br.Stopped)
 	}
+	tr := br.Tables[0]
+	return tr, errors.Join(tr.err, tr.compactErr)
+}
+
+// ErrCompaction marks a maintenance error of compaction alone: pruning
+// ran, and the table's compaction backs off (Mark.CompactRetryAt).
+var ErrCompaction = errors.New("compaction failed")
+
+// PruneDone reports whether the maintenance pruned the table (planned and
+// applied its prune, and computed its mark), whatever compaction did.
+func (tr TableReport) PruneDone() bool { return tr.marked }
+
+// maintainOne maintains one table of a batch (the batch writes its stats
+// row and its mark). prev is the table's mark before (zero if none): a
+// compaction backing off after failures is not tried. The error is the
+// maintenance's; a failure of compaction alone is rep.compactErr.
+func (r *Runner) maintainOne(ctx context.Context, ref TableRef, prev Mark) (TableReport, error) {
+	r.defaults()
+	start := r.Clock.Now()
+	rep := TableReport{Table: ref.Name}
+	p := ref.Policy.WithDefaults()
+	if ref.Format != "" {
+		// Another format: pruned through its Source, not compacted.
+		return r.maintainSource(ctx, ref, start)
+	}
+	cnt, ok := r.Store.(*objstore.Counting)
+	if !ok {
+		cnt = objstore.NewCounting(r.Store)
+	}
+	opts := table.Options{Grace: p.Grace, Clock: r.Clock.Now, Logger: r.Logger}
 	rep.ref = ref
 	acquireStart := r.Clock.Now()
 	fence, release, err := r.holdTable(ctx, ref)
@@ -303,7 +350,14 @@ func (r *Runner) MaintainTable(ctx context.Context, ref TableRef) (TableReport, 
 	// The floor is read by the prune plan (and logged with it): reading it
 	// here for the compaction's log line cost a LIST per maintained table.
 	before := t.Cached().Version
-	rep.Compacted, err = r.Compactor.Run(ctx, t, p)
+	held := prev.compactHeld(r.Clock.Now())
+	if held {
+		rep.CompactionHeld = true
+		r.Logger.InfoContext(ctx, "compaction backing off after failures; pruning only", "table", ref.Name,
+			"compaction_failures", prev.CompactFailures, "compaction_retry_at", prev.CompactRetryAt, "compaction_error", prev.CompactError)
+	} else {
+		rep.Compacted, err = r.Compactor.Run(ctx, t, p)
+	}
 	c := rep.Compacted
 	stepErr := err
 	if stepErr == nil && strings.HasPrefix(c.Stopped, "lease") {
@@ -321,7 +375,7 @@ func (r *Runner) MaintainTable(ctx context.Context, ref TableRef) (TableReport, 
 	// compaction problem must still be pruned. Both are reported.
 	var compactErr error
 	if err != nil {
-		compactErr = lost(fmt.Errorf("compact %s: %w", ref.Name, err))
+		compactErr = lost(fmt.Errorf("%w: compact %s: %w", ErrCompaction, ref.Name, err))
 		rep.CompactionError = compactErr.Error()
 	}
 	r.Metrics.Count(telemetry.CompactionGroups, c.Committed)
@@ -346,7 +400,19 @@ func (r *Runner) MaintainTable(ctx context.Context, ref TableRef) (TableReport, 
 		return rep, errors.Join(compactErr, lost(err))
 	}
 
-	rep.mark, rep.marked = markAfter(ref, t, rep.Prune, compactFragsOf(r.Compactor, t, p), r.Clock.Now()), true
+	now := r.Clock.Now()
+	cs := compactState{}
+	switch {
+	case compactErr != nil:
+		cs.Failures = prev.CompactFailures + 1
+		cs.RetryAt = addSat(now, r.RetryBackoff(cs.Failures))
+		cs.Error = clip(compactErr.Error())
+	case held:
+		cs = compactState{Failures: prev.CompactFailures, RetryAt: prev.CompactRetryAt, Error: prev.CompactError}
+	}
+	rep.mark, rep.marked = markAfter(ref, t, rep.Prune, compactFragsOf(r.Compactor, t, p), cs, now), true
+	rep.compactErr = compactErr
+	rep.CompactFailures, rep.CompactRetryAt = cs.Failures, cs.RetryAt
 	st = r.beginStep(cnt)
 	rep.Stats, rep.StatsNote = r.computeStats(ctx, ref, t, rep)
 	rep.statsReady = rep.StatsNote == ""
@@ -364,7 +430,7 @@ func (r *Runner) MaintainTable(ctx context.Context, ref TableRef) (TableReport, 
 		r.Metrics.Count(telemetry.SmallFragments, s.SmallFrags)
 	}
 	rep.Duration = r.Clock.Now().Sub(start)
-	return rep, compactErr
+	return rep, nil
 }
 
 // holdTable takes the table's lease lock (lock.ErrLockHeld: another
