@@ -97,6 +97,9 @@ func (a *App) OpenTable(ctx context.Context) (*table.Table, error) {
 		return nil, err
 	}
 	t, err := table.Open(ctx, store, root, a.TableOptions())
+	if err != nil && !errors.Is(err, context.Canceled) && isLanceDataset(ctx, store, root) {
+		return nil, lanceNotTable(a.TableURI)
+	}
 	if errors.Is(err, table.ErrNotATable) {
 		return nil, fmt.Errorf("%s: %w (no manifests under %s)", a.TableURI, table.ErrNotATable, table.VersionsPrefix)
 	}

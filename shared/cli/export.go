@@ -61,7 +61,7 @@ func newDescribeCmd(app *App) *cobra.Command {
 				}
 			}
 			if wf.URI != "" || os.Getenv("TABLEKEEP_WAREHOUSE") != "" {
-				w, err := openWarehouse(ctx, app, wf, false)
+				w, err := openWarehouse(ctx, app, wf, openMode{})
 				if err != nil {
 					return err
 				}

@@ -86,7 +86,7 @@ func newPassCmd(app *App, name string, st steps, short, long string) *cobra.Comm
 			}
 			// Sweeping needs no lock (the sweeper function takes none).
 			write := !dryRun && (st.Compact || st.Prune)
-			w, err := openWarehouse(ctx, app, wf, write)
+			w, err := openWarehouse(ctx, app, wf, openMode{Lock: write})
 			if err != nil {
 				return err
 			}

@@ -88,7 +88,7 @@ compacts its own datasets (optimize / compact_files). See docs/lance.md.`,
 			default:
 				return Usagef("--format %q: want %s (a tablekeep table) or %s (a Lance dataset, as LanceDB writes it)", format, formatTablekeep, formats.Lance)
 			}
-			w, err := openWarehouse(ctx, app, wf, false)
+			w, err := openWarehouse(ctx, app, wf, openMode{Create: true})
 			if err != nil {
 				return err
 			}
@@ -98,6 +98,10 @@ compacts its own datasets (optimize / compact_files). See docs/lance.md.`,
 			ref, err := w.Catalog.RegisterTable(ctx, args[0], args[1], p)
 			if errors.Is(err, catalog.ErrSystemTable) {
 				return &UsageError{Err: err}
+			}
+			if err != nil && !errors.Is(err, catalog.ErrAlreadyRegistered) && !errors.Is(err, catalog.ErrNestedRoot) &&
+				isLanceDataset(ctx, w.Store, w.Catalog.TableRoot(args[1])) {
+				return fmt.Errorf("register %s in %s: %w", args[0], w.URI, lanceNotTable(strings.Trim(args[1], "/")))
 			}
 			if err != nil {
 				return fmt.Errorf("register %s in %s: %w", args[0], w.URI, err)
@@ -131,7 +135,7 @@ func newUnregisterCmd(app *App) *cobra.Command {
 			if err := catalog.ValidateName(args[0]); err != nil {
 				return &UsageError{Err: err}
 			}
-			w, err := openWarehouse(ctx, app, wf, false)
+			w, err := openWarehouse(ctx, app, wf, openMode{})
 			if err != nil {
 				return err
 			}
@@ -160,7 +164,7 @@ func newTablesCmd(app *App) *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
-			w, err := openWarehouse(ctx, app, wf, false)
+			w, err := openWarehouse(ctx, app, wf, openMode{})
 			if err != nil {
 				return err
 			}
@@ -203,9 +207,17 @@ func registerDataset(ctx context.Context, app *App, w *whouse, name, rel, format
 		return &UsageError{Err: fmt.Errorf("%w %s: registered with the warehouse", catalog.ErrSystemTable, name)}
 	}
 	rel = strings.Trim(rel, "/")
+	if err := w.Catalog.CheckRoot(ctx, name, rel); err != nil {
+		if errors.Is(err, catalog.ErrSystemTable) {
+			return &UsageError{Err: err}
+		}
+		return fmt.Errorf("register %s in %s: %w", name, w.URI, err)
+	}
 	root := w.Catalog.TableRoot(rel)
 	sum, err := lance.Inspect(ctx, w.Store, root)
 	switch {
+	case err != nil && isTablekeepTable(ctx, w.Store, root):
+		return fmt.Errorf("register %s in %s: %w", name, w.URI, tableNotLance(rel))
 	case errors.Is(err, lance.ErrNotADataset):
 		return fmt.Errorf("register %s in %s: %s: not a Lance dataset (no manifests under %s/%s)", name, w.URI, rel, rel, lance.VersionsDir)
 	case errors.Is(err, lance.ErrUnsupported):

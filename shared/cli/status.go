@@ -107,7 +107,7 @@ status -o json can drive monitoring.`,
 			if lag < 0 {
 				return Usagef("--max-lag %s must not be negative", lag)
 			}
-			w, err := openWarehouse(ctx, app, wf, false)
+			w, err := openWarehouse(ctx, app, wf, openMode{})
 			if err != nil {
 				return err
 			}
@@ -221,7 +221,9 @@ func orNever(s string) string {
 }
 
 func rfc3339(t time.Time) string {
-	if t.IsZero() {
+	// Zero, or zero plus a grace window: an unknown time, never printed
+	// as year 1.
+	if t.IsZero() || t.Year() < 1970 {
 		return ""
 	}
 	return t.UTC().Format(time.RFC3339)

@@ -91,10 +91,29 @@ type whouse struct {
 // ErrNoLockTable: maintenance of an S3 warehouse needs the functions' lock.
 var ErrNoLockTable = errors.New("no lock table")
 
-// openWarehouse opens the warehouse wf names. With write, an S3 warehouse
-// must have a lock table (the one the compactor function uses, so the CLI
-// and the functions exclude each other).
-func openWarehouse(ctx context.Context, app *App, wf warehouseFlags, write bool) (*whouse, error) {
+// ErrNoWarehouse: the location has no _registry; only `tablekeep register`
+// creates one.
+var ErrNoWarehouse = catalog.ErrNoWarehouse
+
+// openMode says what a command does with the warehouse it opens.
+type openMode struct {
+	// Lock: it maintains, so an S3 warehouse must have a lock table (the
+	// one the compactor function uses, so the CLI and the functions
+	// exclude each other).
+	Lock bool
+	// Create: it may create the warehouse (register). Every other command
+	// opens an existing one only and writes nothing into a location that
+	// is not a warehouse: ErrNoWarehouse.
+	Create bool
+}
+
+// noWarehouse is the one-line error for a location without _registry.
+func noWarehouse(uri string) error {
+	return fmt.Errorf("%w at %s (no %s): `tablekeep register` creates one", ErrNoWarehouse, uri, catalog.RegistryName)
+}
+
+// openWarehouse opens the warehouse wf names (see openMode).
+func openWarehouse(ctx context.Context, app *App, wf warehouseFlags, mode openMode) (*whouse, error) {
 	uri := wf.URI
 	if uri == "" {
 		uri = os.Getenv(awsfn.EnvWarehouse)
@@ -117,6 +136,17 @@ func openWarehouse(ctx context.Context, app *App, wf warehouseFlags, write bool)
 			}
 			return nil, fmt.Errorf("warehouse %s: no such directory", uri)
 		}
+		if !mode.Create {
+			disk, err := objstore.NewDisk(path)
+			if err != nil {
+				return nil, fmt.Errorf("warehouse %s: %w", uri, err)
+			}
+			if ok, err := catalog.Exists(ctx, disk, ""); err != nil {
+				return nil, fmt.Errorf("warehouse %s: %w", uri, err)
+			} else if !ok {
+				return nil, noWarehouse(uri)
+			}
+		}
 		w, err := embedded.Open(ctx, path, clock, app.Logger, nil)
 		if err != nil {
 			return nil, fmt.Errorf("warehouse %s: %w", uri, err)
@@ -124,10 +154,11 @@ func openWarehouse(ctx context.Context, app *App, wf warehouseFlags, write bool)
 		return &whouse{URI: uri, Store: w.Store, Catalog: w.Catalog, Locker: w.Locker, Local: w.Queue,
 			Clock: w.Clock, Logger: w.Logger}, nil
 	}
-	return openS3Warehouse(ctx, app, wf, uri, write)
+	return openS3Warehouse(ctx, app, wf, uri, mode)
 }
 
-func openS3Warehouse(ctx context.Context, app *App, wf warehouseFlags, uri string, write bool) (*whouse, error) {
+func openS3Warehouse(ctx context.Context, app *App, wf warehouseFlags, uri string, mode openMode) (*whouse, error) {
+	write := mode.Lock
 	lockTable := wf.LockTable
 	if lockTable == "" {
 		lockTable = os.Getenv(awsfn.EnvLockTable)
@@ -167,7 +198,15 @@ func openS3Warehouse(ctx context.Context, app *App, wf warehouseFlags, uri strin
 	if err != nil {
 		return nil, s3Error(uri, err)
 	}
-	cat, err := d.Catalog(ctx)
+	var cat *catalog.Catalog
+	if mode.Create {
+		cat, err = d.Catalog(ctx)
+	} else {
+		cat, err = catalog.OpenExisting(ctx, d.Store, d.Root, table.Options{Clock: d.Clock.Now, Logger: app.Logger})
+		if errors.Is(err, catalog.ErrNoWarehouse) {
+			return nil, noWarehouse(uri)
+		}
+	}
 	if err != nil {
 		return nil, s3Error(uri, err)
 	}
