@@ -5,6 +5,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
 
 	"github.com/tablekeep/tablekeep/shared/lance"
 	"github.com/tablekeep/tablekeep/shared/objstore"
@@ -55,3 +60,68 @@ type quiet struct{ err error }
 
 func (q quiet) Error() string { return "" }
 func (q quiet) Unwrap() error { return q.err }
+
+// restoreRe finds the version a Lance source refused as a restore or clone.
+var restoreRe = regexp.MustCompile(`version (\d+) restores or clones`)
+
+// restoreBlocked explains, when err is the Lance reader's refusal of a
+// restore (or clone) commit, why the dataset at root is not pruned and what
+// the user can do ("" otherwise). tablekeep cannot prune across a restore:
+// the restored version references again files that older change records
+// list as removed. LanceDB's own cleanup removes it; on a tagged dataset
+// that cleanup refuses until the tags are deleted.
+func restoreBlocked(ctx context.Context, store objstore.Store, root string, err error) string {
+	if err == nil || !errors.Is(err, lance.ErrUnsupported) {
+		return ""
+	}
+	m := restoreRe.FindStringSubmatch(err.Error())
+	if m == nil {
+		return ""
+	}
+	msg := fmt.Sprintf("version %s is a LanceDB restore (or clone), and tablekeep does not prune across one "+
+		"(the restored version references files again); LanceDB's own cleanup (optimize with cleanupOlderThan, "+
+		"or cleanup_old_versions) removes it once newer versions are older than its cut-off, then tablekeep resumes", m[1])
+	tags, terr := lance.Open(store, root).Tags(ctx)
+	if terr == nil && len(tags) > 0 {
+		names := slices.Sorted(maps.Keys(tags))
+		msg += fmt.Sprintf("; the dataset has %s (%s), and LanceDB's cleanup refuses until they are deleted (table.tags().delete)",
+			plural(len(names), "tag", "tags"), strings.Join(names, ", "))
+	}
+	return msg
+}
+
+// latestIsRestore reports whether the latest version of the Lance dataset
+// at root was committed by a restore or clone (its manifest, and its
+// transaction file when not inlined: two GETs and the listing).
+func latestIsRestore(ctx context.Context, store objstore.Store, root string) (uint64, bool, error) {
+	ds := lance.Open(store, root)
+	vs, err := ds.ListVersions(ctx)
+	if err != nil || len(vs) == 0 {
+		return 0, false, err
+	}
+	last := vs[len(vs)-1]
+	m, err := ds.ReadManifest(ctx, last)
+	if err != nil {
+		return 0, false, err
+	}
+	op := m.Operation
+	if op == 0 && m.TransactionFile != "" {
+		key := ds.Root() + lance.TransactionsDir + m.TransactionFile
+		b, err := store.Get(ctx, key)
+		if err != nil {
+			return 0, false, err
+		}
+		if op, err = lance.DecodeOperation(key, b); err != nil {
+			return 0, false, err
+		}
+	}
+	return last.Version, op == lance.OpRestore || op == lance.OpClone, nil
+}
+
+// plural is "1 tag", "2 tags".
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return strconv.Itoa(n) + " " + many
+}

@@ -154,7 +154,11 @@ func (w *whouse) pass(ctx context.Context, o passOptions) (passReport, error) {
 			tr, err := r.MaintainTable(ctx, run)
 			if err != nil {
 				w.Logger.ErrorContext(ctx, "maintenance failed", "table", ref.Name, "err", err)
-				err = errors.New(sdkOneLine(err))
+				if why := restoreBlocked(ctx, w.Store, ref.Root, err); why != "" {
+					err = errors.New(why)
+				} else {
+					err = errors.New(sdkOneLine(err))
+				}
 				tr.Skipped = "error: " + err.Error()
 				rep.fail(ref.Name, err)
 			}

@@ -225,6 +225,12 @@ func registerDataset(ctx context.Context, app *App, w *whouse, name, rel, format
 	case err != nil:
 		return fmt.Errorf("register %s in %s: %s: %w", name, w.URI, rel, err)
 	}
+	if v, restore, err := latestIsRestore(ctx, w.Store, root); err != nil {
+		return fmt.Errorf("register %s in %s: %s: %w", name, w.URI, rel, err)
+	} else if restore {
+		why := restoreBlocked(ctx, w.Store, root, fmt.Errorf("%w: version %d restores or clones an earlier version", lance.ErrUnsupported, v))
+		return fmt.Errorf("register %s in %s: %s: refused, nothing registered: the latest version is a restore, %s", name, w.URI, rel, strings.TrimPrefix(why, "not pruned: "))
+	}
 	if err := w.Catalog.RegisterBatch(ctx, []catalog.Registration{{Name: name, Rel: rel, Policy: p, Format: format}}); err != nil {
 		return fmt.Errorf("register %s in %s: %w", name, w.URI, err)
 	}

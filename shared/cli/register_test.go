@@ -111,7 +111,8 @@ func TestRegisterStoresWhatItPrints(t *testing.T) {
 		t.Fatalf("maintain with a lost table: exit %d\n%s\nstderr %s", r.code, r.out, r.err)
 	}
 	r = run(t, "", "status")
-	if r.code != 1 || !regexp.MustCompile(`(?m)^a +tablekeep +unreadable: .*not a table`).MatchString(r.out) || r.err != "tablekeep: unhealthy tables: a\n" {
+	if r.code != 1 || !regexp.MustCompile(`(?m)^a +tablekeep +unreadable +\n`).MatchString(r.out) ||
+		!regexp.MustCompile(`(?m)^a: unreadable: .*not a table`).MatchString(r.out) || r.err != "tablekeep: unhealthy tables: a\n" {
 		t.Fatalf("status with a lost table: exit %d\n%s\nstderr %s", r.code, r.out, r.err)
 	}
 }

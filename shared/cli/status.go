@@ -25,8 +25,9 @@ import (
 type tableStatus struct {
 	Table string `json:"table"`
 	Root  string `json:"root"`
-	// Health is "ok", "behind" (a backlog older than --max-lag) or
-	// "unreadable"; Reason says why.
+	// Health is "ok", "behind" (a backlog older than --max-lag), "not
+	// pruned" (a Lance restore blocks pruning) or "unreadable"; Reason
+	// says why.
 	Health   string `json:"health"`
 	Reason   string `json:"reason,omitempty"`
 	Latest   uint64 `json:"latest_version"`
@@ -185,10 +186,12 @@ status -o json can drive monitoring.`,
 func printStatus(app *App, rows []tableStatus) error {
 	head := []string{"TABLE", "FORMAT", "HEALTH", "VERSIONS", "PRUNABLE", "COMPACTABLE", "GARBAGE", "LAST COMPACTION", "LAST CLEANUP", "POLICY"}
 	var cells [][]string
+	var reasons []string
 	for _, r := range rows {
+		// The HEALTH column holds the word; the reasons follow the table.
 		health := r.Health
 		if r.Reason != "" {
-			health += ": " + r.Reason
+			reasons = append(reasons, fmt.Sprintf("%s: %s: %s", r.Table, r.Health, r.Reason))
 		}
 		if r.Error != "" {
 			cells = append(cells, []string{r.Table, r.Policy.Format, health, "", "", "", "", "", "", ""})
@@ -207,7 +210,18 @@ func printStatus(app *App, rows []tableStatus) error {
 			orNever(r.LastCompaction), orNever(r.LastCleanup),
 			fmt.Sprintf("keep %d, grace %s", r.Policy.KeepLast, r.Policy.Grace)})
 	}
-	return printAligned(app.Stdout, head, cells)
+	if err := printAligned(app.Stdout, head, cells); err != nil {
+		return err
+	}
+	if len(reasons) > 0 {
+		fmt.Fprintln(app.Stdout)
+	}
+	for _, l := range reasons {
+		if _, err := fmt.Fprintln(app.Stdout, l); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // defaultStatusParallel is how many tables `tablekeep status` reads at once.
@@ -304,6 +318,10 @@ func (r *tableStatus) setLastCleanup(s, old maintenance.TableStats, ref maintena
 func sourceStatusOf(ctx context.Context, store objstore.Store, ref maintenance.TableRef, r tableStatus, old maintenance.TableStats,
 	now time.Time, lag time.Duration, fail func(error) tableStatus) tableStatus {
 	st, err := maintenance.StatusOfSource(ctx, store, ref, formats.Open, now)
+	if why := restoreBlocked(ctx, store, ref.Root, err); why != "" {
+		r.Health, r.Reason, r.Error = "not pruned", why, oneLine(sdkOneLine(err))
+		return r
+	}
 	if err != nil {
 		return fail(err)
 	}
