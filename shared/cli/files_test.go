@@ -86,7 +86,10 @@ func TestFilesExportDescribe(t *testing.T) {
 			if err := os.WriteFile("files.json", []byte(filesOut), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			q := `SELECT count(*) FROM read_parquet('reg/data/*.parquet', filename = true, file_row_number = true) t
+			// docs/cli.md's recipe: the listed paths themselves, so the
+			// join cannot miss whatever --table's spelling.
+			q := `SET VARIABLE files = (SELECT list(path) FROM read_json('files.json'));
+SELECT count(*) FROM read_parquet(getvariable('files'), filename = true, file_row_number = true) t
 JOIN read_json('files.json') f ON t.filename = f.path WHERE NOT list_contains(f.deleted_positions, t.file_row_number);`
 			out, err := exec.Command(duckdb, "-csv", "-noheader", "-c", q).CombinedOutput()
 			if err != nil || strings.TrimSpace(string(out)) != fmt.Sprint(len(want)) {
