@@ -170,7 +170,7 @@ func (w *whouse) pass(ctx context.Context, o passOptions) (passReport, error) {
 	var drainErr error
 	switch {
 	case o.DryRun:
-		w.planCleanup(ctx, &rep, refs)
+		w.planCleanup(ctx, &rep, refs, o)
 	case w.Remote != nil:
 		for _, tr := range rep.Run.Tables {
 			rep.Enqueued += len(tr.Prune.Ranges)
@@ -298,7 +298,23 @@ func (w *whouse) drain(ctx context.Context, rep *passReport, o passOptions) erro
 // planCleanup fills the dry run's cleanup plans (what the cleaner would
 // delete for each range, read from the change records, sizes from
 // listings), the kept versions and the compaction leftover.
-func (w *whouse) planCleanup(ctx context.Context, rep *passReport, refs []maintenance.TableRef) {
+//
+// Reading the change records of a long backlog takes a while (20,000
+// versions: seconds on disk, longer at S3 latency): a bar counts the
+// versions whose records are read, naming the table and range.
+func (w *whouse) planCleanup(ctx context.Context, rep *passReport, refs []maintenance.TableRef, o passOptions) {
+	total := 0
+	for _, tr := range rep.Run.Tables {
+		if tr.Skipped != "" {
+			continue
+		}
+		for _, rg := range tr.Prune.Ranges {
+			total += int(rg.To - rg.From + 1)
+		}
+	}
+	bar := o.progress("plan cleanup", total)
+	defer func() { _ = bar.Finish() }()
+	progressed := func(rg maintenance.RangeMessage) { _ = bar.Add(int(rg.To - rg.From + 1)) }
 	rep.Cleanup = map[string][]maintenance.RangePlan{}
 	rep.Kept = map[string][]maintenance.Kept{}
 	rep.Leftover = map[string][2]int{}
@@ -319,7 +335,9 @@ func (w *whouse) planCleanup(ctx context.Context, rep *passReport, refs []mainte
 				if tr.Source == nil {
 					break
 				}
+				describe(bar, fmt.Sprintf("plan cleanup %s %d-%d", tr.Table, rg.From, rg.To))
 				rp, err := maintenance.PlanSourceRange(ctx, tr.Source, rg, 0, maintenance.DefaultConcurrency)
+				progressed(rg)
 				if err != nil {
 					rep.fail(tr.Table, fmt.Errorf("plan cleanup [%d, %d]: %w", rg.From, rg.To, err))
 					break
@@ -339,7 +357,9 @@ func (w *whouse) planCleanup(ctx context.Context, rep *passReport, refs []mainte
 		g, f := maintenance.CompactionLeftover(t.Cached(), ref.Policy, tr.Compaction)
 		rep.Leftover[tr.Table] = [2]int{g, f}
 		for _, rg := range tr.Prune.Ranges {
+			describe(bar, fmt.Sprintf("plan cleanup %s %d-%d", tr.Table, rg.From, rg.To))
 			rp, err := maintenance.PlanRange(ctx, t, ref, rg, 0)
+			progressed(rg)
 			if err != nil {
 				rep.fail(tr.Table, fmt.Errorf("plan cleanup [%d, %d]: %w", rg.From, rg.To, err))
 				break
