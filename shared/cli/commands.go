@@ -467,20 +467,27 @@ func newVersionsCmd(app *App) *cobra.Command {
 				return Usagef("--limit must be >= 0")
 			}
 			ctx := cmd.Context()
+			var vs []table.VersionInfo
+			var tags map[string]uint64
 			t, err := app.OpenTable(ctx)
-			if err != nil {
+			switch {
+			case errors.Is(err, ErrWrongFormat) && !long:
+				// A Lance dataset: its listing and tags, read-only.
+				if vs, tags, err = lanceVersions(ctx, app); err != nil {
+					return err
+				}
+			case err != nil:
 				return err
-			}
-			vs, err := t.Versions(ctx)
-			if err != nil {
-				return err
+			default:
+				if vs, err = t.Versions(ctx); err != nil {
+					return err
+				}
+				if tags, err = t.Tags(ctx); err != nil {
+					return err
+				}
 			}
 			if limit > 0 && len(vs) > limit {
 				vs = vs[len(vs)-limit:]
-			}
-			tags, err := t.Tags(ctx)
-			if err != nil {
-				return err
 			}
 			byVersion := map[uint64][]string{}
 			for name, v := range tags {

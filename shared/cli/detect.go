@@ -125,3 +125,23 @@ func plural(n int, one, many string) string {
 	}
 	return strconv.Itoa(n) + " " + many
 }
+
+// lanceVersions lists the versions of the Lance dataset at --table (List
+// requests only: COMMITTED is each manifest's object time) and its tags.
+func lanceVersions(ctx context.Context, app *App) ([]table.VersionInfo, map[string]uint64, error) {
+	store, root, err := app.OpenStore(ctx, true)
+	if err != nil {
+		return nil, nil, err
+	}
+	ds := lance.Open(store, root)
+	vfs, err := ds.ListVersions(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	vs := make([]table.VersionInfo, len(vfs))
+	for i, vf := range vfs {
+		vs[i] = table.VersionInfo{Version: vf.Version, Time: vf.LastModified, ManifestBytes: vf.Size}
+	}
+	tags, err := ds.Tags(ctx)
+	return vs, tags, err
+}

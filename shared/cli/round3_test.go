@@ -184,13 +184,22 @@ func TestLanceRound3(t *testing.T) {
 
 	// Medium 4.
 	want := ds + " is a Lance dataset: register it with --format lance; table commands read tablekeep tables (use LanceDB)"
-	for _, cmd := range [][]string{{"scan"}, {"versions"}, {"get", "x"}, {"files"}, {"stats"}, {"tags"}, {"export", "--out", filepath.Join(dir, "x.parquet")}} {
+	for _, cmd := range [][]string{{"scan"}, {"versions", "--long"}, {"get", "x"}, {"files"}, {"stats"}, {"tags"}, {"export", "--out", filepath.Join(dir, "x.parquet")}} {
 		fails(t, 1, want, "", append(cmd, "--table", ds)...)
 	}
 	fails(t, 1, "lance/ds.lance is a Lance dataset: register it with --format lance", "", "register", "ds", "lance/ds.lance", w)
 	fails(t, 1, "tk is a tablekeep table, not a Lance dataset: register it without --format lance", "", "register", "tk", "tk", w, "--format", "lance")
 	if out := ok(t, "", "describe", "--table", ds); !strings.Contains(out, "lance") {
 		t.Fatalf("describe:\n%s", out)
+	}
+	// versions reads the dataset's listing and tags.
+	vj := jsonLines(t, ok(t, "", "versions", "--table", ds, "-o", "json"))
+	tagged := 0
+	for _, v := range vj {
+		tagged += len(v["tags"].([]any))
+	}
+	if len(vj) != len(c.Versions) || uint64(vj[len(vj)-1]["version"].(float64)) != c.Latest || tagged != len(c.Tags) {
+		t.Fatalf("versions on a Lance dataset: %d rows, %d tags; want %d versions (latest %d), %d tags", len(vj), tagged, len(c.Versions), c.Latest, len(c.Tags))
 	}
 
 	// High 2.
@@ -244,7 +253,6 @@ func TestLanceRound3(t *testing.T) {
 	}
 	fails(t, 1, fmt.Sprintf("copy.lance: refused, nothing registered: the latest version is a restore, version %d is a LanceDB restore", restored), "",
 		"register", "copy", "copy.lance", w, "--format", "lance")
-	_ = c
 }
 
 // recBar records what a pass shows on a terminal's progress bars.

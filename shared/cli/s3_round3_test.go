@@ -85,11 +85,14 @@ func TestS3Round3(t *testing.T) {
 
 	// Medium 4: a dataset LanceDB wrote, copied to S3.
 	dbdir := filepath.Join(t.TempDir(), "lance")
-	lancetest.Create(t, dbdir, "ds", 20, "")
+	created := lancetest.Create(t, dbdir, "ds", 20, "")
 	sent := map[string]bool{}
 	uploadNew(t, st, filepath.Join(dbdir, "ds.lance"), "wh/ds.lance", sent)
 	ds := wh + "/ds.lance"
-	for _, cmd := range [][]string{{"scan"}, {"versions"}, {"files"}} {
+	if vj := jsonLines(t, ok(t, "", "versions", "--table", ds, "-o", "json")); len(vj) != len(created.Versions) {
+		t.Fatalf("versions on a Lance dataset: %d rows, want %d", len(vj), len(created.Versions))
+	}
+	for _, cmd := range [][]string{{"scan"}, {"versions", "--long"}, {"files"}} {
 		fails(t, 1, ds+" is a Lance dataset: register it with --format lance; table commands read tablekeep tables (use LanceDB)", "", append(cmd, "--table", ds)...)
 	}
 	fails(t, 1, "ds.lance is a Lance dataset: register it with --format lance", "", "register", "ds", "ds.lance", "--warehouse", wh)
