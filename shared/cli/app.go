@@ -229,6 +229,23 @@ func NewRoot(app *App) *cobra.Command {
 	for _, newCmd := range commands {
 		root.AddCommand(newCmd(app))
 	}
+	// cobra's completion command, with an unknown shell a usage error
+	// (cobra prints its help and exits 0).
+	root.InitDefaultCompletionCmd()
+	for _, c := range root.Commands() {
+		switch c.Name() {
+		case "completion":
+			c.Args = cobra.ArbitraryArgs
+			c.RunE = func(cmd *cobra.Command, args []string) error {
+				if len(args) > 0 {
+					return Usagef("completion %s: unknown shell: want bash, zsh, fish or powershell", args[0])
+				}
+				return cmd.Help()
+			}
+		case "describe":
+			c.SuggestFor = []string{"schema", "info", "show"}
+		}
+	}
 	for _, c := range root.Commands() {
 		switch c.Name() {
 		case "register", "unregister", "tables", "status", "maintain", "compact", "prune", "sweep":
@@ -285,7 +302,11 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	if err == nil {
 		return ExitOK
 	}
-	fmt.Fprintf(stderr, "tablekeep: %s\n", oneLine(styled(err, app.TableURI).Error()))
+	msg := styled(err, app.TableURI).Error()
+	if m := didYouMean.FindStringSubmatch(msg); m != nil {
+		msg = fmt.Sprintf("%s: did you mean %s? (see tablekeep --help)", m[1], strings.Join(strings.Fields(m[2]), " or "))
+	}
+	fmt.Fprintf(stderr, "tablekeep: %s\n", oneLine(msg))
 	var ue *UsageError
 	var re *runError
 	switch {
@@ -299,5 +320,8 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 }
 
 var newlines = regexp.MustCompile(`\s*\n\s*`)
+
+// didYouMean is cobra's suggestion for an unknown command.
+var didYouMean = regexp.MustCompile(`(?s)^(unknown command .*?)\s+Did you mean this\?\s+(.*?)\s*$`)
 
 func oneLine(s string) string { return newlines.ReplaceAllString(strings.TrimSpace(s), " ") }

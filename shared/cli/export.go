@@ -127,8 +127,9 @@ func sameTable(whURI string, ref maintenance.TableRef, loc string) bool {
 func newExportCmd(app *App) *cobra.Command {
 	var format, out string
 	var version uint64
+	var force bool
 	cmd := &cobra.Command{
-		Use:   "export --format parquet --out FILE [--version N]",
+		Use:   "export --format parquet --out FILE [--version N] [--force]",
 		Short: "Write the live rows of a version (default latest) to one Parquet file",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -137,6 +138,9 @@ func newExportCmd(app *App) *cobra.Command {
 			}
 			if out == "" {
 				return Usagef("--out FILE is required")
+			}
+			if _, err := os.Stat(out); err == nil && !force {
+				return fmt.Errorf("export: %s exists: choose another --out, or --force to overwrite it", out)
 			}
 			ctx := cmd.Context()
 			t, err := app.OpenTable(ctx)
@@ -177,7 +181,8 @@ func newExportCmd(app *App) *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&format, "format", "parquet", "output format: parquet")
-	cmd.Flags().StringVar(&out, "out", "", "the file to write")
+	cmd.Flags().StringVar(&out, "out", "", "the file to write (refused if it exists, unless --force)")
+	cmd.Flags().BoolVar(&force, "force", false, "overwrite --out if it exists")
 	cmd.Flags().Uint64Var(&version, "version", 0, "version to export (default latest)")
 	return cmd
 }

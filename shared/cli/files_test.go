@@ -99,7 +99,10 @@ JOIN read_json('files.json') f ON t.filename = f.path WHERE NOT list_contains(f.
 		} else {
 			t.Logf("version %s: duckdb not installed; checked with the equivalent Parquet reader", version)
 		}
-		out := ok(t, "", "export", tbl, "--format", "parquet", "--version", version, "--out", "v.parquet")
+		if version == "7" { // v.parquet exists: refused, then --force
+			fails(t, 1, "export: v.parquet exists: choose another --out, or --force to overwrite it", "", "export", tbl, "--format", "parquet", "--version", version, "--out", "v.parquet")
+		}
+		out := ok(t, "", "export", tbl, "--format", "parquet", "--version", version, "--out", "v.parquet", "--force")
 		if want := fmt.Sprintf("exported %d rows of version %s to v.parquet\n", len(want), version); out != want {
 			t.Fatalf("export: %q", out)
 		}

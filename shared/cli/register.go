@@ -148,6 +148,9 @@ func newUnregisterCmd(app *App) *cobra.Command {
 			case err != nil:
 				return err
 			}
+			if app.JSON() {
+				return printJSON(app.Stdout, map[string]any{"unregistered": args[0], "warehouse": w.URI, "data_untouched": true})
+			}
 			_, err = fmt.Fprintf(app.Stdout, "unregistered %s from %s (its data is untouched)\n", args[0], w.URI)
 			return err
 		},
@@ -242,7 +245,7 @@ func registerDataset(ctx context.Context, app *App, w *whouse, name, rel, format
 	if app.JSON() {
 		return printJSON(app.Stdout, pj)
 	}
-	_, err = fmt.Fprintf(app.Stdout, "registered %s at %s in %s as a %s dataset (%d versions, latest %d, %d tags; %s)\n",
-		ref.Name, rel, w.URI, ref.Format, sum.Versions, sum.Latest, len(sum.Tags), policyText(pj))
+	_, err = fmt.Fprintf(app.Stdout, "registered %s at %s in %s as a %s dataset (%s, latest %d, %s; %s)\n",
+		ref.Name, rel, w.URI, ref.Format, plural(sum.Versions, "version", "versions"), sum.Latest, plural(len(sum.Tags), "tag", "tags"), policyText(pj))
 	return err
 }

@@ -106,7 +106,7 @@ func TestRegisterStoresWhatItPrints(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := run(t, "", "maintain")
-	if r.code != 1 || !regexp.MustCompile(`(?m)^a +0 +0 +0 +0 +0 +0 B +error: .*not a table`).MatchString(r.out) ||
+	if r.code != 1 || !regexp.MustCompile(`(?m)^a +0 +- +- +0 +0 +0 B +error: .*not a table`).MatchString(r.out) ||
 		!strings.Contains(r.err, "maintenance failed for some tables: a:") {
 		t.Fatalf("maintain with a lost table: exit %d\n%s\nstderr %s", r.code, r.out, r.err)
 	}

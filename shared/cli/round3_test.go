@@ -320,3 +320,54 @@ func TestDryRunShowsPlanningProgress(t *testing.T) {
 		t.Fatalf("planning bar %v: want %d versions over %d ranges, each named", plan, versions, len(ranges))
 	}
 }
+
+// TestRound3Lows: issue 22's Lows that are flags, plurals and wording:
+// --parallel 0 and -3, --lock-table / --queue-url on a local warehouse,
+// --key-range a..b..c, completion tcsh are usage errors (exit 2); schema
+// suggests describe; unregister -o json prints JSON; one of a thing is
+// singular; sweep rows show no LATEST or FLOOR; the sweep's files are
+// "unreferenced", not "orphans"; a sweep dry run prints no empty sections.
+func TestRound3Lows(t *testing.T) {
+	for _, k := range []string{"TABLEKEEP_WAREHOUSE", "TABLEKEEP_LOCK_TABLE", "TABLEKEEP_TABLE"} {
+		t.Setenv(k, "")
+	}
+	t.Setenv(EnvAllowClockAhead, "test")
+	dir := t.TempDir()
+	tbl := filepath.Join(dir, "t")
+	ok(t, "", "create", "--table", tbl, "--schema", "name:utf8", "--key", "name")
+	ok(t, "{\"name\":\"a\"}\n", "upsert", "--table", tbl)
+	if err := os.WriteFile(filepath.Join(tbl, "data", "00000000deadbeef.parquet"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	w := "--warehouse=" + dir
+	ok(t, "", "register", "t", "t", w)
+	for _, c := range []struct {
+		want string
+		args []string
+	}{
+		{"--parallel 0: read at least 1 table at once", []string{"status", w, "--parallel", "0"}},
+		{"--parallel -3: read at least 1 table at once", []string{"status", w, "--parallel", "-3"}},
+		{"--lock-table and --queue-url are for s3:// warehouses", []string{"maintain", w, "--lock-table", "locks"}},
+		{"--lock-table and --queue-url are for s3:// warehouses", []string{"prune", w, "--queue-url", "https://sqs.us-east-1.amazonaws.com/1/q"}},
+		{`--key-range "a..b..c": want LO..HI`, []string{"scan", "--table", tbl, "--key-range", "a..b..c"}},
+		{"completion tcsh: unknown shell: want bash, zsh, fish or powershell", []string{"completion", "tcsh"}},
+		{`unknown command "schema" for "tablekeep": did you mean describe?`, []string{"schema"}},
+	} {
+		fails(t, 2, c.want, "", c.args...)
+	}
+	var u map[string]any
+	if err := json.Unmarshal([]byte(ok(t, "", "unregister", "t", w, "-o", "json")), &u); err != nil || u["unregistered"] != "t" {
+		t.Fatalf("unregister -o json: %v %v", u, err)
+	}
+	ok(t, "", "register", "t", "t", w)
+	out := ok(t, "", "sweep", w, "--dry-run", "--clock-ahead", "2h")
+	if !regexpMatch(`(?m)^t +0 +- +- +0 +0 +1 +1 B`, out) || !strings.Contains(out, "  sweep: 1 unreferenced file (1 B)") ||
+		!strings.Contains(out, "would delete 1 key,") || strings.Contains(out, "_stats:") || strings.Contains(out, "_registry:") {
+		t.Fatalf("sweep --dry-run:\n%s", out)
+	}
+	out = ok(t, "", "sweep", w, "--clock-ahead", "2h")
+	if !regexpMatch(`(?m)^t +0 +- +- +0 +1 +1 B +0 fragments rewritten, 1 unreferenced file swept$`, out) || strings.Contains(out, "orphan") ||
+		!strings.Contains(out, "deleted 1 key (1 B), 0 versions pruned; cleanup: 0 messages handled") {
+		t.Fatalf("sweep:\n%s", out)
+	}
+}

@@ -108,6 +108,9 @@ status -o json can drive monitoring.`,
 			if lag < 0 {
 				return Usagef("--max-lag %s must not be negative", lag)
 			}
+			if parallel < 1 {
+				return Usagef("--parallel %d: read at least 1 table at once", parallel)
+			}
 			w, err := openWarehouse(ctx, app, wf, openMode{})
 			if err != nil {
 				return err
@@ -130,7 +133,7 @@ status -o json can drive monitoring.`,
 			rows := make([]tableStatus, len(refs))
 			var barMu sync.Mutex
 			var g errgroup.Group
-			g.SetLimit(max(parallel, 1))
+			g.SetLimit(parallel)
 			for i, ref := range refs {
 				g.Go(func() error {
 					rows[i] = statusOf(ctx, w.Store, ref, stats[ref.Name], w.Clock, lag)

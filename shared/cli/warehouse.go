@@ -130,6 +130,9 @@ func openWarehouse(ctx context.Context, app *App, wf warehouseFlags, mode openMo
 		clock = lock.AheadClock{Clock: clock, Ahead: wf.ahead}
 	}
 	if scheme == "file" {
+		if wf.LockTable != "" || wf.QueueURL != "" {
+			return nil, Usagef("--lock-table and --queue-url are for s3:// warehouses; %s is local: it locks with files under _locks/ and cleans up in-process", uri)
+		}
 		if st, err := os.Stat(path); err != nil || !st.IsDir() {
 			if err == nil {
 				return nil, fmt.Errorf("warehouse %s: is a file, not a directory", uri)
