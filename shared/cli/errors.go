@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"regexp"
 	"strings"
 
 	"github.com/aws/smithy-go"
@@ -33,6 +34,21 @@ func styled(err error, loc string) error {
 			return fmt.Errorf("%s: permission denied", pe.Path)
 		}
 		return fmt.Errorf("%s: permission denied", loc)
+	case errors.Is(err, table.ErrCorruptManifest):
+		// The table package names the manifest's object key, whose
+		// number is the inverted version: add the version, and the
+		// table's location.
+		msg := manifestKeyRe.ReplaceAllStringFunc(err.Error(), func(k string) string {
+			_, name, _ := strings.Cut(k, "_versions/")
+			if v, ok := table.ParseManifestKey("_versions/" + name); ok {
+				return fmt.Sprintf("%s (version %d)", k, v)
+			}
+			return k
+		})
+		if loc != "" && !strings.HasPrefix(msg, loc) {
+			msg = loc + ": " + msg
+		}
+		return fmt.Errorf("%s%w", msg, quiet{err})
 	case errors.Is(err, table.ErrVersionPruned) && loc != "":
 		// The table package names the manifest key (with its inverted
 		// version number): name the table and the version instead.
@@ -42,6 +58,9 @@ func styled(err error, loc string) error {
 	}
 	return err
 }
+
+// manifestKeyRe finds a tablekeep manifest key in an error message.
+var manifestKeyRe = regexp.MustCompile(`\S*_versions/\d{20}\.manifest`)
 
 func noCredentials(msg string) bool {
 	for _, s := range []string{"failed to retrieve credentials", "failed to refresh cached credentials",

@@ -365,6 +365,15 @@ func TestRound3Lows(t *testing.T) {
 		!strings.Contains(out, "would delete 1 key,") || strings.Contains(out, "_stats:") || strings.Contains(out, "_registry:") {
 		t.Fatalf("sweep --dry-run:\n%s", out)
 	}
+	// A corrupt manifest: the table's path and the version, not only the
+	// inverted key.
+	bad := filepath.Join(dir, "bad")
+	ok(t, "", "create", "--table", bad, "--schema", "name:utf8", "--key", "name")
+	ok(t, "{\"name\":\"a\"}\n", "upsert", "--table", bad)
+	if err := os.WriteFile(filepath.Join(bad, "_versions", "18446744073709551613.manifest"), []byte("garbage"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fails(t, 1, bad+": _versions/18446744073709551613.manifest (version 2): corrupt manifest", "", "scan", "--table", bad)
 	out = ok(t, "", "sweep", w, "--clock-ahead", "2h")
 	if !regexpMatch(`(?m)^t +0 +- +- +0 +1 +1 B +0 fragments rewritten, 1 unreferenced file swept$`, out) || strings.Contains(out, "orphan") ||
 		!strings.Contains(out, "deleted 1 key (1 B), 0 versions pruned; cleanup: 0 messages handled") {
