@@ -23,14 +23,20 @@ type policyJSON struct {
 	Format           string  `json:"format"` // "tablekeep" or "lance"
 	KeepLast         int     `json:"keep_last"`
 	Grace            string  `json:"grace"`
-	TargetRows       uint64  `json:"target_rows"`
-	DeletedThreshold float64 `json:"deleted_threshold"`
+	// Compaction settings: omitted for a Lance dataset (tablekeep does not
+	// compact it).
+	TargetRows       uint64  `json:"target_rows,omitempty"`
+	DeletedThreshold float64 `json:"deleted_threshold,omitempty"`
 }
 
 func policyOf(ref maintenance.TableRef) policyJSON {
 	p := ref.Policy.WithDefaults()
-	return policyJSON{Table: ref.Name, Root: ref.Root, Format: formatName(ref.Format), KeepLast: p.KeepLast, Grace: shortDuration(p.Grace),
+	pj := policyJSON{Table: ref.Name, Root: ref.Root, Format: formatName(ref.Format), KeepLast: p.KeepLast, Grace: shortDuration(p.Grace),
 		TargetRows: p.TargetRows, DeletedThreshold: p.DeletedThreshold}
+	if ref.Format != "" {
+		pj.TargetRows, pj.DeletedThreshold = 0, 0 // not compacted: they do not apply
+	}
+	return pj
 }
 
 // formatTablekeep is how listings name tablekeep's own format (TableRef.Format "").
@@ -46,6 +52,9 @@ func formatName(f string) string {
 
 // policyText is the policy in one phrase.
 func policyText(p policyJSON) string {
+	if p.TargetRows == 0 { // a Lance dataset: pruned only
+		return fmt.Sprintf("keep-last %d, grace %s", p.KeepLast, p.Grace)
+	}
 	return fmt.Sprintf("keep-last %d, grace %s, target %d rows, deleted-threshold %g", p.KeepLast, p.Grace, p.TargetRows, p.DeletedThreshold)
 }
 
@@ -85,6 +94,11 @@ compacts its own datasets (optimize / compact_files). See docs/lance.md.`,
 			case "", formatTablekeep:
 				format = ""
 			case formats.Lance:
+				for _, f := range []string{"target-rows", "deleted-threshold"} {
+					if cmd.Flags().Changed(f) {
+						return Usagef("--%s is a compaction setting: tablekeep prunes a Lance dataset and never compacts it (Lance compacts its own)", f)
+					}
+				}
 			default:
 				return Usagef("--format %q: want %s (a tablekeep table) or %s (a Lance dataset, as LanceDB writes it)", format, formatTablekeep, formats.Lance)
 			}
@@ -181,8 +195,12 @@ func newTablesCmd(app *App) *cobra.Command {
 			var rows [][]string
 			for _, ref := range refs {
 				pj := policyOf(ref)
+				target, threshold := strconv.FormatUint(pj.TargetRows, 10), strconv.FormatFloat(pj.DeletedThreshold, 'g', -1, 64)
+				if pj.TargetRows == 0 {
+					target, threshold = "-", "-" // not compacted
+				}
 				rows = append(rows, []string{pj.Table, pj.Format, pj.Root, strconv.Itoa(pj.KeepLast), shortDuration(ref.Policy.WithDefaults().Grace),
-					strconv.FormatUint(pj.TargetRows, 10), strconv.FormatFloat(pj.DeletedThreshold, 'g', -1, 64)})
+					target, threshold})
 			}
 			return printAligned(app.Stdout, []string{"TABLE", "FORMAT", "ROOT", "KEEP LAST", "GRACE", "TARGET ROWS", "DELETED THRESHOLD"}, rows)
 		},

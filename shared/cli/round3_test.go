@@ -203,7 +203,19 @@ func TestLanceRound3(t *testing.T) {
 	}
 
 	// High 2.
-	ok(t, "", "register", "ds", "lance/ds.lance", w, "--format", "lance", "--keep-last", "3")
+	// Compaction settings do not apply to a Lance dataset: refused, not
+	// printed, not listed.
+	fails(t, 2, "--target-rows is a compaction setting: tablekeep prunes a Lance dataset and never compacts it", "",
+		"register", "ds", "lance/ds.lance", w, "--format", "lance", "--target-rows", "5")
+	if out := ok(t, "", "register", "ds", "lance/ds.lance", w, "--format", "lance", "--keep-last", "3"); !strings.HasSuffix(out, "; keep-last 3, grace 1h)\n") {
+		t.Fatalf("register --format lance: %q", out)
+	}
+	if out := ok(t, "", "tables", w); !regexpMatch(`(?m)^ds +lance +lance/ds\.lance/ +3 +1h +- +-$`, out) {
+		t.Fatalf("tables:\n%s", out)
+	}
+	if js := ok(t, "", "tables", w, "-o", "json"); strings.Contains(js, `"table":"ds","root":"lance/ds.lance/","format":"lance","keep_last":3,"grace":"1h","target_rows"`) {
+		t.Fatalf("tables -o json lists compaction settings for a Lance dataset:\n%s", js)
+	}
 	ok(t, "", "maintain", w, "--table", "ds", "--clock-ahead", "2h")
 	start := time.Now().UTC().Add(-time.Minute)
 	lancetest.Write(t, dbdir, "ds")
