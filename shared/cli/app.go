@@ -129,8 +129,14 @@ const (
 	annotCSV       = "tablekeep.csv"
 )
 
+// buildStamp is the commit `make build` stamps in with -ldflags -X (e.g.
+// "commit 0123456789ab+dirty, 2026-12-01T21:00:00Z"): the version says
+// which commit even when Go's VCS stamping is off (GOFLAGS=-buildvcs=false,
+// a build outside the work tree). Set only by the linker.
+var buildStamp string
+
 // buildVersion is the module version and VCS revision the binary was built
-// from (debug.ReadBuildInfo), with the Go version.
+// from (debug.ReadBuildInfo, else buildStamp), with the Go version.
 func buildVersion() string {
 	bi, ok := debug.ReadBuildInfo()
 	if !ok {
@@ -153,8 +159,11 @@ func buildVersion() string {
 			}
 		}
 	}
-	if rev != "" {
+	switch {
+	case rev != "":
 		v += fmt.Sprintf(" (commit %.12s%s, %s)", rev, dirty, at)
+	case buildStamp != "":
+		v += " (" + buildStamp + ")"
 	}
 	return v + " " + bi.GoVersion
 }
