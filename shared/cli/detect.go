@@ -71,7 +71,8 @@ var restoreRe = regexp.MustCompile(`version (\d+) restores or clones`)
 // list as removed. LanceDB's own cleanup removes it; on a tagged dataset
 // that cleanup refuses until the tags are deleted.
 func restoreBlocked(ctx context.Context, store objstore.Store, root string, err error) string {
-	if err == nil || !errors.Is(err, lance.ErrUnsupported) {
+	// The error may come as text (a batch's report): match the sentinel's.
+	if err == nil || (!errors.Is(err, lance.ErrUnsupported) && !strings.Contains(err.Error(), lance.ErrUnsupported.Error())) {
 		return ""
 	}
 	m := restoreRe.FindStringSubmatch(err.Error())

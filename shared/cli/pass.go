@@ -132,38 +132,57 @@ func (w *whouse) pass(ctx context.Context, o passOptions) (passReport, error) {
 		Sources: formats.Open, // registered Lance datasets: pruned, never compacted
 	}
 	if o.Steps.Compact || o.Steps.Prune {
+		// One batch, as the fleet pass runs it: every table under its lock,
+		// then the changed _stats rows in one commit (one _stats version
+		// per pass, not one per table).
 		bar := o.progress("maintain", len(refs))
+		var run []maintenance.TableRef
 		for _, ref := range refs {
-			if err := ctx.Err(); err != nil {
-				return rep, err
-			}
-			describe(bar, "maintain "+ref.Name)
 			if ref.Format != "" && !o.Steps.Prune {
 				// compact alone: nothing to do on a dataset that compacts itself.
 				rep.Run.Tables = append(rep.Run.Tables, maintenance.TableReport{Table: ref.Name, Skipped: notCompacted(ref.Format)})
 				_ = bar.Add(1)
 				continue
 			}
-			run := ref
 			if !o.Steps.Prune {
 				// Compaction alone: a policy keeping every version plans
 				// no pruning (the floor never falls).
-				run.Policy = run.Policy.WithDefaults()
-				run.Policy.KeepLast = math.MaxInt32
+				ref.Policy = ref.Policy.WithDefaults()
+				ref.Policy.KeepLast = math.MaxInt32
 			}
-			tr, err := r.MaintainTable(ctx, run)
-			if err != nil {
-				w.Logger.ErrorContext(ctx, "maintenance failed", "table", ref.Name, "err", err)
-				if why := restoreBlocked(ctx, w.Store, ref.Root, err); why != "" {
-					err = errors.New(why)
+			run = append(run, ref)
+		}
+		if len(run) > 0 {
+			describe(bar, "maintain "+run[0].Name)
+		}
+		done := 0
+		r.Progress = func(n, _ int) {
+			_ = bar.Add(n - done)
+			done = n
+			if n < len(run) {
+				describe(bar, "maintain "+run[n].Name)
+			}
+		}
+		br, err := r.MaintainTables(ctx, run)
+		for _, tr := range br.Tables {
+			if msg, failed := strings.CutPrefix(tr.Skipped, "error: "); failed {
+				w.Logger.ErrorContext(ctx, "maintenance failed", "table", tr.Table, "err", msg)
+				ref := refByName(run, tr.Table)
+				if why := restoreBlocked(ctx, w.Store, ref.Root, errors.New(msg)); why != "" {
+					msg = why
 				} else {
-					err = errors.New(sdkOneLine(err))
+					msg = sdkOneLine(errors.New(msg))
 				}
-				tr.Skipped = "error: " + err.Error()
-				rep.fail(ref.Name, err)
+				tr.Skipped = "error: " + msg
+				rep.fail(tr.Table, errors.New(msg))
 			}
 			rep.Run.Tables = append(rep.Run.Tables, tr)
-			_ = bar.Add(1)
+		}
+		if err != nil {
+			return rep, err
+		}
+		if br.Stopped != "" {
+			return rep, fmt.Errorf("maintenance stopped: %s", br.Stopped)
 		}
 		_ = bar.Finish()
 	}
@@ -232,6 +251,16 @@ func describe(bar progress.Bar, what string) {
 // notCompacted is the note of a dataset of another format under `compact`.
 func notCompacted(format string) string {
 	return format + " compacts its own datasets (optimize / compact_files): nothing to compact"
+}
+
+// refByName is the ref called name in refs (zero if none).
+func refByName(refs []maintenance.TableRef, name string) maintenance.TableRef {
+	for _, ref := range refs {
+		if ref.Name == name {
+			return ref
+		}
+	}
+	return maintenance.TableRef{}
 }
 
 // refs returns the registered tables named (all, in registry order, if none).

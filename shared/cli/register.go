@@ -18,11 +18,11 @@ import (
 
 // policyJSON is a registered table with its policy in force.
 type policyJSON struct {
-	Table            string  `json:"table"`
-	Root             string  `json:"root"`
-	Format           string  `json:"format"` // "tablekeep" or "lance"
-	KeepLast         int     `json:"keep_last"`
-	Grace            string  `json:"grace"`
+	Table    string `json:"table"`
+	Root     string `json:"root"`
+	Format   string `json:"format"` // "tablekeep" or "lance"
+	KeepLast int    `json:"keep_last"`
+	Grace    string `json:"grace"`
 	// Compaction settings: omitted for a Lance dataset (tablekeep does not
 	// compact it).
 	TargetRows       uint64  `json:"target_rows,omitempty"`
