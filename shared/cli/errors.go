@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net"
+	"os"
 	"regexp"
 	"strings"
 
@@ -18,7 +20,13 @@ import (
 // than the manifest's object key. loc is the --table location (may be "").
 func styled(err error, loc string) error {
 	var ae smithy.APIError
+	var oe *net.OpError
 	switch {
+	case errors.As(err, &oe):
+		if loc == "" {
+			loc = "aws"
+		}
+		return endpointError(loc, err, oe)
 	case errors.As(err, &ae) || noCredentials(err.Error()):
 		if loc == "" {
 			loc = "aws"
@@ -57,6 +65,28 @@ func styled(err error, loc string) error {
 		}
 	}
 	return err
+}
+
+// endpointError is a network failure reaching an AWS service, in one line
+// naming the variable that sets its endpoint (the SDK's error is a
+// paragraph, after six attempts).
+func endpointError(loc string, err error, oe *net.OpError) error {
+	service, vars := "S3", "AWS_ENDPOINT_URL_S3 (or TABLEKEEP_S3_ENDPOINT, as .stack/env sets it)"
+	var op *smithy.OperationError
+	if errors.As(err, &op) && op.ServiceID != "" && op.ServiceID != "S3" {
+		service = op.ServiceID
+		vars = "AWS_ENDPOINT_URL_" + strings.ToUpper(op.ServiceID) + " (or TABLEKEEP_AWS_ENDPOINT, as .stack/env sets it)"
+	}
+	why := oe.Err.Error()
+	var se *os.SyscallError
+	if errors.As(oe.Err, &se) {
+		why = se.Err.Error()
+	}
+	addr := ""
+	if oe.Addr != nil {
+		addr = " at " + oe.Addr.String()
+	}
+	return fmt.Errorf("%s: cannot reach %s%s (%s): check %s", loc, service, addr, why, vars)
 }
 
 // manifestKeyRe finds a tablekeep manifest key in an error message.
@@ -119,6 +149,9 @@ func s3Error(uri string, err error) error {
 	msg := err.Error()
 	if noCredentials(msg) {
 		return fmt.Errorf("%s: no AWS credentials found (set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE)", uri)
+	}
+	if oe := (*net.OpError)(nil); errors.As(err, &oe) {
+		return endpointError(uri, err, oe)
 	}
 	var ae smithy.APIError
 	if !errors.As(err, &ae) {

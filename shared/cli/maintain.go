@@ -90,6 +90,9 @@ func newPassCmd(app *App, name string, st steps, short, long string) *cobra.Comm
 			if err != nil {
 				return err
 			}
+			if err := w.checkLock(ctx); err != nil {
+				return err
+			}
 			var names []string
 			if app.TableURI != "" {
 				names = []string{app.TableURI}

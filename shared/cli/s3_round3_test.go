@@ -129,3 +129,36 @@ func TestS3Round3(t *testing.T) {
 	fails(t, 1, fmt.Sprintf("copy.lance: refused, nothing registered: the latest version is a restore, version %d is a LanceDB restore", restored), "",
 		"register", "copy", "copy.lance", "--warehouse", wh, "--format", "lance")
 }
+
+// TestS3Round3Lows: a wrong lock table is one line, before any table is
+// touched (it was one error per table, then again in the summary); an
+// unreachable S3 or DynamoDB endpoint is one line naming the variable to
+// set (it was the SDK's paragraph).
+func TestS3Round3Lows(t *testing.T) {
+	stackEnv(t)
+	st := testenv.S3Store(t)
+	wh := "s3://" + st.Bucket() + "/wh"
+	for _, n := range []string{"a", "b", "c"} {
+		ok(t, "", "create", "--table", wh+"/"+n, "--schema", "name:utf8", "--key", "name")
+		ok(t, "", "register", n, n, "--warehouse", wh)
+	}
+	before := listKeys(t, st)
+	r := run(t, "", "maintain", "--warehouse", wh, "--lock-table", "no-such-locks")
+	if r.code != 1 || r.out != "" || strings.Count(r.err, "\n") != 1 || strings.Count(r.err, "ResourceNotFoundException") != 1 ||
+		!strings.HasPrefix(r.err, "tablekeep: "+wh+": lock table no-such-locks: ") || !strings.Contains(r.err, "check --lock-table / TABLEKEEP_LOCK_TABLE") {
+		t.Fatalf("maintain with a wrong lock table: exit %d\nstdout %q\nstderr %q", r.code, r.out, r.err)
+	}
+	if after := listKeys(t, st); len(after) != len(before) {
+		t.Fatalf("a refused maintain wrote %d keys", len(after)-len(before))
+	}
+	t.Run("S3Endpoint", func(t *testing.T) {
+		t.Setenv("AWS_ENDPOINT_URL_S3", "http://127.0.0.1:1")
+		fails(t, 1, wh+": cannot reach S3 at 127.0.0.1:1 (connection refused): check AWS_ENDPOINT_URL_S3 (or TABLEKEEP_S3_ENDPOINT", "", "status", "--warehouse", wh)
+		fails(t, 1, wh+"/a: cannot reach S3 at 127.0.0.1:1 (connection refused): check AWS_ENDPOINT_URL_S3", "", "scan", "--table", wh+"/a")
+	})
+	t.Run("DynamoDBEndpoint", func(t *testing.T) {
+		t.Setenv("AWS_ENDPOINT_URL_DYNAMODB", "http://127.0.0.1:1")
+		fails(t, 1, wh+": lock table locks: cannot reach DynamoDB at 127.0.0.1:1 (connection refused): check AWS_ENDPOINT_URL_DYNAMODB (or TABLEKEEP_AWS_ENDPOINT",
+			"", "maintain", "--warehouse", wh, "--lock-table", "locks")
+	})
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/url"
 	"os"
 	"time"
@@ -83,6 +84,7 @@ type whouse struct {
 	// embedded defaults (local).
 	Lease, LockWait time.Duration
 	LockNamespace   string
+	LockTable       string // S3: the DynamoDB lock table (for messages)
 	// CheckBucket (S3) checks the bucket the way the functions' cold start
 	// does: awsfn.ErrVersionedBucket when they would refuse it. nil: local.
 	CheckBucket func(context.Context) error
@@ -214,7 +216,7 @@ func openS3Warehouse(ctx context.Context, app *App, wf warehouseFlags, uri strin
 		return nil, s3Error(uri, err)
 	}
 	w := &whouse{URI: uri, S3: true, Store: d.Store, Catalog: cat, Clock: d.Clock, Logger: app.Logger,
-		Lease: cfg.Lease, LockWait: cfg.LockWait, LockNamespace: cfg.Warehouse + "/", CheckBucket: d.CheckBucket}
+		Lease: cfg.Lease, LockWait: cfg.LockWait, LockNamespace: cfg.Warehouse + "/", CheckBucket: d.CheckBucket, LockTable: lockTable}
 	if write {
 		w.Locker = d.Locker
 	}
@@ -224,6 +226,31 @@ func openS3Warehouse(ctx context.Context, app *App, wf warehouseFlags, uri strin
 		w.Local = queue.NewEmbedded(queue.EmbeddedOptions{Now: d.Clock.Now, MaxReceives: 5})
 	}
 	return w, nil
+}
+
+// checkLock takes and releases a probe lock once, up front, on an S3
+// warehouse opened to maintain: a wrong lock table (or no access to it) is
+// one line before any table is touched, not one error per table and again
+// in the summary.
+func (w *whouse) checkLock(ctx context.Context) error {
+	if !w.S3 || w.Locker == nil {
+		return nil
+	}
+	host, _ := os.Hostname()
+	l, err := w.Locker.Acquire(ctx, w.LockNamespace+"cli-lock-check", lock.AcquireOptions{
+		Owner: fmt.Sprintf("cli/%s/%d", host, os.Getpid()), Lease: 10 * time.Second, MaxWait: -1})
+	if errors.Is(err, lock.ErrLockHeld) {
+		return nil // another CLI's probe: the table is there
+	}
+	var oe *net.OpError
+	switch {
+	case errors.As(err, &oe):
+		return endpointError(fmt.Sprintf("%s: lock table %s", w.URI, w.LockTable), err, oe)
+	case err != nil:
+		return fmt.Errorf("%s: lock table %s: %s", w.URI, w.LockTable, sdkOneLine(err))
+	}
+	_ = w.Locker.Release(context.WithoutCancel(ctx), l)
+	return nil
 }
 
 // tableOptions are the options tables of the warehouse are opened with.
