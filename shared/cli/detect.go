@@ -146,3 +146,64 @@ func lanceVersions(ctx context.Context, app *App) ([]table.VersionInfo, map[stri
 	tags, err := ds.Tags(ctx)
 	return vs, tags, err
 }
+
+// lanceFileJSON is one data file of a Lance dataset's version (`files` on
+// a Lance dataset): its rows, and the deletion file masking some of them
+// (Lance's own format: read the dataset with LanceDB).
+type lanceFileJSON struct {
+	Path         string `json:"path"`
+	Fragment     uint64 `json:"fragment"`
+	Rows         uint64 `json:"rows"`
+	LiveRows     uint64 `json:"live_rows"`
+	Deleted      uint64 `json:"deleted_rows"`
+	DeletionFile string `json:"deletion_file,omitempty"`
+}
+
+// lanceFiles lists the data files of version v (0: the latest) of the
+// Lance dataset at --table: the listing and one manifest, read-only.
+func lanceFiles(ctx context.Context, app *App, v uint64) error {
+	store, root, err := app.OpenStore(ctx, true)
+	if err != nil {
+		return err
+	}
+	ds := lance.Open(store, root)
+	vfs, err := ds.ListVersions(ctx)
+	if err != nil {
+		return err
+	}
+	if len(vfs) == 0 {
+		return fmt.Errorf("%s: %w", app.TableURI, lance.ErrNotADataset)
+	}
+	vf := vfs[len(vfs)-1]
+	if v != 0 {
+		i := slices.IndexFunc(vfs, func(f lance.VersionFile) bool { return f.Version == v })
+		if i < 0 {
+			return fmt.Errorf("%s: version %d is not stored (the Lance dataset has versions %d-%d; see `tablekeep versions`)", app.TableURI, v, vfs[0].Version, vf.Version)
+		}
+		vf = vfs[i]
+	}
+	m, err := ds.ReadManifest(ctx, vf)
+	if err != nil {
+		return err
+	}
+	base := strings.TrimSuffix(app.TableURI, "/") + "/"
+	var files []lanceFileJSON
+	for _, f := range m.Fragments {
+		del, dkey := uint64(0), ""
+		if f.Deletion != nil {
+			del, dkey = f.Deletion.NumDeleted, base+f.DeletionKey()
+		}
+		for _, p := range f.Files {
+			files = append(files, lanceFileJSON{Path: base + lance.DataDir + p, Fragment: f.ID, Rows: f.PhysicalRows,
+				LiveRows: f.PhysicalRows - min(del, f.PhysicalRows), Deleted: del, DeletionFile: dkey})
+		}
+	}
+	if app.JSON() {
+		return printJSONLines(app.Stdout, files, func(f lanceFileJSON) any { return f })
+	}
+	var rows [][]string
+	for _, f := range files {
+		rows = append(rows, []string{f.Path, strconv.FormatUint(f.Fragment, 10), strconv.FormatUint(f.Rows, 10), strconv.FormatUint(f.LiveRows, 10), strconv.FormatUint(f.Deleted, 10)})
+	}
+	return printAligned(app.Stdout, []string{"PATH", "FRAGMENT", "ROWS", "LIVE", "DELETED"}, rows)
+}

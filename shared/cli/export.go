@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -210,6 +211,9 @@ Reads every file's deletion vector (and, to do so, the file).`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
 			t, err := app.OpenTable(ctx)
+			if errors.Is(err, ErrWrongFormat) {
+				return lanceFiles(ctx, app, version) // a Lance dataset, read-only
+			}
 			if err != nil {
 				return err
 			}

@@ -184,7 +184,7 @@ func TestLanceRound3(t *testing.T) {
 
 	// Medium 4.
 	want := ds + " is a Lance dataset: register it with --format lance; table commands read tablekeep tables (use LanceDB)"
-	for _, cmd := range [][]string{{"scan"}, {"versions", "--long"}, {"get", "x"}, {"files"}, {"stats"}, {"tags"}, {"export", "--out", filepath.Join(dir, "x.parquet")}} {
+	for _, cmd := range [][]string{{"scan"}, {"versions", "--long"}, {"get", "x"}, {"stats"}, {"tags"}, {"export", "--out", filepath.Join(dir, "x.parquet")}} {
 		fails(t, 1, want, "", append(cmd, "--table", ds)...)
 	}
 	fails(t, 1, "lance/ds.lance is a Lance dataset: register it with --format lance", "", "register", "ds", "lance/ds.lance", w)
@@ -192,6 +192,25 @@ func TestLanceRound3(t *testing.T) {
 	if out := ok(t, "", "describe", "--table", ds); !strings.Contains(out, "lance") {
 		t.Fatalf("describe:\n%s", out)
 	}
+	// files lists the latest version's data files; their live rows are
+	// the dataset's rows.
+	var desc struct {
+		Rows uint64 `json:"rows"`
+	}
+	if err := json.Unmarshal([]byte(ok(t, "", "describe", "--table", ds, "-o", "json")), &desc); err != nil {
+		t.Fatal(err)
+	}
+	live := uint64(0)
+	for _, f := range jsonLines(t, ok(t, "", "files", "--table", ds, "-o", "json")) {
+		if _, err := os.Stat(f["path"].(string)); err != nil {
+			t.Fatalf("files lists %v: %v", f["path"], err)
+		}
+		live += uint64(f["live_rows"].(float64))
+	}
+	if live != desc.Rows || desc.Rows == 0 {
+		t.Fatalf("files: %d live rows, describe: %d", live, desc.Rows)
+	}
+	fails(t, 1, "version 9999 is not stored (the Lance dataset has versions", "", "files", "--table", ds, "--version", "9999")
 	// versions reads the dataset's listing and tags.
 	vj := jsonLines(t, ok(t, "", "versions", "--table", ds, "-o", "json"))
 	tagged := 0

@@ -92,7 +92,10 @@ func TestS3Round3(t *testing.T) {
 	if vj := jsonLines(t, ok(t, "", "versions", "--table", ds, "-o", "json")); len(vj) != len(created.Versions) {
 		t.Fatalf("versions on a Lance dataset: %d rows, want %d", len(vj), len(created.Versions))
 	}
-	for _, cmd := range [][]string{{"scan"}, {"versions", "--long"}, {"files"}} {
+	if fj := jsonLines(t, ok(t, "", "files", "--table", ds, "-o", "json")); len(fj) == 0 || !strings.HasPrefix(fj[0]["path"].(string), ds+"/data/") {
+		t.Fatalf("files on a Lance dataset: %v", fj)
+	}
+	for _, cmd := range [][]string{{"scan"}, {"versions", "--long"}, {"get", "x"}} {
 		fails(t, 1, ds+" is a Lance dataset: register it with --format lance; table commands read tablekeep tables (use LanceDB)", "", append(cmd, "--table", ds)...)
 	}
 	fails(t, 1, "ds.lance is a Lance dataset: register it with --format lance", "", "register", "ds", "ds.lance", "--warehouse", wh)
