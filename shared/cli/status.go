@@ -89,7 +89,9 @@ func newStatusCmd(app *App) *cobra.Command {
 
   HEALTH       ok; behind: a backlog older than --max-lag (default: the
                policy's re-plan interval, 6h, plus an hour: longer than a
-               lost cleanup message takes to be found again); unreadable
+               lost cleanup message takes to be found again); not pruned
+               (a Lance dataset after a LanceDB restore); unreadable. The
+               reasons follow the table, one line per table
   PRUNABLE     versions the next pass deletes (the prune planner's rule),
                and "+N at T": more once their grace window ends at T
   COMPACTABLE  fragments the compaction planner would fold (its rule)
@@ -97,8 +99,9 @@ func newStatusCmd(app *App) *cobra.Command {
                window: what a sweep deletes
   LAST COMPACTION, LAST CLEANUP, and the POLICY in force
 
-Reads only. Exit status 1 when any table is behind or unreadable, so
-status -o json can drive monitoring.`,
+Reads only, and only a warehouse: a location without _registry is an
+error. Exit status 1 when any table is not ok, so status -o json can drive
+monitoring.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
