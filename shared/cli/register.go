@@ -70,6 +70,11 @@ under NAME, with its maintenance policy. Everything is checked before
 anything is stored: the name, the path (inside the warehouse: no URI, no
 absolute path, no '..'), that PATH holds a table, and the policy values.
 Registering a name again replaces its entry. Prints the policy stored.
+Refused: a PATH registered under another name, a PATH inside a registered
+table or holding one, the warehouse's own directories (_registry, _stats,
+_locks, _fleet, _maintenance), a deleted threshold outside [0.001, 1] or
+not a number. The first registration creates the warehouse (_registry,
+_stats): no other command does.
 
 --format lance registers a Lance dataset (e.g. lance/items.lance, as LanceDB
 writes it): it is checked with tablekeep's Lance reader (its listing, latest
