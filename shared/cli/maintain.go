@@ -138,6 +138,8 @@ func checkClockAhead(ahead time.Duration) error {
 
 type tableJSON struct {
 	sweepOnly       bool        // a row of the sweep step alone (no Runner report)
+	swept           bool        // the sweep step ran on it
+	compacted       bool        // the compaction step ran on it
 	Table           string      `json:"table"`
 	Format          string      `json:"format,omitempty"` // "lance"; omitted for tablekeep tables
 	Skipped         string      `json:"skipped,omitempty"`
@@ -212,7 +214,7 @@ func maintainJSON(rep passReport, dry, keys, remote bool) maintainOut {
 	for _, tr := range rep.Run.Tables {
 		seen[tr.Table] = true
 		tj := tableJSON{Table: tr.Table, Skipped: tr.Skipped, FencingToken: tr.Token, Latest: tr.Prune.Latest,
-			Floor: tr.Prune.Floor, Prunable: tr.Prune.Prunable, Ranges: []string{}}
+			Floor: tr.Prune.Floor, Prunable: tr.Prune.Prunable, Ranges: []string{}, compacted: rep.Steps.Compact}
 		if msg, ok := strings.CutPrefix(tr.Skipped, "error: "); ok {
 			tj.Skipped, tj.Error = "", msg
 		}
@@ -272,6 +274,7 @@ func maintainJSON(rep passReport, dry, keys, remote bool) maintainOut {
 			tj.Skipped = sr.Skipped // the sweep step alone
 		}
 		if sr, ok := rep.Sweeps[tj.Table]; ok {
+			tj.swept = true
 			if dry {
 				tj.Sweep = &sweepJSON{Keys: len(sr.Planned), Bytes: sr.Bytes}
 				if keys {
@@ -308,9 +311,19 @@ func printMaintain(app *App, j maintainOut, elapsed time.Duration) error {
 		case !dry && note == "" && t.Format != "" && t.sweepOnly:
 			note = fmt.Sprintf("%s: %s swept", t.Format, plural(t.SweepDeleted, "unreferenced file", "unreferenced files"))
 		case !dry && note == "" && t.Format != "":
-			note = fmt.Sprintf("%s: pruned, not compacted (it compacts itself), %s swept", t.Format, plural(t.SweepDeleted, "unreferenced file", "unreferenced files"))
+			note = t.Format + ": pruned, not compacted (it compacts itself)"
+			if t.swept {
+				note += ", " + plural(t.SweepDeleted, "unreferenced file", "unreferenced files") + " swept"
+			}
 		case !dry && note == "":
-			note = fmt.Sprintf("%s rewritten, %s swept", plural(t.FragmentsBefore, "fragment", "fragments"), plural(t.SweepDeleted, "unreferenced file", "unreferenced files"))
+			var parts []string
+			if t.compacted {
+				parts = append(parts, plural(t.FragmentsBefore, "fragment", "fragments")+" rewritten")
+			}
+			if t.swept {
+				parts = append(parts, plural(t.SweepDeleted, "unreferenced file", "unreferenced files")+" swept")
+			}
+			note = strings.Join(parts, ", ")
 			if t.RangesSent > 0 {
 				note += fmt.Sprintf(", %s sent to the queue", plural(t.RangesSent, "cleanup range", "cleanup ranges"))
 			}

@@ -71,6 +71,8 @@ type passReport struct {
 	// Formats: the registered format of each table of the pass ("" is
 	// tablekeep's).
 	Formats map[string]string
+	// Steps are the steps the pass ran.
+	Steps steps
 }
 
 func (r *passReport) fail(table string, err error) {
@@ -101,7 +103,7 @@ func (noGroups) Plan(m *table.Manifest, _ maintenance.Policy) maintenance.Compac
 // the deployment's cleaner through its queue) and the sweeper's sweep.
 func (w *whouse) pass(ctx context.Context, o passOptions) (passReport, error) {
 	start := w.Clock.Now()
-	rep := passReport{Sweeps: map[string]maintenance.SweepResult{}}
+	rep := passReport{Sweeps: map[string]maintenance.SweepResult{}, Steps: o.Steps}
 	refs, err := w.refs(ctx, o.Tables)
 	if err != nil {
 		return rep, err
@@ -355,7 +357,9 @@ func (w *whouse) planCleanup(ctx context.Context, rep *passReport, refs []mainte
 		if tr.Skipped != "" {
 			continue
 		}
-		rep.Kept[tr.Table] = tr.Prune.Kept()
+		if o.Steps.Prune { // compaction alone plans no pruning: no kept versions to explain
+			rep.Kept[tr.Table] = tr.Prune.Kept()
+		}
 		ref := byName[tr.Table]
 		if ref.Format != "" {
 			// Itemised from the change records the dry run derived (in
