@@ -414,6 +414,14 @@ func TestRound3Lows(t *testing.T) {
 		!strings.Contains(out, "deleted 1 key (1 B), 0 versions pruned; cleanup: 0 messages handled") {
 		t.Fatalf("sweep:\n%s", out)
 	}
+	// compact plans no pruning: no kept versions (it said keep-last
+	// 2147483647), and its note says nothing about a sweep.
+	if out := ok(t, "", "compact", w, "--dry-run"); strings.Contains(out, "2147483647") || strings.Contains(out, "keep ") {
+		t.Fatalf("compact --dry-run:\n%s", out)
+	}
+	if out := ok(t, "", "compact", w); strings.Contains(out, "swept") || !strings.Contains(out, "fragments rewritten") {
+		t.Fatalf("compact:\n%s", out)
+	}
 }
 
 // TestVersionStamp: without Go's VCS stamp (go test has none, nor a build
