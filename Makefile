@@ -39,10 +39,14 @@ tools:
 	@command -v cfn-lint >/dev/null || echo "tools: warning: cfn-lint not found (pip install cfn-lint); needed to check SAM templates" >&2
 
 ## build: compile every package, and bin/tablekeep once ./cmd/tablekeep exists.
+# The CLI's --version names the commit even with GOFLAGS=-buildvcs=false.
+VERSION_STAMP = $(shell c="$$(git rev-parse --short=12 HEAD 2>/dev/null)" && \
+	d="$$(git diff --quiet HEAD 2>/dev/null || echo +dirty)" && \
+	echo "commit $$c$$d, $$(git log -1 --format=%cI HEAD)")
 build:
 	$(GO) build ./...
 ifneq ($(wildcard cmd/tablekeep/*.go),)
-	$(GO) build -o bin/tablekeep ./cmd/tablekeep
+	$(GO) build -ldflags "-X 'github.com/tablekeep/tablekeep/shared/cli.buildStamp=$(VERSION_STAMP)'" -o bin/tablekeep ./cmd/tablekeep
 endif
 
 ## lint: gofmt and go vet.

@@ -32,8 +32,15 @@ def fn(role, extra):
     }
     v.update(extra)
     return v
+# Every variable whose template value sam local cannot resolve (a !Ref of a
+# resource is its logical ID locally, e.g. "CompactionQueue"; a !Sub or
+# pseudo parameter is not what AWS passes) is set here: TestMakeInvokeAndDrain
+# builds the environment as sam does (template values, then this file).
+# TABLEKEEP_COMPACTION_QUEUE_URL is empty: make aws-resources makes no
+# compaction queue, so the compactor maintains every table itself (no fan-out).
 out = {
-    "CompactorFunction": fn("compactor", {"TABLEKEEP_LOCK_TABLE": e["TABLEKEEP_LOCK_TABLE"], "TABLEKEEP_QUEUE_URL": e["TABLEKEEP_QUEUE_URL"]}),
+    "CompactorFunction": fn("compactor", {"TABLEKEEP_LOCK_TABLE": e["TABLEKEEP_LOCK_TABLE"], "TABLEKEEP_QUEUE_URL": e["TABLEKEEP_QUEUE_URL"],
+                                          "TABLEKEEP_COMPACTION_QUEUE_URL": e.get("TABLEKEEP_COMPACTION_QUEUE_URL", "")}),
     "CleanerFunction": fn("cleaner", {"TABLEKEEP_QUEUE_URL": e["TABLEKEEP_QUEUE_URL"]}),
     "SweeperFunction": fn("sweeper", {}),
 }

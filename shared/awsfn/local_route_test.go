@@ -139,14 +139,61 @@ func samEnvFileDeclared(t *testing.T, dir string, env []string) {
 				t.Errorf("%s: %s is not declared in the template: sam local invoke would drop it", fn, k)
 			}
 		}
+		// The environment as sam local builds it: the template's values
+		// (Globals, then the function's own) resolved as sam resolves them
+		// locally, then the env file's values for declared variables.
+		env := map[string]string{}
+		unresolved := map[string]string{}
+		for _, decl := range []*yaml.Node{globals, own} {
+			for i := 0; decl != nil && i+1 < len(decl.Content); i += 2 {
+				k := decl.Content[i].Value
+				env[k], unresolved[k] = samLocalValue(doc.Content[0], decl.Content[i+1])
+				if unresolved[k] == "" {
+					delete(unresolved, k)
+				}
+			}
+		}
+		for k, v := range vars {
+			env[k] = v
+			delete(unresolved, k)
+		}
+		for k, why := range unresolved {
+			t.Errorf("%s: make sam-env does not set %s, whose template value sam local cannot resolve (%s): the function would read %q",
+				fn, k, why, env[k])
+		}
 		c, err := awsfn.LoadConfig(role, func(k string) string {
 			if k == awsfn.EnvSAMLocal {
 				return "true"
 			}
-			return vars[k]
+			return env[k]
 		})
 		if err != nil || c.Local == nil {
-			t.Errorf("%s: configuration from sam-env.json: %v", fn, err)
+			t.Errorf("%s: configuration as sam local invoke builds it (template values, then sam-env.json): %v", fn, err)
 		}
 	}
+}
+
+// samLocalValue is a template environment value as sam local resolves it,
+// and why it is not the deployed value ("" if it is): a scalar is itself;
+// !Ref of a parameter is its default; !Ref of a resource is the resource's
+// logical ID (sam local has no physical names), and any other intrinsic
+// (!Sub, !GetAtt, !If, pseudo parameters) is not resolved to what AWS would
+// pass.
+func samLocalValue(root, v *yaml.Node) (val, unresolved string) {
+	switch {
+	case v.Tag == "!Ref" && v.Kind == yaml.ScalarNode:
+		if p := path(root, "Parameters", v.Value); p != nil {
+			if d := child(p, "Default"); d != nil {
+				return d.Value, ""
+			}
+			return "", ""
+		}
+		if path(root, "Resources", v.Value) != nil {
+			return v.Value, "!Ref " + v.Value + " is the logical ID locally"
+		}
+		return "", "!Ref " + v.Value
+	case v.Kind == yaml.ScalarNode && (v.Tag == "" || strings.HasPrefix(v.Tag, "!!")): // plain (!!str, !!int)
+		return v.Value, ""
+	}
+	return "", v.Tag + " is not resolved locally"
 }

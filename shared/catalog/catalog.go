@@ -173,7 +173,13 @@ func (c *Catalog) RegisterBatch(ctx context.Context, regs []Registration) error 
 		if fleet := strings.TrimSuffix(maintenance.FleetIndexDir, "/"); rel == fleet || strings.HasPrefix(rel, fleet+"/") {
 			return fmt.Errorf("register %s: %w: %q is reserved for the fleet index", name, objstore.ErrInvalidKey, rel)
 		}
+		if d := systemDir(rel); d != "" && (name != rel || (name != RegistryName && name != StatsName)) {
+			return fmt.Errorf("register %s: %w: %s is the warehouse's own %s", name, ErrSystemTable, rel, d)
+		}
 		p = p.WithDefaults()
+		if err := validateThreshold(p.DeletedThreshold); err != nil {
+			return err
+		}
 		if err := p.Validate(); err != nil {
 			return err
 		}
@@ -328,6 +334,9 @@ func (c *Catalog) Resolve(ctx context.Context, name string) (maintenance.TableRe
 
 // Stats returns the _stats rows by table name.
 func (c *Catalog) Stats(ctx context.Context) (map[string]maintenance.TableStats, error) {
+	if c.stats == nil { // OpenExisting on a warehouse without _stats
+		return map[string]maintenance.TableStats{}, nil
+	}
 	snap, err := c.stats.Latest(ctx)
 	if err != nil {
 		return nil, err
@@ -385,8 +394,44 @@ func (c *Catalog) PutStatsBatch(ctx context.Context, rows []maintenance.TableSta
 		}
 		b.Field(10).(*array.TimestampBuilder).Append(now)
 	}
+	if c.stats == nil {
+		return fmt.Errorf("catalog %s: %w: no %s table", c.root, ErrNoWarehouse, StatsName)
+	}
 	rec := b.NewRecordBatch()
 	defer rec.Release()
 	_, err := c.stats.Upsert(ctx, rec)
 	return err
+}
+
+// ErrNoWarehouse: a location without a _registry table. Only Open creates
+// one (`tablekeep register`); everything that reads uses OpenExisting.
+var ErrNoWarehouse = errors.New("no warehouse")
+
+// Exists reports whether root holds a warehouse: a manifest under
+// _registry/_versions/ (one List of at most one key). It writes nothing.
+func Exists(ctx context.Context, store objstore.Store, root string) (bool, error) {
+	p, err := store.List(ctx, objstore.ListOptions{Prefix: table.NormalizeRoot(root) + RegistryName + "/" + table.VersionsPrefix, MaxKeys: 1})
+	if err != nil {
+		return false, err
+	}
+	return len(p.Objects) > 0, nil
+}
+
+// OpenExisting opens the warehouse at root without creating or registering
+// anything: a root without _registry is ErrNoWarehouse. A warehouse whose
+// _stats is missing reads as one with no stats rows.
+func OpenExisting(ctx context.Context, store objstore.Store, root string, opts table.Options) (*Catalog, error) {
+	c := &Catalog{store: store, root: table.NormalizeRoot(root), opts: opts}
+	var err error
+	if c.registry, err = table.Open(ctx, store, c.root+RegistryName, opts); errors.Is(err, table.ErrNotATable) {
+		return nil, fmt.Errorf("%w (no %s)", ErrNoWarehouse, RegistryName)
+	} else if err != nil {
+		return nil, fmt.Errorf("catalog %s%s: %w", c.root, RegistryName, err)
+	}
+	if c.stats, err = table.Open(ctx, store, c.root+StatsName, opts); errors.Is(err, table.ErrNotATable) {
+		c.stats = nil
+	} else if err != nil {
+		return nil, fmt.Errorf("catalog %s%s: %w", c.root, StatsName, err)
+	}
+	return c, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"path"
 	"strings"
 
@@ -28,7 +29,65 @@ var (
 	// ErrFormatChange: a registered table registered again with another
 	// format.
 	ErrFormatChange = errors.New("table registered with another format")
+	// ErrAlreadyRegistered: a root registered under another name. Two
+	// names on one root would maintain it under two policies (the harshest
+	// wins) and two locks.
+	ErrAlreadyRegistered = errors.New("already registered")
+	// ErrNestedRoot: a root inside another registered root, or holding
+	// one: the outer table's sweep would see the inner one's files as
+	// unreferenced.
+	ErrNestedRoot = errors.New("nested table roots")
 )
+
+// SystemDirs are the warehouse's own top-level directories: its system
+// tables, the lock files of a local warehouse and the fleet index. No
+// registered table lives in them.
+var SystemDirs = []string{RegistryName, StatsName, "_locks", strings.TrimSuffix(maintenance.FleetIndexDir, "/"), "_maintenance"}
+
+// systemDir is the system directory rel lies in ("" if none).
+func systemDir(rel string) string {
+	first, _, _ := strings.Cut(strings.Trim(rel, "/"), "/")
+	for _, d := range SystemDirs {
+		if strings.EqualFold(first, d) {
+			return d
+		}
+	}
+	return ""
+}
+
+// CheckRoot refuses registering name at rel when rel lies in a system
+// directory (ErrSystemTable), is registered under another name
+// (ErrAlreadyRegistered: "t is already registered as prod"), or lies
+// inside another registered root or holds one (ErrNestedRoot). It reads
+// the registry once (one scan). Registering a name again at its own root
+// is allowed (that updates its policy).
+func (c *Catalog) CheckRoot(ctx context.Context, name, rel string) error {
+	rel = strings.Trim(rel, "/")
+	if d := systemDir(rel); d != "" {
+		return fmt.Errorf("%w: %s is the warehouse's own %s, not a table to register", ErrSystemTable, rel, d)
+	}
+	refs, err := c.Tables(ctx)
+	if err != nil {
+		return fmt.Errorf("register: read %s: %w", RegistryName, err)
+	}
+	root := c.TableRoot(rel)
+	for _, ref := range refs {
+		if ref.Name == name {
+			continue
+		}
+		other := strings.TrimSuffix(strings.TrimPrefix(ref.Root, c.root), "/")
+		switch {
+		case ref.Root == root:
+			return fmt.Errorf("%w: %s is already registered as %s (unregister %s first, or register it again under that name to change its policy)",
+				ErrAlreadyRegistered, rel, ref.Name, ref.Name)
+		case strings.HasPrefix(root, ref.Root):
+			return fmt.Errorf("%w: %s lies inside %s, registered as %s", ErrNestedRoot, rel, other, ref.Name)
+		case strings.HasPrefix(ref.Root, root):
+			return fmt.Errorf("%w: %s holds %s, registered as %s", ErrNestedRoot, rel, other, ref.Name)
+		}
+	}
+	return nil
+}
 
 // Table formats the registry records (Registration.Format, TableRef.Format).
 const (
@@ -165,7 +224,29 @@ func ValidatePolicy(p maintenance.Policy) error {
 	if p.TargetRows == 0 {
 		return fmt.Errorf("%w: target rows must be at least 1", maintenance.ErrInvalidPolicy)
 	}
+	if err := validateThreshold(p.DeletedThreshold); err != nil {
+		return err
+	}
 	return p.Validate()
+}
+
+// MinDeletedThreshold is the smallest deleted threshold accepted: below
+// it, a fragment of a million rows with a single deleted row would be
+// rewritten.
+const MinDeletedThreshold = 0.001
+
+// validateThreshold refuses a deleted threshold that is not a number, or
+// outside [MinDeletedThreshold, 1] (0 and negatives included).
+func validateThreshold(v float64) error {
+	switch {
+	case math.IsNaN(v) || math.IsInf(v, 0):
+		return fmt.Errorf("%w: deleted threshold %v is not a number: want a share of a fragment's rows in [%g, 1], e.g. 0.1", maintenance.ErrInvalidPolicy, v, MinDeletedThreshold)
+	case v <= 0 || v > 1:
+		return fmt.Errorf("%w: deleted threshold %v must be in (0, 1]: a share of a fragment's rows, e.g. 0.1", maintenance.ErrInvalidPolicy, v)
+	case v < MinDeletedThreshold:
+		return fmt.Errorf("%w: deleted threshold %v is below %g: it would rewrite a fragment for a single deleted row", maintenance.ErrInvalidPolicy, v, MinDeletedThreshold)
+	}
+	return nil
 }
 
 // RegisterTable validates name, rel and p (as given: see ValidatePolicy),
@@ -182,6 +263,9 @@ func (c *Catalog) RegisterTable(ctx context.Context, name, rel string, p mainten
 		return maintenance.TableRef{}, err
 	}
 	if err := ValidatePolicy(p); err != nil {
+		return maintenance.TableRef{}, err
+	}
+	if err := c.CheckRoot(ctx, name, rel); err != nil {
 		return maintenance.TableRef{}, err
 	}
 	root := c.TableRoot(rel)

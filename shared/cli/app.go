@@ -97,6 +97,9 @@ func (a *App) OpenTable(ctx context.Context) (*table.Table, error) {
 		return nil, err
 	}
 	t, err := table.Open(ctx, store, root, a.TableOptions())
+	if err != nil && !errors.Is(err, context.Canceled) && isLanceDataset(ctx, store, root) {
+		return nil, lanceNotTable(a.TableURI)
+	}
 	if errors.Is(err, table.ErrNotATable) {
 		return nil, fmt.Errorf("%s: %w (no manifests under %s)", a.TableURI, table.ErrNotATable, table.VersionsPrefix)
 	}
@@ -126,8 +129,14 @@ const (
 	annotCSV       = "tablekeep.csv"
 )
 
+// buildStamp is the commit `make build` stamps in with -ldflags -X (e.g.
+// "commit 0123456789ab+dirty, 2026-12-01T21:00:00Z"): the version says
+// which commit even when Go's VCS stamping is off (GOFLAGS=-buildvcs=false,
+// a build outside the work tree). Set only by the linker.
+var buildStamp string
+
 // buildVersion is the module version and VCS revision the binary was built
-// from (debug.ReadBuildInfo), with the Go version.
+// from (debug.ReadBuildInfo, else buildStamp), with the Go version.
 func buildVersion() string {
 	bi, ok := debug.ReadBuildInfo()
 	if !ok {
@@ -150,8 +159,11 @@ func buildVersion() string {
 			}
 		}
 	}
-	if rev != "" {
+	switch {
+	case rev != "":
 		v += fmt.Sprintf(" (commit %.12s%s, %s)", rev, dirty, at)
+	case buildStamp != "":
+		v += " (" + buildStamp + ")"
 	}
 	return v + " " + bi.GoVersion
 }
@@ -226,6 +238,23 @@ func NewRoot(app *App) *cobra.Command {
 	for _, newCmd := range commands {
 		root.AddCommand(newCmd(app))
 	}
+	// cobra's completion command, with an unknown shell a usage error
+	// (cobra prints its help and exits 0).
+	root.InitDefaultCompletionCmd()
+	for _, c := range root.Commands() {
+		switch c.Name() {
+		case "completion":
+			c.Args = cobra.ArbitraryArgs
+			c.RunE = func(cmd *cobra.Command, args []string) error {
+				if len(args) > 0 {
+					return Usagef("completion %s: unknown shell: want bash, zsh, fish or powershell", args[0])
+				}
+				return cmd.Help()
+			}
+		case "describe":
+			c.SuggestFor = []string{"schema", "info", "show"}
+		}
+	}
 	for _, c := range root.Commands() {
 		switch c.Name() {
 		case "register", "unregister", "tables", "status", "maintain", "compact", "prune", "sweep":
@@ -282,7 +311,11 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	if err == nil {
 		return ExitOK
 	}
-	fmt.Fprintf(stderr, "tablekeep: %s\n", oneLine(styled(err, app.TableURI).Error()))
+	msg := styled(err, app.TableURI).Error()
+	if m := didYouMean.FindStringSubmatch(msg); m != nil {
+		msg = fmt.Sprintf("%s: did you mean %s? (see tablekeep --help)", m[1], strings.Join(strings.Fields(m[2]), " or "))
+	}
+	fmt.Fprintf(stderr, "tablekeep: %s\n", oneLine(msg))
 	var ue *UsageError
 	var re *runError
 	switch {
@@ -296,5 +329,8 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 }
 
 var newlines = regexp.MustCompile(`\s*\n\s*`)
+
+// didYouMean is cobra's suggestion for an unknown command.
+var didYouMean = regexp.MustCompile(`(?s)^(unknown command .*?)\s+Did you mean this\?\s+(.*?)\s*$`)
 
 func oneLine(s string) string { return newlines.ReplaceAllString(strings.TrimSpace(s), " ") }

@@ -312,12 +312,18 @@ func newScanCmd(app *App) *cobra.Command {
 					return Usagef("--columns: unknown column %q (table columns: %s)", n, strings.Join(fieldNames(schema), ", "))
 				}
 			}
-			p := newRowPrinter(app.Stdout, app.Output, names, limit)
+			// The filter is checked before the printer writes a header.
 			scanCols := columns
+			var keep func(arrow.RecordBatch, int) bool
+			var cols []int
 			if keyPrefix != "" || keyRange != "" {
-				if p.keep, scanCols, p.cols, err = keyFilter(snap.Manifest(), names, keyPrefix, keyRange); err != nil {
+				if keep, scanCols, cols, err = keyFilter(snap.Manifest(), names, keyPrefix, keyRange); err != nil {
 					return err
 				}
+			}
+			p := newRowPrinter(app.Stdout, app.Output, names, limit)
+			if keep != nil {
+				p.keep, p.cols = keep, cols
 			}
 			err = snap.Scan(ctx, table.ScanOptions{Columns: scanCols}, func(rec arrow.RecordBatch) error {
 				if err := p.print(rec); err != nil {
@@ -359,7 +365,7 @@ func keyFilter(m *table.Manifest, names []string, prefix, rng string) (func(arro
 	var lo, hi []byte
 	if rng != "" {
 		l, h, ok := strings.Cut(rng, "..")
-		if !ok {
+		if !ok || strings.Contains(h, "..") {
 			return nil, nil, nil, Usagef("--key-range %q: want LO..HI (either side may be empty)", rng)
 		}
 		for _, b := range []struct {
@@ -467,20 +473,27 @@ func newVersionsCmd(app *App) *cobra.Command {
 				return Usagef("--limit must be >= 0")
 			}
 			ctx := cmd.Context()
+			var vs []table.VersionInfo
+			var tags map[string]uint64
 			t, err := app.OpenTable(ctx)
-			if err != nil {
+			switch {
+			case errors.Is(err, ErrWrongFormat) && !long:
+				// A Lance dataset: its listing and tags, read-only.
+				if vs, tags, err = lanceVersions(ctx, app); err != nil {
+					return err
+				}
+			case err != nil:
 				return err
-			}
-			vs, err := t.Versions(ctx)
-			if err != nil {
-				return err
+			default:
+				if vs, err = t.Versions(ctx); err != nil {
+					return err
+				}
+				if tags, err = t.Tags(ctx); err != nil {
+					return err
+				}
 			}
 			if limit > 0 && len(vs) > limit {
 				vs = vs[len(vs)-limit:]
-			}
-			tags, err := t.Tags(ctx)
-			if err != nil {
-				return err
 			}
 			byVersion := map[uint64][]string{}
 			for name, v := range tags {

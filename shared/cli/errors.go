@@ -4,6 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net"
+	"os"
+	"regexp"
 	"strings"
 
 	"github.com/aws/smithy-go"
@@ -17,7 +20,13 @@ import (
 // than the manifest's object key. loc is the --table location (may be "").
 func styled(err error, loc string) error {
 	var ae smithy.APIError
+	var oe *net.OpError
 	switch {
+	case errors.As(err, &oe):
+		if loc == "" {
+			loc = "aws"
+		}
+		return endpointError(loc, err, oe)
 	case errors.As(err, &ae) || noCredentials(err.Error()):
 		if loc == "" {
 			loc = "aws"
@@ -33,6 +42,21 @@ func styled(err error, loc string) error {
 			return fmt.Errorf("%s: permission denied", pe.Path)
 		}
 		return fmt.Errorf("%s: permission denied", loc)
+	case errors.Is(err, table.ErrCorruptManifest):
+		// The table package names the manifest's object key, whose
+		// number is the inverted version: add the version, and the
+		// table's location.
+		msg := manifestKeyRe.ReplaceAllStringFunc(err.Error(), func(k string) string {
+			_, name, _ := strings.Cut(k, "_versions/")
+			if v, ok := table.ParseManifestKey("_versions/" + name); ok {
+				return fmt.Sprintf("%s (version %d)", k, v)
+			}
+			return k
+		})
+		if loc != "" && !strings.HasPrefix(msg, loc) {
+			msg = loc + ": " + msg
+		}
+		return fmt.Errorf("%s%w", msg, quiet{err})
 	case errors.Is(err, table.ErrVersionPruned) && loc != "":
 		// The table package names the manifest key (with its inverted
 		// version number): name the table and the version instead.
@@ -42,6 +66,31 @@ func styled(err error, loc string) error {
 	}
 	return err
 }
+
+// endpointError is a network failure reaching an AWS service, in one line
+// naming the variable that sets its endpoint (the SDK's error is a
+// paragraph, after six attempts).
+func endpointError(loc string, err error, oe *net.OpError) error {
+	service, vars := "S3", "AWS_ENDPOINT_URL_S3 (or TABLEKEEP_S3_ENDPOINT, as .stack/env sets it)"
+	var op *smithy.OperationError
+	if errors.As(err, &op) && op.ServiceID != "" && op.ServiceID != "S3" {
+		service = op.ServiceID
+		vars = "AWS_ENDPOINT_URL_" + strings.ToUpper(op.ServiceID) + " (or TABLEKEEP_AWS_ENDPOINT, as .stack/env sets it)"
+	}
+	why := oe.Err.Error()
+	var se *os.SyscallError
+	if errors.As(oe.Err, &se) {
+		why = se.Err.Error()
+	}
+	addr := ""
+	if oe.Addr != nil {
+		addr = " at " + oe.Addr.String()
+	}
+	return fmt.Errorf("%s: cannot reach %s%s (%s): check %s", loc, service, addr, why, vars)
+}
+
+// manifestKeyRe finds a tablekeep manifest key in an error message.
+var manifestKeyRe = regexp.MustCompile(`\S*_versions/\d{20}\.manifest`)
 
 func noCredentials(msg string) bool {
 	for _, s := range []string{"failed to retrieve credentials", "failed to refresh cached credentials",
@@ -100,6 +149,9 @@ func s3Error(uri string, err error) error {
 	msg := err.Error()
 	if noCredentials(msg) {
 		return fmt.Errorf("%s: no AWS credentials found (set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE)", uri)
+	}
+	if oe := (*net.OpError)(nil); errors.As(err, &oe) {
+		return endpointError(uri, err, oe)
 	}
 	var ae smithy.APIError
 	if !errors.As(err, &ae) {

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -61,7 +62,7 @@ func newDescribeCmd(app *App) *cobra.Command {
 				}
 			}
 			if wf.URI != "" || os.Getenv("TABLEKEEP_WAREHOUSE") != "" {
-				w, err := openWarehouse(ctx, app, wf, false)
+				w, err := openWarehouse(ctx, app, wf, openMode{})
 				if err != nil {
 					return err
 				}
@@ -127,8 +128,9 @@ func sameTable(whURI string, ref maintenance.TableRef, loc string) bool {
 func newExportCmd(app *App) *cobra.Command {
 	var format, out string
 	var version uint64
+	var force bool
 	cmd := &cobra.Command{
-		Use:   "export --format parquet --out FILE [--version N]",
+		Use:   "export --format parquet --out FILE [--version N] [--force]",
 		Short: "Write the live rows of a version (default latest) to one Parquet file",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -137,6 +139,9 @@ func newExportCmd(app *App) *cobra.Command {
 			}
 			if out == "" {
 				return Usagef("--out FILE is required")
+			}
+			if _, err := os.Stat(out); err == nil && !force {
+				return fmt.Errorf("export: %s exists: choose another --out, or --force to overwrite it", out)
 			}
 			ctx := cmd.Context()
 			t, err := app.OpenTable(ctx)
@@ -177,7 +182,8 @@ func newExportCmd(app *App) *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&format, "format", "parquet", "output format: parquet")
-	cmd.Flags().StringVar(&out, "out", "", "the file to write")
+	cmd.Flags().StringVar(&out, "out", "", "the file to write (refused if it exists, unless --force)")
+	cmd.Flags().BoolVar(&force, "force", false, "overwrite --out if it exists")
 	cmd.Flags().Uint64Var(&version, "version", 0, "version to export (default latest)")
 	return cmd
 }
@@ -205,6 +211,9 @@ Reads every file's deletion vector (and, to do so, the file).`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
 			t, err := app.OpenTable(ctx)
+			if errors.Is(err, ErrWrongFormat) {
+				return lanceFiles(ctx, app, version) // a Lance dataset, read-only
+			}
 			if err != nil {
 				return err
 			}

@@ -86,7 +86,10 @@ func TestFilesExportDescribe(t *testing.T) {
 			if err := os.WriteFile("files.json", []byte(filesOut), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			q := `SELECT count(*) FROM read_parquet('reg/data/*.parquet', filename = true, file_row_number = true) t
+			// docs/cli.md's recipe: the listed paths themselves, so the
+			// join cannot miss whatever --table's spelling.
+			q := `SET VARIABLE files = (SELECT list(path) FROM read_json('files.json'));
+SELECT count(*) FROM read_parquet(getvariable('files'), filename = true, file_row_number = true) t
 JOIN read_json('files.json') f ON t.filename = f.path WHERE NOT list_contains(f.deleted_positions, t.file_row_number);`
 			out, err := exec.Command(duckdb, "-csv", "-noheader", "-c", q).CombinedOutput()
 			if err != nil || strings.TrimSpace(string(out)) != fmt.Sprint(len(want)) {
@@ -96,7 +99,10 @@ JOIN read_json('files.json') f ON t.filename = f.path WHERE NOT list_contains(f.
 		} else {
 			t.Logf("version %s: duckdb not installed; checked with the equivalent Parquet reader", version)
 		}
-		out := ok(t, "", "export", tbl, "--format", "parquet", "--version", version, "--out", "v.parquet")
+		if version == "7" { // v.parquet exists: refused, then --force
+			fails(t, 1, "export: v.parquet exists: choose another --out, or --force to overwrite it", "", "export", tbl, "--format", "parquet", "--version", version, "--out", "v.parquet")
+		}
+		out := ok(t, "", "export", tbl, "--format", "parquet", "--version", version, "--out", "v.parquet", "--force")
 		if want := fmt.Sprintf("exported %d rows of version %s to v.parquet\n", len(want), version); out != want {
 			t.Fatalf("export: %q", out)
 		}

@@ -99,7 +99,7 @@ func TestLanceDatasetCLI(t *testing.T) {
 	if got := dirListing(t, ds); !sameSizes(got, withOrphans) {
 		t.Fatalf("sweep --dry-run changed the dataset")
 	}
-	if out := ok(t, "", "sweep", "--warehouse", dir, "--table", "ds"); !strings.Contains(out, "lance: 1 orphans swept") {
+	if out := ok(t, "", "sweep", "--warehouse", dir, "--table", "ds"); !strings.Contains(out, "lance: 1 unreferenced file swept") {
 		t.Fatalf("sweep:\n%s", out)
 	}
 	if err := os.Remove(filepath.Join(ds, "data", "0b0b0b0b-young-orphan.lance")); err != nil {

@@ -86,8 +86,11 @@ func newPassCmd(app *App, name string, st steps, short, long string) *cobra.Comm
 			}
 			// Sweeping needs no lock (the sweeper function takes none).
 			write := !dryRun && (st.Compact || st.Prune)
-			w, err := openWarehouse(ctx, app, wf, write)
+			w, err := openWarehouse(ctx, app, wf, openMode{Lock: write})
 			if err != nil {
+				return err
+			}
+			if err := w.checkLock(ctx); err != nil {
 				return err
 			}
 			var names []string
@@ -135,6 +138,8 @@ func checkClockAhead(ahead time.Duration) error {
 
 type tableJSON struct {
 	sweepOnly       bool        // a row of the sweep step alone (no Runner report)
+	swept           bool        // the sweep step ran on it
+	compacted       bool        // the compaction step ran on it
 	Table           string      `json:"table"`
 	Format          string      `json:"format,omitempty"` // "lance"; omitted for tablekeep tables
 	Skipped         string      `json:"skipped,omitempty"`
@@ -209,7 +214,7 @@ func maintainJSON(rep passReport, dry, keys, remote bool) maintainOut {
 	for _, tr := range rep.Run.Tables {
 		seen[tr.Table] = true
 		tj := tableJSON{Table: tr.Table, Skipped: tr.Skipped, FencingToken: tr.Token, Latest: tr.Prune.Latest,
-			Floor: tr.Prune.Floor, Prunable: tr.Prune.Prunable, Ranges: []string{}}
+			Floor: tr.Prune.Floor, Prunable: tr.Prune.Prunable, Ranges: []string{}, compacted: rep.Steps.Compact}
 		if msg, ok := strings.CutPrefix(tr.Skipped, "error: "); ok {
 			tj.Skipped, tj.Error = "", msg
 		}
@@ -269,6 +274,7 @@ func maintainJSON(rep passReport, dry, keys, remote bool) maintainOut {
 			tj.Skipped = sr.Skipped // the sweep step alone
 		}
 		if sr, ok := rep.Sweeps[tj.Table]; ok {
+			tj.swept = true
 			if dry {
 				tj.Sweep = &sweepJSON{Keys: len(sr.Planned), Bytes: sr.Bytes}
 				if keys {
@@ -296,28 +302,51 @@ func printMaintain(app *App, j maintainOut, elapsed time.Duration) error {
 		head = []string{"TABLE", "GROUPS", "LATEST", "FLOOR", "PRUNABLE", "RANGES", "DELETE KEYS", "DELETE BYTES", "NOTE"}
 	}
 	var rows [][]string
+	unmeasured := false
 	for _, t := range j.Tables {
 		note := t.Skipped
 		switch {
 		case t.Error != "":
 			note = "error: " + t.Error
 		case !dry && note == "" && t.Format != "" && t.sweepOnly:
-			note = fmt.Sprintf("%s: %d orphans swept", t.Format, t.SweepDeleted)
+			note = fmt.Sprintf("%s: %s swept", t.Format, plural(t.SweepDeleted, "unreferenced file", "unreferenced files"))
 		case !dry && note == "" && t.Format != "":
-			note = fmt.Sprintf("%s: pruned, not compacted (it compacts itself), %d orphans swept", t.Format, t.SweepDeleted)
+			note = t.Format + ": pruned, not compacted (it compacts itself)"
+			if t.swept {
+				note += ", " + plural(t.SweepDeleted, "unreferenced file", "unreferenced files") + " swept"
+			}
 		case !dry && note == "":
-			note = fmt.Sprintf("%d fragments rewritten, %d orphans swept", t.FragmentsBefore, t.SweepDeleted)
+			var parts []string
+			if t.compacted {
+				parts = append(parts, plural(t.FragmentsBefore, "fragment", "fragments")+" rewritten")
+			}
+			if t.swept {
+				parts = append(parts, plural(t.SweepDeleted, "unreferenced file", "unreferenced files")+" swept")
+			}
+			note = strings.Join(parts, ", ")
 			if t.RangesSent > 0 {
-				note += fmt.Sprintf(", %d cleanup ranges sent to the queue", t.RangesSent)
+				note += fmt.Sprintf(", %s sent to the queue", plural(t.RangesSent, "cleanup range", "cleanup ranges"))
 			}
 		}
-		row := []string{t.Table, strconv.Itoa(t.Groups), strconv.FormatUint(t.Latest, 10), strconv.FormatUint(t.Floor, 10)}
+		// A row of the sweep alone, or of a step that read no version,
+		// has no latest version or floor to show.
+		latest, floor := strconv.FormatUint(t.Latest, 10), strconv.FormatUint(t.Floor, 10)
+		if t.sweepOnly || t.Latest == 0 {
+			latest, floor = "-", "-"
+		}
+		row := []string{t.Table, strconv.Itoa(t.Groups), latest, floor}
 		if dry {
 			row = append(row, strconv.Itoa(t.Prunable), strconv.Itoa(len(t.Ranges)))
 		} else {
 			row = append(row, strconv.Itoa(t.VersionsPruned))
 		}
-		row = append(row, strconv.Itoa(t.DeleteKeys), shortBytes(t.DeleteBytes))
+		bytes := shortBytes(t.DeleteBytes)
+		if !dry && t.Format != "" && t.DeleteBytes == 0 && t.DeleteKeys > 0 {
+			// The cleanup of a Lance dataset counts keys, not bytes (its
+			// dry run measures them from listings).
+			bytes, unmeasured = "-", true
+		}
+		row = append(row, strconv.Itoa(t.DeleteKeys), bytes)
 		rows = append(rows, append(row, note))
 	}
 	if err := printAligned(app.Stdout, head, rows); err != nil {
@@ -325,11 +354,15 @@ func printMaintain(app *App, j maintainOut, elapsed time.Duration) error {
 	}
 	out := app.Stdout
 	if !dry {
-		fmt.Fprintf(out, "deleted %d keys (%s), %d versions pruned", j.DeleteKeys, shortBytes(j.DeleteBytes), j.VersionsPruned)
-		if j.RangesSent > 0 {
-			fmt.Fprintf(out, "; %d cleanup ranges sent to the deployment's queue", j.RangesSent)
+		size := shortBytes(j.DeleteBytes)
+		if unmeasured {
+			size += "; not measured for lance"
 		}
-		_, err := fmt.Fprintf(out, "; cleanup: %d messages handled, %d failed; took %s\n", j.CleanupHandled, j.CleanupFailed, elapsed.Round(time.Millisecond))
+		fmt.Fprintf(out, "deleted %s (%s), %s pruned", plural(j.DeleteKeys, "key", "keys"), size, plural(j.VersionsPruned, "version", "versions"))
+		if j.RangesSent > 0 {
+			fmt.Fprintf(out, "; %s sent to the deployment's queue", plural(j.RangesSent, "cleanup range", "cleanup ranges"))
+		}
+		_, err := fmt.Fprintf(out, "; cleanup: %s handled, %d failed; took %s\n", plural(j.CleanupHandled, "message", "messages"), j.CleanupFailed, elapsed.Round(time.Millisecond))
 		return err
 	}
 	// The plan, table by table: compaction groups, cleanup ranges, kept
@@ -338,16 +371,20 @@ func printMaintain(app *App, j maintainOut, elapsed time.Duration) error {
 		if t.Error != "" || t.Skipped != "" {
 			continue
 		}
+		if len(t.GroupFragments) == 0 && t.LeftFragments == 0 && len(t.Cleanup) == 0 && len(t.Kept) == 0 && (t.Sweep == nil || t.Sweep.Keys == 0) {
+			continue // nothing to say (e.g. the sweep alone, nothing to sweep)
+		}
 		fmt.Fprintf(out, "\n%s:\n", t.Table)
 		for i, n := range t.GroupFragments {
-			fmt.Fprintf(out, "  compact group %d: %d fragments, %s\n", i+1, n, shortBytes(int64(t.GroupBytes[i])))
+			fmt.Fprintf(out, "  compact group %d: %s, %s\n", i+1, plural(n, "fragment", "fragments"), shortBytes(int64(t.GroupBytes[i])))
 		}
 		if t.LeftFragments > 0 {
-			fmt.Fprintf(out, "  compaction leaves %d fragments in %d groups for the next pass (per-run limits)\n", t.LeftFragments, t.LeftGroups)
+			fmt.Fprintf(out, "  compaction leaves %s in %s for the next pass (per-run limits)\n", plural(t.LeftFragments, "fragment", "fragments"), plural(t.LeftGroups, "group", "groups"))
 		}
 		for _, r := range t.Cleanup {
-			fmt.Fprintf(out, "  cleanup %d-%d: %d versions; %d data/deletion files (%s), %d manifests and change records (%s)\n",
-				r.From, r.To, r.Versions, r.DataKeys, shortBytes(r.DataBytes), r.MetaKeys, shortBytes(r.MetaBytes))
+			fmt.Fprintf(out, "  cleanup %d-%d: %s; %s (%s), %s (%s)\n",
+				r.From, r.To, plural(r.Versions, "version", "versions"), plural(r.DataKeys, "data/deletion file", "data/deletion files"), shortBytes(r.DataBytes),
+				plural(r.MetaKeys, "manifest or change record", "manifests and change records"), shortBytes(r.MetaBytes))
 			for _, k := range r.Keys {
 				fmt.Fprintf(out, "    %s\n", k)
 			}
@@ -363,13 +400,13 @@ func printMaintain(app *App, j maintainOut, elapsed time.Duration) error {
 			fmt.Fprintf(out, "  keep %s: %s\n", vs, k.Reason)
 		}
 		if t.Sweep != nil && t.Sweep.Keys > 0 {
-			fmt.Fprintf(out, "  sweep: %d unreferenced files (%s)\n", t.Sweep.Keys, shortBytes(t.Sweep.Bytes))
+			fmt.Fprintf(out, "  sweep: %s (%s)\n", plural(t.Sweep.Keys, "unreferenced file", "unreferenced files"), shortBytes(t.Sweep.Bytes))
 			for _, k := range t.Sweep.List {
 				fmt.Fprintf(out, "    %s\n", k)
 			}
 		}
 	}
-	_, err := fmt.Fprintf(out, "\ndry run: would delete %d keys, %s; nothing changed\n", j.DeleteKeys, shortBytes(j.DeleteBytes))
+	_, err := fmt.Fprintf(out, "\ndry run: would delete %s, %s; nothing changed\n", plural(j.DeleteKeys, "key", "keys"), shortBytes(j.DeleteBytes))
 	return err
 }
 

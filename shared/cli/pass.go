@@ -71,6 +71,8 @@ type passReport struct {
 	// Formats: the registered format of each table of the pass ("" is
 	// tablekeep's).
 	Formats map[string]string
+	// Steps are the steps the pass ran.
+	Steps steps
 }
 
 func (r *passReport) fail(table string, err error) {
@@ -101,7 +103,7 @@ func (noGroups) Plan(m *table.Manifest, _ maintenance.Policy) maintenance.Compac
 // the deployment's cleaner through its queue) and the sweeper's sweep.
 func (w *whouse) pass(ctx context.Context, o passOptions) (passReport, error) {
 	start := w.Clock.Now()
-	rep := passReport{Sweeps: map[string]maintenance.SweepResult{}}
+	rep := passReport{Sweeps: map[string]maintenance.SweepResult{}, Steps: o.Steps}
 	refs, err := w.refs(ctx, o.Tables)
 	if err != nil {
 		return rep, err
@@ -132,41 +134,64 @@ func (w *whouse) pass(ctx context.Context, o passOptions) (passReport, error) {
 		Sources: formats.Open, // registered Lance datasets: pruned, never compacted
 	}
 	if o.Steps.Compact || o.Steps.Prune {
+		// One batch, as the fleet pass runs it: every table under its lock,
+		// then the changed _stats rows in one commit (one _stats version
+		// per pass, not one per table).
 		bar := o.progress("maintain", len(refs))
+		var run []maintenance.TableRef
 		for _, ref := range refs {
-			if err := ctx.Err(); err != nil {
-				return rep, err
-			}
-			describe(bar, "maintain "+ref.Name)
 			if ref.Format != "" && !o.Steps.Prune {
 				// compact alone: nothing to do on a dataset that compacts itself.
 				rep.Run.Tables = append(rep.Run.Tables, maintenance.TableReport{Table: ref.Name, Skipped: notCompacted(ref.Format)})
 				_ = bar.Add(1)
 				continue
 			}
-			run := ref
 			if !o.Steps.Prune {
 				// Compaction alone: a policy keeping every version plans
 				// no pruning (the floor never falls).
-				run.Policy = run.Policy.WithDefaults()
-				run.Policy.KeepLast = math.MaxInt32
+				ref.Policy = ref.Policy.WithDefaults()
+				ref.Policy.KeepLast = math.MaxInt32
 			}
-			tr, err := r.MaintainTable(ctx, run)
-			if err != nil {
-				w.Logger.ErrorContext(ctx, "maintenance failed", "table", ref.Name, "err", err)
-				err = errors.New(sdkOneLine(err))
-				tr.Skipped = "error: " + err.Error()
-				rep.fail(ref.Name, err)
+			run = append(run, ref)
+		}
+		if len(run) > 0 {
+			describe(bar, "maintain "+run[0].Name)
+		}
+		done := 0
+		r.Progress = func(n, _ int) {
+			_ = bar.Add(n - done)
+			done = n
+			if n < len(run) {
+				describe(bar, "maintain "+run[n].Name)
+			}
+		}
+		br, err := r.MaintainTables(ctx, run)
+		for _, tr := range br.Tables {
+			if msg, failed := strings.CutPrefix(tr.Skipped, "error: "); failed {
+				w.Logger.ErrorContext(ctx, "maintenance failed", "table", tr.Table, "err", msg)
+				ref := refByName(run, tr.Table)
+				if why := restoreBlocked(ctx, w.Store, ref.Root, errors.New(msg)); why != "" {
+					msg = why
+				} else {
+					msg = sdkOneLine(errors.New(msg))
+				}
+				tr.Skipped = "error: " + msg
+				rep.fail(tr.Table, errors.New(msg))
 			}
 			rep.Run.Tables = append(rep.Run.Tables, tr)
-			_ = bar.Add(1)
+		}
+		if err != nil {
+			return rep, err
+		}
+		if br.Stopped != "" {
+			return rep, fmt.Errorf("maintenance stopped: %s", br.Stopped)
 		}
 		_ = bar.Finish()
 	}
 	var drainErr error
 	switch {
 	case o.DryRun:
-		w.planCleanup(ctx, &rep, refs)
+		w.planCleanup(ctx, &rep, refs, o)
 	case w.Remote != nil:
 		for _, tr := range rep.Run.Tables {
 			rep.Enqueued += len(tr.Prune.Ranges)
@@ -228,6 +253,16 @@ func describe(bar progress.Bar, what string) {
 // notCompacted is the note of a dataset of another format under `compact`.
 func notCompacted(format string) string {
 	return format + " compacts its own datasets (optimize / compact_files): nothing to compact"
+}
+
+// refByName is the ref called name in refs (zero if none).
+func refByName(refs []maintenance.TableRef, name string) maintenance.TableRef {
+	for _, ref := range refs {
+		if ref.Name == name {
+			return ref
+		}
+	}
+	return maintenance.TableRef{}
 }
 
 // refs returns the registered tables named (all, in registry order, if none).
@@ -294,7 +329,23 @@ func (w *whouse) drain(ctx context.Context, rep *passReport, o passOptions) erro
 // planCleanup fills the dry run's cleanup plans (what the cleaner would
 // delete for each range, read from the change records, sizes from
 // listings), the kept versions and the compaction leftover.
-func (w *whouse) planCleanup(ctx context.Context, rep *passReport, refs []maintenance.TableRef) {
+//
+// Reading the change records of a long backlog takes a while (20,000
+// versions: seconds on disk, longer at S3 latency): a bar counts the
+// versions whose records are read, naming the table and range.
+func (w *whouse) planCleanup(ctx context.Context, rep *passReport, refs []maintenance.TableRef, o passOptions) {
+	total := 0
+	for _, tr := range rep.Run.Tables {
+		if tr.Skipped != "" {
+			continue
+		}
+		for _, rg := range tr.Prune.Ranges {
+			total += int(rg.To - rg.From + 1)
+		}
+	}
+	bar := o.progress("plan cleanup", total)
+	defer func() { _ = bar.Finish() }()
+	progressed := func(rg maintenance.RangeMessage) { _ = bar.Add(int(rg.To - rg.From + 1)) }
 	rep.Cleanup = map[string][]maintenance.RangePlan{}
 	rep.Kept = map[string][]maintenance.Kept{}
 	rep.Leftover = map[string][2]int{}
@@ -306,7 +357,9 @@ func (w *whouse) planCleanup(ctx context.Context, rep *passReport, refs []mainte
 		if tr.Skipped != "" {
 			continue
 		}
-		rep.Kept[tr.Table] = tr.Prune.Kept()
+		if o.Steps.Prune { // compaction alone plans no pruning: no kept versions to explain
+			rep.Kept[tr.Table] = tr.Prune.Kept()
+		}
 		ref := byName[tr.Table]
 		if ref.Format != "" {
 			// Itemised from the change records the dry run derived (in
@@ -315,7 +368,9 @@ func (w *whouse) planCleanup(ctx context.Context, rep *passReport, refs []mainte
 				if tr.Source == nil {
 					break
 				}
+				describe(bar, fmt.Sprintf("plan cleanup %s %d-%d", tr.Table, rg.From, rg.To))
 				rp, err := maintenance.PlanSourceRange(ctx, tr.Source, rg, 0, maintenance.DefaultConcurrency)
+				progressed(rg)
 				if err != nil {
 					rep.fail(tr.Table, fmt.Errorf("plan cleanup [%d, %d]: %w", rg.From, rg.To, err))
 					break
@@ -335,7 +390,9 @@ func (w *whouse) planCleanup(ctx context.Context, rep *passReport, refs []mainte
 		g, f := maintenance.CompactionLeftover(t.Cached(), ref.Policy, tr.Compaction)
 		rep.Leftover[tr.Table] = [2]int{g, f}
 		for _, rg := range tr.Prune.Ranges {
+			describe(bar, fmt.Sprintf("plan cleanup %s %d-%d", tr.Table, rg.From, rg.To))
 			rp, err := maintenance.PlanRange(ctx, t, ref, rg, 0)
+			progressed(rg)
 			if err != nil {
 				rep.fail(tr.Table, fmt.Errorf("plan cleanup [%d, %d]: %w", rg.From, rg.To, err))
 				break

@@ -18,19 +18,25 @@ import (
 
 // policyJSON is a registered table with its policy in force.
 type policyJSON struct {
-	Table            string  `json:"table"`
-	Root             string  `json:"root"`
-	Format           string  `json:"format"` // "tablekeep" or "lance"
-	KeepLast         int     `json:"keep_last"`
-	Grace            string  `json:"grace"`
-	TargetRows       uint64  `json:"target_rows"`
-	DeletedThreshold float64 `json:"deleted_threshold"`
+	Table    string `json:"table"`
+	Root     string `json:"root"`
+	Format   string `json:"format"` // "tablekeep" or "lance"
+	KeepLast int    `json:"keep_last"`
+	Grace    string `json:"grace"`
+	// Compaction settings: omitted for a Lance dataset (tablekeep does not
+	// compact it).
+	TargetRows       uint64  `json:"target_rows,omitempty"`
+	DeletedThreshold float64 `json:"deleted_threshold,omitempty"`
 }
 
 func policyOf(ref maintenance.TableRef) policyJSON {
 	p := ref.Policy.WithDefaults()
-	return policyJSON{Table: ref.Name, Root: ref.Root, Format: formatName(ref.Format), KeepLast: p.KeepLast, Grace: shortDuration(p.Grace),
+	pj := policyJSON{Table: ref.Name, Root: ref.Root, Format: formatName(ref.Format), KeepLast: p.KeepLast, Grace: shortDuration(p.Grace),
 		TargetRows: p.TargetRows, DeletedThreshold: p.DeletedThreshold}
+	if ref.Format != "" {
+		pj.TargetRows, pj.DeletedThreshold = 0, 0 // not compacted: they do not apply
+	}
+	return pj
 }
 
 // formatTablekeep is how listings name tablekeep's own format (TableRef.Format "").
@@ -46,6 +52,9 @@ func formatName(f string) string {
 
 // policyText is the policy in one phrase.
 func policyText(p policyJSON) string {
+	if p.TargetRows == 0 { // a Lance dataset: pruned only
+		return fmt.Sprintf("keep-last %d, grace %s", p.KeepLast, p.Grace)
+	}
 	return fmt.Sprintf("keep-last %d, grace %s, target %d rows, deleted-threshold %g", p.KeepLast, p.Grace, p.TargetRows, p.DeletedThreshold)
 }
 
@@ -61,6 +70,11 @@ under NAME, with its maintenance policy. Everything is checked before
 anything is stored: the name, the path (inside the warehouse: no URI, no
 absolute path, no '..'), that PATH holds a table, and the policy values.
 Registering a name again replaces its entry. Prints the policy stored.
+Refused: a PATH registered under another name, a PATH inside a registered
+table or holding one, the warehouse's own directories (_registry, _stats,
+_locks, _fleet, _maintenance), a deleted threshold outside [0.001, 1] or
+not a number. The first registration creates the warehouse (_registry,
+_stats): no other command does.
 
 --format lance registers a Lance dataset (e.g. lance/items.lance, as LanceDB
 writes it): it is checked with tablekeep's Lance reader (its listing, latest
@@ -85,10 +99,15 @@ compacts its own datasets (optimize / compact_files). See docs/lance.md.`,
 			case "", formatTablekeep:
 				format = ""
 			case formats.Lance:
+				for _, f := range []string{"target-rows", "deleted-threshold"} {
+					if cmd.Flags().Changed(f) {
+						return Usagef("--%s is a compaction setting: tablekeep prunes a Lance dataset and never compacts it (Lance compacts its own)", f)
+					}
+				}
 			default:
 				return Usagef("--format %q: want %s (a tablekeep table) or %s (a Lance dataset, as LanceDB writes it)", format, formatTablekeep, formats.Lance)
 			}
-			w, err := openWarehouse(ctx, app, wf, false)
+			w, err := openWarehouse(ctx, app, wf, openMode{Create: true})
 			if err != nil {
 				return err
 			}
@@ -98,6 +117,10 @@ compacts its own datasets (optimize / compact_files). See docs/lance.md.`,
 			ref, err := w.Catalog.RegisterTable(ctx, args[0], args[1], p)
 			if errors.Is(err, catalog.ErrSystemTable) {
 				return &UsageError{Err: err}
+			}
+			if err != nil && !errors.Is(err, catalog.ErrAlreadyRegistered) && !errors.Is(err, catalog.ErrNestedRoot) &&
+				isLanceDataset(ctx, w.Store, w.Catalog.TableRoot(args[1])) {
+				return fmt.Errorf("register %s in %s: %w", args[0], w.URI, lanceNotTable(strings.Trim(args[1], "/")))
 			}
 			if err != nil {
 				return fmt.Errorf("register %s in %s: %w", args[0], w.URI, err)
@@ -131,7 +154,7 @@ func newUnregisterCmd(app *App) *cobra.Command {
 			if err := catalog.ValidateName(args[0]); err != nil {
 				return &UsageError{Err: err}
 			}
-			w, err := openWarehouse(ctx, app, wf, false)
+			w, err := openWarehouse(ctx, app, wf, openMode{})
 			if err != nil {
 				return err
 			}
@@ -143,6 +166,9 @@ func newUnregisterCmd(app *App) *cobra.Command {
 				return fmt.Errorf("%w %q in warehouse %s (see `tablekeep tables`)", maintenance.ErrUnknownTable, args[0], w.URI)
 			case err != nil:
 				return err
+			}
+			if app.JSON() {
+				return printJSON(app.Stdout, map[string]any{"unregistered": args[0], "warehouse": w.URI, "data_untouched": true})
 			}
 			_, err = fmt.Fprintf(app.Stdout, "unregistered %s from %s (its data is untouched)\n", args[0], w.URI)
 			return err
@@ -160,7 +186,7 @@ func newTablesCmd(app *App) *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
-			w, err := openWarehouse(ctx, app, wf, false)
+			w, err := openWarehouse(ctx, app, wf, openMode{})
 			if err != nil {
 				return err
 			}
@@ -174,8 +200,12 @@ func newTablesCmd(app *App) *cobra.Command {
 			var rows [][]string
 			for _, ref := range refs {
 				pj := policyOf(ref)
+				target, threshold := strconv.FormatUint(pj.TargetRows, 10), strconv.FormatFloat(pj.DeletedThreshold, 'g', -1, 64)
+				if pj.TargetRows == 0 {
+					target, threshold = "-", "-" // not compacted
+				}
 				rows = append(rows, []string{pj.Table, pj.Format, pj.Root, strconv.Itoa(pj.KeepLast), shortDuration(ref.Policy.WithDefaults().Grace),
-					strconv.FormatUint(pj.TargetRows, 10), strconv.FormatFloat(pj.DeletedThreshold, 'g', -1, 64)})
+					target, threshold})
 			}
 			return printAligned(app.Stdout, []string{"TABLE", "FORMAT", "ROOT", "KEEP LAST", "GRACE", "TARGET ROWS", "DELETED THRESHOLD"}, rows)
 		},
@@ -203,15 +233,29 @@ func registerDataset(ctx context.Context, app *App, w *whouse, name, rel, format
 		return &UsageError{Err: fmt.Errorf("%w %s: registered with the warehouse", catalog.ErrSystemTable, name)}
 	}
 	rel = strings.Trim(rel, "/")
+	if err := w.Catalog.CheckRoot(ctx, name, rel); err != nil {
+		if errors.Is(err, catalog.ErrSystemTable) {
+			return &UsageError{Err: err}
+		}
+		return fmt.Errorf("register %s in %s: %w", name, w.URI, err)
+	}
 	root := w.Catalog.TableRoot(rel)
 	sum, err := lance.Inspect(ctx, w.Store, root)
 	switch {
+	case err != nil && isTablekeepTable(ctx, w.Store, root):
+		return fmt.Errorf("register %s in %s: %w", name, w.URI, tableNotLance(rel))
 	case errors.Is(err, lance.ErrNotADataset):
 		return fmt.Errorf("register %s in %s: %s: not a Lance dataset (no manifests under %s/%s)", name, w.URI, rel, rel, lance.VersionsDir)
 	case errors.Is(err, lance.ErrUnsupported):
 		return fmt.Errorf("register %s in %s: %s: refused, nothing registered: %w", name, w.URI, rel, err)
 	case err != nil:
 		return fmt.Errorf("register %s in %s: %s: %w", name, w.URI, rel, err)
+	}
+	if v, restore, err := latestIsRestore(ctx, w.Store, root); err != nil {
+		return fmt.Errorf("register %s in %s: %s: %w", name, w.URI, rel, err)
+	} else if restore {
+		why := restoreBlocked(ctx, w.Store, root, fmt.Errorf("%w: version %d restores or clones an earlier version", lance.ErrUnsupported, v))
+		return fmt.Errorf("register %s in %s: %s: refused, nothing registered: the latest version is a restore, %s", name, w.URI, rel, strings.TrimPrefix(why, "not pruned: "))
 	}
 	if err := w.Catalog.RegisterBatch(ctx, []catalog.Registration{{Name: name, Rel: rel, Policy: p, Format: format}}); err != nil {
 		return fmt.Errorf("register %s in %s: %w", name, w.URI, err)
@@ -224,7 +268,7 @@ func registerDataset(ctx context.Context, app *App, w *whouse, name, rel, format
 	if app.JSON() {
 		return printJSON(app.Stdout, pj)
 	}
-	_, err = fmt.Fprintf(app.Stdout, "registered %s at %s in %s as a %s dataset (%d versions, latest %d, %d tags; %s)\n",
-		ref.Name, rel, w.URI, ref.Format, sum.Versions, sum.Latest, len(sum.Tags), policyText(pj))
+	_, err = fmt.Fprintf(app.Stdout, "registered %s at %s in %s as a %s dataset (%s, latest %d, %s; %s)\n",
+		ref.Name, rel, w.URI, ref.Format, plural(sum.Versions, "version", "versions"), sum.Latest, plural(len(sum.Tags), "tag", "tags"), policyText(pj))
 	return err
 }

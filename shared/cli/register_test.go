@@ -106,12 +106,13 @@ func TestRegisterStoresWhatItPrints(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := run(t, "", "maintain")
-	if r.code != 1 || !regexp.MustCompile(`(?m)^a +0 +0 +0 +0 +0 +0 B +error: .*not a table`).MatchString(r.out) ||
+	if r.code != 1 || !regexp.MustCompile(`(?m)^a +0 +- +- +0 +0 +0 B +error: .*not a table`).MatchString(r.out) ||
 		!strings.Contains(r.err, "maintenance failed for some tables: a:") {
 		t.Fatalf("maintain with a lost table: exit %d\n%s\nstderr %s", r.code, r.out, r.err)
 	}
 	r = run(t, "", "status")
-	if r.code != 1 || !regexp.MustCompile(`(?m)^a +tablekeep +unreadable: .*not a table`).MatchString(r.out) || r.err != "tablekeep: unhealthy tables: a\n" {
+	if r.code != 1 || !regexp.MustCompile(`(?m)^a +tablekeep +unreadable +\n`).MatchString(r.out) ||
+		!regexp.MustCompile(`(?m)^a: unreadable: .*not a table`).MatchString(r.out) || r.err != "tablekeep: unhealthy tables: a\n" {
 		t.Fatalf("status with a lost table: exit %d\n%s\nstderr %s", r.code, r.out, r.err)
 	}
 }

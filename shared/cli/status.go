@@ -25,8 +25,9 @@ import (
 type tableStatus struct {
 	Table string `json:"table"`
 	Root  string `json:"root"`
-	// Health is "ok", "behind" (a backlog older than --max-lag) or
-	// "unreadable"; Reason says why.
+	// Health is "ok", "behind" (a backlog older than --max-lag), "not
+	// pruned" (a Lance restore blocks pruning) or "unreadable"; Reason
+	// says why.
 	Health   string `json:"health"`
 	Reason   string `json:"reason,omitempty"`
 	Latest   uint64 `json:"latest_version"`
@@ -88,7 +89,9 @@ func newStatusCmd(app *App) *cobra.Command {
 
   HEALTH       ok; behind: a backlog older than --max-lag (default: the
                policy's re-plan interval, 6h, plus an hour: longer than a
-               lost cleanup message takes to be found again); unreadable
+               lost cleanup message takes to be found again); not pruned
+               (a Lance dataset after a LanceDB restore); unreadable. The
+               reasons follow the table, one line per table
   PRUNABLE     versions the next pass deletes (the prune planner's rule),
                and "+N at T": more once their grace window ends at T
   COMPACTABLE  fragments the compaction planner would fold (its rule)
@@ -96,8 +99,9 @@ func newStatusCmd(app *App) *cobra.Command {
                window: what a sweep deletes
   LAST COMPACTION, LAST CLEANUP, and the POLICY in force
 
-Reads only. Exit status 1 when any table is behind or unreadable, so
-status -o json can drive monitoring.`,
+Reads only, and only a warehouse: a location without _registry is an
+error. Exit status 1 when any table is not ok, so status -o json can drive
+monitoring.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
@@ -107,7 +111,10 @@ status -o json can drive monitoring.`,
 			if lag < 0 {
 				return Usagef("--max-lag %s must not be negative", lag)
 			}
-			w, err := openWarehouse(ctx, app, wf, false)
+			if parallel < 1 {
+				return Usagef("--parallel %d: read at least 1 table at once", parallel)
+			}
+			w, err := openWarehouse(ctx, app, wf, openMode{})
 			if err != nil {
 				return err
 			}
@@ -129,7 +136,7 @@ status -o json can drive monitoring.`,
 			rows := make([]tableStatus, len(refs))
 			var barMu sync.Mutex
 			var g errgroup.Group
-			g.SetLimit(max(parallel, 1))
+			g.SetLimit(parallel)
 			for i, ref := range refs {
 				g.Go(func() error {
 					rows[i] = statusOf(ctx, w.Store, ref, stats[ref.Name], w.Clock, lag)
@@ -185,10 +192,12 @@ status -o json can drive monitoring.`,
 func printStatus(app *App, rows []tableStatus) error {
 	head := []string{"TABLE", "FORMAT", "HEALTH", "VERSIONS", "PRUNABLE", "COMPACTABLE", "GARBAGE", "LAST COMPACTION", "LAST CLEANUP", "POLICY"}
 	var cells [][]string
+	var reasons []string
 	for _, r := range rows {
+		// The HEALTH column holds the word; the reasons follow the table.
 		health := r.Health
 		if r.Reason != "" {
-			health += ": " + r.Reason
+			reasons = append(reasons, fmt.Sprintf("%s: %s: %s", r.Table, r.Health, r.Reason))
 		}
 		if r.Error != "" {
 			cells = append(cells, []string{r.Table, r.Policy.Format, health, "", "", "", "", "", "", ""})
@@ -207,7 +216,18 @@ func printStatus(app *App, rows []tableStatus) error {
 			orNever(r.LastCompaction), orNever(r.LastCleanup),
 			fmt.Sprintf("keep %d, grace %s", r.Policy.KeepLast, r.Policy.Grace)})
 	}
-	return printAligned(app.Stdout, head, cells)
+	if err := printAligned(app.Stdout, head, cells); err != nil {
+		return err
+	}
+	if len(reasons) > 0 {
+		fmt.Fprintln(app.Stdout)
+	}
+	for _, l := range reasons {
+		if _, err := fmt.Fprintln(app.Stdout, l); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // defaultStatusParallel is how many tables `tablekeep status` reads at once.
@@ -221,7 +241,9 @@ func orNever(s string) string {
 }
 
 func rfc3339(t time.Time) string {
-	if t.IsZero() {
+	// Zero, or zero plus a grace window: an unknown time, never printed
+	// as year 1.
+	if t.IsZero() || t.Year() < 1970 {
 		return ""
 	}
 	return t.UTC().Format(time.RFC3339)
@@ -302,6 +324,10 @@ func (r *tableStatus) setLastCleanup(s, old maintenance.TableStats, ref maintena
 func sourceStatusOf(ctx context.Context, store objstore.Store, ref maintenance.TableRef, r tableStatus, old maintenance.TableStats,
 	now time.Time, lag time.Duration, fail func(error) tableStatus) tableStatus {
 	st, err := maintenance.StatusOfSource(ctx, store, ref, formats.Open, now)
+	if why := restoreBlocked(ctx, store, ref.Root, err); why != "" {
+		r.Health, r.Reason, r.Error = "not pruned", why, oneLine(sdkOneLine(err))
+		return r
+	}
 	if err != nil {
 		return fail(err)
 	}

@@ -130,7 +130,7 @@ func TestStatusAndDryRunPlan(t *testing.T) {
 		"DELETE KEYS", "\nreg:\n", "  compact group 1: 6 fragments,",
 		fmt.Sprintf("  cleanup 1-17: 17 versions; 11 data/deletion files (%s), 35 manifests and change records (%s)",
 			shortBytes(r.DataBytes), shortBytes(r.MetaBytes)),
-		"  sweep: 1 unreferenced files (123 B)", "dry run: would delete 47 keys",
+		"  sweep: 1 unreferenced file (123 B)", "dry run: would delete 47 keys",
 	} {
 		if !strings.Contains(human, want) {
 			t.Fatalf("dry-run output lacks %q:\n%s", want, human)

@@ -74,7 +74,7 @@ func TestStepsOneTable(t *testing.T) {
 
 	// sweep: the orphan listed, then deleted.
 	out = ok(t, "", args("sweep", "--dry-run", "--keys")...)
-	if !strings.Contains(out, "  sweep: 1 unreferenced files (1 B)\n    a/data/00000000deadbeef.parquet\n") {
+	if !strings.Contains(out, "  sweep: 1 unreferenced file (1 B)\n    a/data/00000000deadbeef.parquet\n") {
 		t.Fatalf("sweep --dry-run:\n%s", out)
 	}
 	ok(t, "", args("sweep")...)

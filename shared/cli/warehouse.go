@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/url"
 	"os"
 	"time"
@@ -83,6 +84,7 @@ type whouse struct {
 	// embedded defaults (local).
 	Lease, LockWait time.Duration
 	LockNamespace   string
+	LockTable       string // S3: the DynamoDB lock table (for messages)
 	// CheckBucket (S3) checks the bucket the way the functions' cold start
 	// does: awsfn.ErrVersionedBucket when they would refuse it. nil: local.
 	CheckBucket func(context.Context) error
@@ -91,10 +93,29 @@ type whouse struct {
 // ErrNoLockTable: maintenance of an S3 warehouse needs the functions' lock.
 var ErrNoLockTable = errors.New("no lock table")
 
-// openWarehouse opens the warehouse wf names. With write, an S3 warehouse
-// must have a lock table (the one the compactor function uses, so the CLI
-// and the functions exclude each other).
-func openWarehouse(ctx context.Context, app *App, wf warehouseFlags, write bool) (*whouse, error) {
+// ErrNoWarehouse: the location has no _registry; only `tablekeep register`
+// creates one.
+var ErrNoWarehouse = catalog.ErrNoWarehouse
+
+// openMode says what a command does with the warehouse it opens.
+type openMode struct {
+	// Lock: it maintains, so an S3 warehouse must have a lock table (the
+	// one the compactor function uses, so the CLI and the functions
+	// exclude each other).
+	Lock bool
+	// Create: it may create the warehouse (register). Every other command
+	// opens an existing one only and writes nothing into a location that
+	// is not a warehouse: ErrNoWarehouse.
+	Create bool
+}
+
+// noWarehouse is the one-line error for a location without _registry.
+func noWarehouse(uri string) error {
+	return fmt.Errorf("%w at %s (no %s): `tablekeep register` creates one", ErrNoWarehouse, uri, catalog.RegistryName)
+}
+
+// openWarehouse opens the warehouse wf names (see openMode).
+func openWarehouse(ctx context.Context, app *App, wf warehouseFlags, mode openMode) (*whouse, error) {
 	uri := wf.URI
 	if uri == "" {
 		uri = os.Getenv(awsfn.EnvWarehouse)
@@ -111,11 +132,25 @@ func openWarehouse(ctx context.Context, app *App, wf warehouseFlags, write bool)
 		clock = lock.AheadClock{Clock: clock, Ahead: wf.ahead}
 	}
 	if scheme == "file" {
+		if wf.LockTable != "" || wf.QueueURL != "" {
+			return nil, Usagef("--lock-table and --queue-url are for s3:// warehouses; %s is local: it locks with files under _locks/ and cleans up in-process", uri)
+		}
 		if st, err := os.Stat(path); err != nil || !st.IsDir() {
 			if err == nil {
 				return nil, fmt.Errorf("warehouse %s: is a file, not a directory", uri)
 			}
 			return nil, fmt.Errorf("warehouse %s: no such directory", uri)
+		}
+		if !mode.Create {
+			disk, err := objstore.NewDisk(path)
+			if err != nil {
+				return nil, fmt.Errorf("warehouse %s: %w", uri, err)
+			}
+			if ok, err := catalog.Exists(ctx, disk, ""); err != nil {
+				return nil, fmt.Errorf("warehouse %s: %w", uri, err)
+			} else if !ok {
+				return nil, noWarehouse(uri)
+			}
 		}
 		w, err := embedded.Open(ctx, path, clock, app.Logger, nil)
 		if err != nil {
@@ -124,10 +159,11 @@ func openWarehouse(ctx context.Context, app *App, wf warehouseFlags, write bool)
 		return &whouse{URI: uri, Store: w.Store, Catalog: w.Catalog, Locker: w.Locker, Local: w.Queue,
 			Clock: w.Clock, Logger: w.Logger}, nil
 	}
-	return openS3Warehouse(ctx, app, wf, uri, write)
+	return openS3Warehouse(ctx, app, wf, uri, mode)
 }
 
-func openS3Warehouse(ctx context.Context, app *App, wf warehouseFlags, uri string, write bool) (*whouse, error) {
+func openS3Warehouse(ctx context.Context, app *App, wf warehouseFlags, uri string, mode openMode) (*whouse, error) {
+	write := mode.Lock
 	lockTable := wf.LockTable
 	if lockTable == "" {
 		lockTable = os.Getenv(awsfn.EnvLockTable)
@@ -167,12 +203,20 @@ func openS3Warehouse(ctx context.Context, app *App, wf warehouseFlags, uri strin
 	if err != nil {
 		return nil, s3Error(uri, err)
 	}
-	cat, err := d.Catalog(ctx)
+	var cat *catalog.Catalog
+	if mode.Create {
+		cat, err = d.Catalog(ctx)
+	} else {
+		cat, err = catalog.OpenExisting(ctx, d.Store, d.Root, table.Options{Clock: d.Clock.Now, Logger: app.Logger})
+		if errors.Is(err, catalog.ErrNoWarehouse) {
+			return nil, noWarehouse(uri)
+		}
+	}
 	if err != nil {
 		return nil, s3Error(uri, err)
 	}
 	w := &whouse{URI: uri, S3: true, Store: d.Store, Catalog: cat, Clock: d.Clock, Logger: app.Logger,
-		Lease: cfg.Lease, LockWait: cfg.LockWait, LockNamespace: cfg.Warehouse + "/", CheckBucket: d.CheckBucket}
+		Lease: cfg.Lease, LockWait: cfg.LockWait, LockNamespace: cfg.Warehouse + "/", CheckBucket: d.CheckBucket, LockTable: lockTable}
 	if write {
 		w.Locker = d.Locker
 	}
@@ -182,6 +226,31 @@ func openS3Warehouse(ctx context.Context, app *App, wf warehouseFlags, uri strin
 		w.Local = queue.NewEmbedded(queue.EmbeddedOptions{Now: d.Clock.Now, MaxReceives: 5})
 	}
 	return w, nil
+}
+
+// checkLock takes and releases a probe lock once, up front, on an S3
+// warehouse opened to maintain: a wrong lock table (or no access to it) is
+// one line before any table is touched, not one error per table and again
+// in the summary.
+func (w *whouse) checkLock(ctx context.Context) error {
+	if !w.S3 || w.Locker == nil {
+		return nil
+	}
+	host, _ := os.Hostname()
+	l, err := w.Locker.Acquire(ctx, w.LockNamespace+"cli-lock-check", lock.AcquireOptions{
+		Owner: fmt.Sprintf("cli/%s/%d", host, os.Getpid()), Lease: 10 * time.Second, MaxWait: -1})
+	if errors.Is(err, lock.ErrLockHeld) {
+		return nil // another CLI's probe: the table is there
+	}
+	var oe *net.OpError
+	switch {
+	case errors.As(err, &oe):
+		return endpointError(fmt.Sprintf("%s: lock table %s", w.URI, w.LockTable), err, oe)
+	case err != nil:
+		return fmt.Errorf("%s: lock table %s: %s", w.URI, w.LockTable, sdkOneLine(err))
+	}
+	_ = w.Locker.Release(context.WithoutCancel(ctx), l)
+	return nil
 }
 
 // tableOptions are the options tables of the warehouse are opened with.

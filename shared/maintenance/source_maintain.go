@@ -293,6 +293,11 @@ func StatusOfSource(ctx context.Context, store objstore.Store, ref TableRef, ope
 	}
 	grace := src.Grace(p.Grace)
 	for _, v := range st.Plan.vs {
+		if v.Time.IsZero() {
+			// No timestamp (a tagged version below the floor, whose
+			// manifest the sidecar does not time): not waiting on grace.
+			continue
+		}
 		at := v.Time.Add(grace)
 		switch {
 		case v.Version < st.Plan.Floor:

@@ -44,6 +44,9 @@ func newBar(w io.Writer, desc string, total int) Bar {
 		progressbar.OptionShowCount(),
 		progressbar.OptionThrottle(100*time.Millisecond),
 		progressbar.OptionClearOnFinish(),
+		// Drawn at once: a long first step (a dry run reading 20,000
+		// change records) shows the bar, not a blank terminal.
+		progressbar.OptionSetRenderBlankState(true),
 	)
 }
 

@@ -1,0 +1,100 @@
+package catalog
+
+import (
+	"context"
+	"errors"
+	"math"
+	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow"
+
+	"github.com/tablekeep/tablekeep/shared/maintenance"
+	"github.com/tablekeep/tablekeep/shared/objstore"
+	"github.com/tablekeep/tablekeep/shared/table"
+)
+
+// TestOpenExistingWritesNothing: OpenExisting on a store without
+// _registry is ErrNoWarehouse and writes nothing; after Open it opens the
+// same warehouse; Exists says which.
+func TestOpenExistingWritesNothing(t *testing.T) {
+	ctx := context.Background()
+	st := diskStore(t)
+	if ok, err := Exists(ctx, st, "wh"); ok || err != nil {
+		t.Fatalf("Exists on an empty store: %v %v", ok, err)
+	}
+	if _, err := OpenExisting(ctx, st, "wh", table.Options{}); !errors.Is(err, ErrNoWarehouse) {
+		t.Fatalf("OpenExisting: %v, want ErrNoWarehouse", err)
+	}
+	keys := 0
+	_ = objstore.ListAll(ctx, st, "", "", func(objstore.ObjectInfo) error { keys++; return nil })
+	if keys != 0 {
+		t.Fatalf("OpenExisting wrote %d keys", keys)
+	}
+	openCatalog(t, st)
+	c, err := OpenExisting(ctx, st, "wh", table.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if refs, err := c.Tables(ctx); err != nil || len(refs) != 2 {
+		t.Fatalf("tables: %v %v", refs, err)
+	}
+	if ok, _ := Exists(ctx, st, "wh"); !ok {
+		t.Fatal("Exists after Open: false")
+	}
+}
+
+// TestCheckRootAndThreshold: one root, one name; no system directory, no
+// nesting; the deleted threshold is a number in [0.001, 1].
+func TestCheckRootAndThreshold(t *testing.T) {
+	ctx := context.Background()
+	st := diskStore(t)
+	c := openCatalog(t, st)
+	schema := arrow.NewSchema([]arrow.Field{{Name: "name", Type: arrow.BinaryTypes.String}}, nil)
+	for _, rel := range []string{"t", "a/b", "x/y/z"} {
+		if _, err := table.Create(ctx, st, c.TableRoot(rel), schema, "name", table.Options{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := c.RegisterTable(ctx, "prod", "t", maintenance.DefaultPolicy()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.RegisterTable(ctx, "ab", "a/b", maintenance.DefaultPolicy()); err != nil {
+		t.Fatal(err)
+	}
+	for _, c2 := range []struct {
+		name, rel string
+		want      error
+	}{
+		{"scratch", "t", ErrAlreadyRegistered}, {"scratch", "t/", ErrAlreadyRegistered},
+		{"inner", "a/b/c", ErrNestedRoot}, {"outer", "a", ErrNestedRoot},
+		{"x", "_registry", ErrSystemTable}, {"x", "_locks/t", ErrSystemTable}, {"x", "_fleet", ErrSystemTable},
+	} {
+		if err := c.CheckRoot(ctx, c2.name, c2.rel); !errors.Is(err, c2.want) {
+			t.Errorf("CheckRoot(%s, %s): %v, want %v", c2.name, c2.rel, err, c2.want)
+		}
+	}
+	if err := c.CheckRoot(ctx, "prod", "t"); err != nil {
+		t.Errorf("re-registering prod at its own root: %v", err)
+	}
+	if err := c.CheckRoot(ctx, "xyz", "x/y/z"); err != nil {
+		t.Errorf("a root beside the others: %v", err)
+	}
+	// RegisterBatch (the functions' and the fleet's path) refuses system
+	// directories too, but the warehouse's own registrations.
+	if err := c.Register(ctx, "x", "_stats", maintenance.DefaultPolicy()); !errors.Is(err, ErrSystemTable) {
+		t.Errorf("Register x at _stats: %v", err)
+	}
+	for _, v := range []float64{math.NaN(), math.Inf(1), -0.5, 0, 1.5, 1e-300} {
+		p := maintenance.DefaultPolicy()
+		p.DeletedThreshold = v
+		if err := ValidatePolicy(p); !errors.Is(err, maintenance.ErrInvalidPolicy) {
+			t.Errorf("threshold %v accepted by ValidatePolicy", v)
+		}
+		if v <= 0 {
+			continue // Register fills a zero or negative value with the default (WithDefaults)
+		}
+		if err := c.Register(ctx, "xyz", "x/y/z", p); !errors.Is(err, maintenance.ErrInvalidPolicy) {
+			t.Errorf("threshold %v accepted by Register: %v", v, err)
+		}
+	}
+}

@@ -1,0 +1,209 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/tablekeep/tablekeep/shared/lance"
+	"github.com/tablekeep/tablekeep/shared/objstore"
+	"github.com/tablekeep/tablekeep/shared/table"
+)
+
+// lanceFooter ends every Lance manifest file (and data file).
+var lanceFooter = []byte("LANC")
+
+// isLanceDataset reports whether root holds a Lance dataset: its first
+// manifest under _versions/ ends with Lance's "LANC" footer (one LIST of
+// one key and one GET). Only called once opening a tablekeep table failed.
+// Both formats name manifests alike, so only the content tells.
+func isLanceDataset(ctx context.Context, store objstore.Store, root string) bool {
+	root = table.NormalizeRoot(root)
+	p, err := store.List(ctx, objstore.ListOptions{Prefix: root + lance.VersionsDir, MaxKeys: 1})
+	if err != nil || len(p.Objects) == 0 {
+		return false
+	}
+	b, err := store.Get(ctx, p.Objects[0].Key)
+	return err == nil && bytes.HasSuffix(b, lanceFooter)
+}
+
+// isTablekeepTable reports whether root holds a tablekeep table (it opens).
+func isTablekeepTable(ctx context.Context, store objstore.Store, root string) bool {
+	_, err := table.Open(ctx, store, root, table.Options{})
+	return err == nil
+}
+
+// ErrWrongFormat: a table command on a Lance dataset, or a registration
+// with the other format than the dataset's.
+var ErrWrongFormat = errors.New("wrong format")
+
+// lanceNotTable is the error of a table command (or a tablekeep
+// registration) on a Lance dataset at path.
+func lanceNotTable(path string) error {
+	return fmt.Errorf("%s is a Lance dataset: register it with --format lance; table commands read tablekeep tables (use LanceDB)%w", path, quiet{ErrWrongFormat})
+}
+
+// tableNotLance is its mirror: --format lance on a tablekeep table.
+func tableNotLance(path string) error {
+	return fmt.Errorf("%s is a tablekeep table, not a Lance dataset: register it without --format lance (--format tablekeep)%w", path, quiet{ErrWrongFormat})
+}
+
+// quiet wraps a sentinel so that it matches errors.Is without adding to
+// the message.
+type quiet struct{ err error }
+
+func (q quiet) Error() string { return "" }
+func (q quiet) Unwrap() error { return q.err }
+
+// restoreRe finds the version a Lance source refused as a restore or clone.
+var restoreRe = regexp.MustCompile(`version (\d+) restores or clones`)
+
+// restoreBlocked explains, when err is the Lance reader's refusal of a
+// restore (or clone) commit, why the dataset at root is not pruned and what
+// the user can do ("" otherwise). tablekeep cannot prune across a restore:
+// the restored version references again files that older change records
+// list as removed. LanceDB's own cleanup removes it; on a tagged dataset
+// that cleanup refuses until the tags are deleted.
+func restoreBlocked(ctx context.Context, store objstore.Store, root string, err error) string {
+	// The error may come as text (a batch's report): match the sentinel's.
+	if err == nil || (!errors.Is(err, lance.ErrUnsupported) && !strings.Contains(err.Error(), lance.ErrUnsupported.Error())) {
+		return ""
+	}
+	m := restoreRe.FindStringSubmatch(err.Error())
+	if m == nil {
+		return ""
+	}
+	msg := fmt.Sprintf("version %s is a LanceDB restore (or clone), and tablekeep does not prune across one "+
+		"(the restored version references files again); LanceDB's own cleanup (optimize with cleanupOlderThan, "+
+		"or cleanup_old_versions) removes it once newer versions are older than its cut-off, then tablekeep resumes", m[1])
+	tags, terr := lance.Open(store, root).Tags(ctx)
+	if terr == nil && len(tags) > 0 {
+		names := slices.Sorted(maps.Keys(tags))
+		msg += fmt.Sprintf("; the dataset has %s (%s), and LanceDB's cleanup refuses until they are deleted (table.tags().delete)",
+			plural(len(names), "tag", "tags"), strings.Join(names, ", "))
+	}
+	return msg
+}
+
+// latestIsRestore reports whether the latest version of the Lance dataset
+// at root was committed by a restore or clone (its manifest, and its
+// transaction file when not inlined: two GETs and the listing).
+func latestIsRestore(ctx context.Context, store objstore.Store, root string) (uint64, bool, error) {
+	ds := lance.Open(store, root)
+	vs, err := ds.ListVersions(ctx)
+	if err != nil || len(vs) == 0 {
+		return 0, false, err
+	}
+	last := vs[len(vs)-1]
+	m, err := ds.ReadManifest(ctx, last)
+	if err != nil {
+		return 0, false, err
+	}
+	op := m.Operation
+	if op == 0 && m.TransactionFile != "" {
+		key := ds.Root() + lance.TransactionsDir + m.TransactionFile
+		b, err := store.Get(ctx, key)
+		if err != nil {
+			return 0, false, err
+		}
+		if op, err = lance.DecodeOperation(key, b); err != nil {
+			return 0, false, err
+		}
+	}
+	return last.Version, op == lance.OpRestore || op == lance.OpClone, nil
+}
+
+// plural is "1 tag", "2 tags".
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return strconv.Itoa(n) + " " + many
+}
+
+// lanceVersions lists the versions of the Lance dataset at --table (List
+// requests only: COMMITTED is each manifest's object time) and its tags.
+func lanceVersions(ctx context.Context, app *App) ([]table.VersionInfo, map[string]uint64, error) {
+	store, root, err := app.OpenStore(ctx, true)
+	if err != nil {
+		return nil, nil, err
+	}
+	ds := lance.Open(store, root)
+	vfs, err := ds.ListVersions(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	vs := make([]table.VersionInfo, len(vfs))
+	for i, vf := range vfs {
+		vs[i] = table.VersionInfo{Version: vf.Version, Time: vf.LastModified, ManifestBytes: vf.Size}
+	}
+	tags, err := ds.Tags(ctx)
+	return vs, tags, err
+}
+
+// lanceFileJSON is one data file of a Lance dataset's version (`files` on
+// a Lance dataset): its rows, and the deletion file masking some of them
+// (Lance's own format: read the dataset with LanceDB).
+type lanceFileJSON struct {
+	Path         string `json:"path"`
+	Fragment     uint64 `json:"fragment"`
+	Rows         uint64 `json:"rows"`
+	LiveRows     uint64 `json:"live_rows"`
+	Deleted      uint64 `json:"deleted_rows"`
+	DeletionFile string `json:"deletion_file,omitempty"`
+}
+
+// lanceFiles lists the data files of version v (0: the latest) of the
+// Lance dataset at --table: the listing and one manifest, read-only.
+func lanceFiles(ctx context.Context, app *App, v uint64) error {
+	store, root, err := app.OpenStore(ctx, true)
+	if err != nil {
+		return err
+	}
+	ds := lance.Open(store, root)
+	vfs, err := ds.ListVersions(ctx)
+	if err != nil {
+		return err
+	}
+	if len(vfs) == 0 {
+		return fmt.Errorf("%s: %w", app.TableURI, lance.ErrNotADataset)
+	}
+	vf := vfs[len(vfs)-1]
+	if v != 0 {
+		i := slices.IndexFunc(vfs, func(f lance.VersionFile) bool { return f.Version == v })
+		if i < 0 {
+			return fmt.Errorf("%s: version %d is not stored (the Lance dataset has versions %d-%d; see `tablekeep versions`)", app.TableURI, v, vfs[0].Version, vf.Version)
+		}
+		vf = vfs[i]
+	}
+	m, err := ds.ReadManifest(ctx, vf)
+	if err != nil {
+		return err
+	}
+	base := strings.TrimSuffix(app.TableURI, "/") + "/"
+	var files []lanceFileJSON
+	for _, f := range m.Fragments {
+		del, dkey := uint64(0), ""
+		if f.Deletion != nil {
+			del, dkey = f.Deletion.NumDeleted, base+f.DeletionKey()
+		}
+		for _, p := range f.Files {
+			files = append(files, lanceFileJSON{Path: base + lance.DataDir + p, Fragment: f.ID, Rows: f.PhysicalRows,
+				LiveRows: f.PhysicalRows - min(del, f.PhysicalRows), Deleted: del, DeletionFile: dkey})
+		}
+	}
+	if app.JSON() {
+		return printJSONLines(app.Stdout, files, func(f lanceFileJSON) any { return f })
+	}
+	var rows [][]string
+	for _, f := range files {
+		rows = append(rows, []string{f.Path, strconv.FormatUint(f.Fragment, 10), strconv.FormatUint(f.Rows, 10), strconv.FormatUint(f.LiveRows, 10), strconv.FormatUint(f.Deleted, 10)})
+	}
+	return printAligned(app.Stdout, []string{"PATH", "FRAGMENT", "ROWS", "LIVE", "DELETED"}, rows)
+}
