@@ -257,31 +257,9 @@ func (r *Runner) StatsLockName() string { return r.LockNamespace + "stats-writer
 // bytes and duration.
 func (r *Runner) MaintainTable(ctx context.Context, ref TableRef) (TableReport, error) {
 	r.defaults()
-	start := r.Clock.Now()
 	rep := TableReport{Table: ref.Name}
-	p := ref.Policy.WithDefaults()
-	if ref.Format != "" && r.DryRun {
-		// Another format: pruned through its Source, not compacted.
-		return r.maintainSource(ctx, ref, start)
-	}
 	if r.DryRun {
-		cnt, ok := r.Store.(*objstore.Counting)
-		if !ok {
-			cnt = objstore.NewCounting(r.Store)
-		}
-		opts := table.Options{Grace: p.Grace, Clock: r.Clock.Now, Logger: r.Logger}
-		t, err := table.Open(ctx, cnt, ref.Root, opts)
-		if err != nil {
-			return rep, err
-		}
-		if rep.Compaction, err = r.Compactor.Plan(ctx, t, p); err != nil {
-			return rep, err
-		}
-		// The real run plans pruning after the compaction committed one
-		// version per group: the dry run models those commits, so that its
-		// plan is the real run's on an unchanged table.
-		rep.Prune, err = PlanPruneAfterCompaction(ctx, t, ref.Name, p, r.Clock.Now(), len(rep.Compaction.Groups))
-		return rep, err
+		return r.maintainOne(ctx, ref, Mark{})
 	}
 	// Alone: as a batch of one, which writes its stats row and mark.
 	br, _ := r.maintainBatchOpt(ctx, []TableRef{ref}, nil, false)
@@ -312,6 +290,27 @@ func (r *Runner) maintainOne(ctx context.Context, ref TableRef, prev Mark) (Tabl
 	if ref.Format != "" {
 		// Another format: pruned through its Source, not compacted.
 		return r.maintainSource(ctx, ref, start)
+	}
+	// A dry run plans, whichever path asked (MaintainTable, MaintainTables,
+	// a fleet batch): nothing is locked or written.
+	if r.DryRun {
+		cnt, ok := r.Store.(*objstore.Counting)
+		if !ok {
+			cnt = objstore.NewCounting(r.Store)
+		}
+		opts := table.Options{Grace: p.Grace, Clock: r.Clock.Now, Logger: r.Logger}
+		t, err := table.Open(ctx, cnt, ref.Root, opts)
+		if err != nil {
+			return rep, err
+		}
+		if rep.Compaction, err = r.Compactor.Plan(ctx, t, p); err != nil {
+			return rep, err
+		}
+		// The real run plans pruning after the compaction committed one
+		// version per group: the dry run models those commits, so that its
+		// plan is the real run's on an unchanged table.
+		rep.Prune, err = PlanPruneAfterCompaction(ctx, t, ref.Name, p, r.Clock.Now(), len(rep.Compaction.Groups))
+		return rep, err
 	}
 	cnt, ok := r.Store.(*objstore.Counting)
 	if !ok {
