@@ -1,6 +1,7 @@
 package lance
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -147,6 +148,9 @@ func (s *Source) Prepare(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := s.checkHistory(ctx, vs, h, floor); err != nil {
+		return err
+	}
 	s.ManifestsRead, s.RecordsWritten = 0, 0
 	var todo []VersionFile
 	for _, vf := range vs {
@@ -215,6 +219,41 @@ func (s *Source) Prepare(ctx context.Context) error {
 		s.times[v] = time.Unix(0, ns).UTC()
 	}
 	s.prepared = true
+	return nil
+}
+
+// checkHistory refuses a sidecar that describes another history of this
+// path (ErrOtherHistory): a head or a floor above the latest listed
+// version, or a head version whose manifest has another timestamp than the
+// one the head recorded for it (one GET; the dataset was created again and
+// has reached that version anew).
+func (s *Source) checkHistory(ctx context.Context, vs []VersionFile, h *head, floor uint64) error {
+	last := vs[len(vs)-1].Version
+	if floor > last {
+		return otherHistory(s.ds.root, "floor", floor, last)
+	}
+	if h == nil {
+		return nil
+	}
+	if h.Version > last {
+		return otherHistory(s.ds.root, "head", h.Version, last)
+	}
+	ns, ok := h.Times[strconv.FormatUint(h.Version, 10)]
+	i, found := slices.BinarySearchFunc(vs, h.Version, func(vf VersionFile, v uint64) int { return cmp.Compare(vf.Version, v) })
+	if !ok || !found {
+		return nil // removed by LanceDB's own cleanup since: nothing to compare
+	}
+	m, err := s.ds.ReadManifest(ctx, vs[i])
+	if err != nil {
+		return err
+	}
+	if got := m.Timestamp.UnixNano(); got != ns {
+		return fmt.Errorf("%s: %w: version %d was committed at %s, the sidecar's head recorded %s for it "+
+			"(the dataset was removed and created again at this path?); nothing is pruned from it. "+
+			"To reset, delete every object under %s%s; the next maintenance derives it again from the manifests",
+			s.ds.root, ErrOtherHistory, h.Version, m.Timestamp.UTC().Format(time.RFC3339Nano),
+			time.Unix(0, ns).UTC().Format(time.RFC3339Nano), s.ds.root, SidecarDir)
+	}
 	return nil
 }
 

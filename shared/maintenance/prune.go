@@ -271,6 +271,9 @@ func planPrune(ctx context.Context, t *table.Table, name string, p Policy, now t
 		return plan, fmt.Errorf("%s: %w", t.Root(), table.ErrNotATable)
 	}
 	plan.Versions = len(vs)
+	if latest := vs[len(vs)-1].Version; plan.OldFloor > latest {
+		return plan, staleFloor(t.Root(), plan.OldFloor, latest)
+	}
 	vs = withCommits(vs, commits, now)
 	plan.vs = vs
 	plan.Latest = vs[len(vs)-1].Version
