@@ -7,6 +7,7 @@
 //   churn <dbdir> <table> <versions>   single-commit upserts until that many versions (benchmark)
 //   compact <dbdir> <table>            optimize with a cut-off at the epoch: compaction, no cleanup
 //   timed-cleanup <dbdir> <table> <cutoffMs> optimize after compact: the time of LanceDB's cleanup
+//   restore <dbdir> <table> <version>  checkout(version).restore(): a new latest version with that version's data
 import * as lancedb from "@lancedb/lancedb";
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
@@ -143,6 +144,14 @@ async function optimize(dir, name, cutoffMs) {
   return { prune: stats.prune, compaction: stats.compaction, latest: await tbl.version() };
 }
 
+async function restore(dir, name, v) {
+  const db = await connect(dir);
+  const tbl = await db.openTable(name);
+  await tbl.checkout(Number(v));
+  await tbl.restore();
+  return { latest: await tbl.version(), rows: await tbl.countRows() };
+}
+
 const [cmd, dir, name, arg, arg2] = process.argv.slice(2);
 let res;
 switch (cmd) {
@@ -153,6 +162,7 @@ switch (cmd) {
   case "churn": res = await churn(dir, name, Number(arg)); break;
   case "compact": res = await optimize(dir, name, 0); break;
   case "timed-cleanup": res = await timedCleanup(dir, name, arg); break;
+  case "restore": res = await restore(dir, name, arg); break;
   default:
     console.error(`usage: node fixture.mjs create|dump|write|optimize <dbdir> <table> [arg]`);
     process.exit(2);
