@@ -49,8 +49,8 @@ func TestGuardRefusesLatestFilesInTable(t *testing.T) {
 	}
 	before := listing(t, e.disk, "")
 	_, err = e.clean.Clean(ctx, h.bodies[0])
-	if err := sameListing(before, listing(t, e.disk, "")); err != nil {
-		t.Fatalf("the cleaner deleted (error %v): %v", err, err)
+	if lerr := sameListing(before, listing(t, e.disk, "")); lerr != nil {
+		t.Fatalf("the cleaner deleted (error %v): %v", err, lerr)
 	}
 	if !errors.Is(err, maintenance.ErrLatestReferenced) || errors.Is(err, queue.ErrPermanent) {
 		t.Fatalf("clean: %v, want a retryable ErrLatestReferenced", err)
