@@ -416,10 +416,14 @@ func (s *Source) CheckKey(rel string) error {
 }
 
 // ManifestKeys names version v's manifest in the dataset's naming scheme
-// (found by one List if Prepare did not run in this process).
+// (found by one List if Prepare did not run in this process). The List
+// starts after "_versions/" + "/": manifest names start with a digit, and
+// writers' temporary files (".tmp_{n}.manifest_{uuid}"), which sort
+// first, are never listed, however many a crashed writer left.
 func (s *Source) ManifestKeys(ctx context.Context, v uint64) ([]string, error) {
 	if s.scheme == 0 {
-		p, err := s.ds.store.List(ctx, objstore.ListOptions{Prefix: s.ds.root + VersionsDir, MaxKeys: 1000})
+		prefix := s.ds.root + VersionsDir
+		p, err := s.ds.store.List(ctx, objstore.ListOptions{Prefix: prefix, StartAfter: prefix + "/", MaxKeys: 1000})
 		if err != nil {
 			return nil, err
 		}

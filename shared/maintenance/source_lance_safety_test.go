@@ -281,3 +281,28 @@ func TestLanceCleanerGuardRequests(t *testing.T) {
 		}
 	}
 }
+
+// TestLanceCleanerManyTempManifests (issue 19 item 8): a dataset with more
+// than 1,000 writers' temporary files under _versions/ (".tmp_*", which
+// sort before every manifest name). A cleaner that did not run Prepare
+// learns the naming scheme from a listing; before the fix that listing
+// held only temporary files and every range failed (lance.ErrNotADataset).
+func TestLanceCleanerManyTempManifests(t *testing.T) {
+	ctx := context.Background()
+	lp := planLance(t)
+	st := lp.store(t)
+	for i := range 1001 {
+		key := lp.ref.Root + "_versions/.tmp_" + strconv.Itoa(40+i) + ".manifest_9c100374-3298-4537-afc6-f5ee7913666d"
+		if err := st.Put(ctx, key, []byte("partial")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := &maintenance.Cleaner{Store: st, Tables: lp.cat, Requeue: &bodies{}, Logger: discard, Sources: formats.Open}
+	for _, b := range lp.bodies {
+		res, err := c.Clean(ctx, b)
+		if err != nil || res.VersionsDeleted == 0 {
+			t.Fatalf("clean %s: %+v %v", b, res, err)
+		}
+	}
+	lancetest.CheckRetained(t, lp.before, lancetest.Dump(t, lp.wh, "ds"), lancetest.AtOrAbove(lp.floor, lp.before.Tags))
+}
