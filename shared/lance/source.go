@@ -53,10 +53,16 @@ type Source struct {
 	times    map[uint64]time.Time
 	scheme   NamingScheme
 	// Stats of the last Prepare.
-	ManifestsRead   int
-	RecordsWritten  int
+	ManifestsRead  int
+	RecordsWritten int
+	// RecordsDropped: change records of versions no range will ever read
+	// (LanceDB's own cleanup removed the version before them), deleted.
+	RecordsDropped  int
 	prepared        bool
 	schemeListedErr error
+	// Clock reads the time SetFloor compares floor markers' ages with
+	// (nil: time.Now).
+	Clock func() time.Time
 }
 
 // NewSource returns the Source of the dataset at root.
@@ -212,6 +218,7 @@ func (s *Source) Prepare(ctx context.Context) error {
 			return err
 		}
 	}
+	s.RecordsDropped = s.dropUnreadRecords(ctx, vs)
 	s.versions = vs
 	s.times = map[uint64]time.Time{}
 	for k, ns := range h.Times {
@@ -356,13 +363,124 @@ func (s *Source) Floor(ctx context.Context) (uint64, error) {
 	return math.MaxUint64 - inv, nil
 }
 
-// SetFloor writes a floor marker (put-if-absent: the floor only rises).
+// SetFloor writes a floor marker (put-if-absent: the floor only rises),
+// then deletes, best effort, the markers below the highest one written
+// more than floorMarkerKeep + table.MaxClockSkew ago: the table format's
+// rule (table.SetFloor), so one marker per raise does not stay for ever.
+// A reader's List that misses the newest marker started before it was
+// written, and still sees a marker at least as high as the floor it could
+// read then, as long as it takes less than floorMarkerKeep. One LIST (the
+// first 100 markers, highest first) and at most one DELETE more.
 func (s *Source) SetFloor(ctx context.Context, f uint64) error {
 	err := s.ds.store.PutIfAbsent(ctx, s.ds.root+floorMarker(f), []byte(strconv.FormatUint(f, 10)))
-	if errors.Is(err, objstore.ErrExists) {
-		return nil
+	if err != nil && !errors.Is(err, objstore.ErrExists) {
+		return err
 	}
-	return err
+	s.dropLowerFloors(ctx)
+	return nil
+}
+
+// floorMarkerKeep is how long a floor marker must have existed before the
+// markers below it are deleted (the table format's rule, shared/table).
+const floorMarkerKeep = 10 * time.Minute
+
+func (s *Source) now() time.Time {
+	if s.Clock != nil {
+		return s.Clock()
+	}
+	return time.Now()
+}
+
+// dropLowerFloors deletes the floor markers below the highest settled one
+// (written before now - floorMarkerKeep - table.MaxClockSkew), best
+// effort. It deletes only floor markers (keys under _tablekeep/floor/ that
+// parse as markers): no manifest references them.
+func (s *Source) dropLowerFloors(ctx context.Context) {
+	p, err := s.ds.store.List(ctx, objstore.ListOptions{Prefix: s.ds.root + floorDir, MaxKeys: 100})
+	if err != nil {
+		return
+	}
+	cutoff := s.now().Add(-floorMarkerKeep - table.MaxClockSkew)
+	var lower []string
+	settled := false
+	for _, o := range p.Objects { // highest first
+		name := strings.TrimPrefix(o.Key, s.ds.root+floorDir)
+		if _, err := strconv.ParseUint(name, 10, 64); err != nil || len(name) != 20 {
+			continue
+		}
+		if settled {
+			lower = append(lower, o.Key)
+		} else if o.LastModified.Before(cutoff) {
+			settled = true
+		}
+	}
+	if len(lower) > 0 {
+		_ = s.ds.store.Delete(ctx, lower)
+	}
+}
+
+// maxDroppedRecords bounds the change records dropUnreadRecords deletes in
+// one Prepare (one DeleteObjects request); maxRecordRuns bounds the
+// listings (one per run of versions no longer stored).
+const (
+	maxDroppedRecords = 1000
+	maxRecordRuns     = 8
+)
+
+// dropUnreadRecords deletes, best effort, the change records no range will
+// ever read: a range [From, To] of stored versions reads the records
+// [From+1, To+1] (and record 1 when From is 1), so record r is read only
+// while version r-1 is stored (r = 1: version 1). Versions LanceDB's own
+// cleanup removed (and, with them, the files their records name) leave
+// records nothing reads; Lance never commits a removed version again (a
+// dataset created again at the path is refused before this). For each run
+// [a, b] of versions below the latest that are not stored (at most
+// maxRecordRuns, lowest first), one LIST of the records [a+1, b+1] (record
+// a too when a is 1); at most maxDroppedRecords deleted in one request.
+// Deleting a record never deletes a file: at worst a file it names is left
+// to the orphan sweep. It returns how many were deleted.
+func (s *Source) dropUnreadRecords(ctx context.Context, vs []VersionFile) int {
+	type run struct{ a, b uint64 }
+	var runs []run
+	next := uint64(1)
+	for _, vf := range vs {
+		if vf.Version > next && len(runs) < maxRecordRuns {
+			runs = append(runs, run{next, vf.Version - 1})
+		}
+		next = vf.Version + 1
+	}
+	var del []string
+	for _, r := range runs {
+		startAfter := s.ds.root + recordKey(r.a)
+		if r.a == 1 {
+			startAfter = ""
+		}
+		want := min(r.b+1-r.a+1, uint64(maxDroppedRecords-len(del)))
+		if want == 0 {
+			break
+		}
+		p, err := s.ds.store.List(ctx, objstore.ListOptions{Prefix: s.ds.root + changesDir, StartAfter: startAfter, MaxKeys: int(want)})
+		if err != nil {
+			return 0
+		}
+		for _, o := range p.Objects {
+			name, ok := strings.CutSuffix(strings.TrimPrefix(o.Key, s.ds.root+changesDir), ".json")
+			v, err := strconv.ParseUint(name, 10, 64)
+			if !ok || err != nil || len(name) != 20 || o.Key != s.ds.root+recordKey(v) {
+				continue
+			}
+			if v > r.b+1 {
+				break
+			}
+			if v >= r.a+1 || (r.a == 1 && v == 1) {
+				del = append(del, o.Key)
+			}
+		}
+	}
+	if len(del) == 0 || s.ds.store.Delete(ctx, del) != nil {
+		return 0
+	}
+	return len(del)
 }
 
 // Tags reads the dataset's tags.

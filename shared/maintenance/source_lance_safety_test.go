@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/tablekeep/tablekeep/shared/formats"
+	"github.com/tablekeep/tablekeep/shared/internal/fakeclock"
 	"github.com/tablekeep/tablekeep/shared/lance"
 	"github.com/tablekeep/tablekeep/shared/lance/lancetest"
 	"github.com/tablekeep/tablekeep/shared/maintenance"
@@ -305,4 +306,122 @@ func TestLanceCleanerManyTempManifests(t *testing.T) {
 		}
 	}
 	lancetest.CheckRetained(t, lp.before, lancetest.Dump(t, lp.wh, "ds"), lancetest.AtOrAbove(lp.floor, lp.before.Tags))
+}
+
+// TestLanceRecordsOfRemovedVersionsDropped (issue 19 item 7): LanceDB's
+// own cleanup (optimize with a cut-off) removes old versions that
+// tablekeep had diffed; their change records in _tablekeep/changes/ are
+// read by no range (a range reads record r only while version r-1 is
+// stored). Before the fix they stayed for ever; now the next Prepare
+// deletes them (bounded, idempotent), and keeps every record a range of
+// the stored versions reads.
+func TestLanceRecordsOfRemovedVersionsDropped(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	wh := filepath.Join(dir, "wh")
+	c := lancetest.Create(t, wh, "ds", 24, "")
+	// LanceDB's optimize refuses to clean while a tag is older than the
+	// cut-off: no tags.
+	if err := os.RemoveAll(filepath.Join(wh, "ds.lance", "_refs")); err != nil {
+		t.Fatal(err)
+	}
+	st, err := objstore.NewDisk(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := lance.NewSource(st, "wh/ds.lance").Prepare(ctx); err != nil {
+		t.Fatal(err)
+	}
+	cut := c.Versions[len(c.Versions)-8]
+	var out map[string]any
+	lancetest.Node(t, nil, &out, "optimize", wh, "ds", strconv.FormatInt(cut.TS-1, 10))
+
+	records := func() map[uint64]bool {
+		got := map[uint64]bool{}
+		for k := range listing(t, st, "wh/ds.lance/_tablekeep/changes/") {
+			name := strings.TrimSuffix(filepath.Base(k), ".json")
+			v, err := strconv.ParseUint(name, 10, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got[v] = true
+		}
+		return got
+	}
+	before := records()
+	src := lance.NewSource(st, "wh/ds.lance")
+	if err := src.Prepare(ctx); err != nil {
+		t.Fatal(err)
+	}
+	vs, err := src.Versions(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored := map[uint64]bool{}
+	for _, v := range vs {
+		stored[v.Version] = true
+	}
+	if stored[1] || len(vs) == len(c.Versions) {
+		t.Fatalf("LanceDB's cleanup removed nothing: %d versions", len(vs))
+	}
+	after := records()
+	for r := range before {
+		read := (r == 1 && stored[1]) || (r > 1 && stored[r-1])
+		if read != after[r] {
+			t.Errorf("record %d: kept %v, but version %d stored %v", r, after[r], r-1, stored[r-1])
+		}
+	}
+	gone := 0
+	for r := range before {
+		if !after[r] {
+			gone++
+		}
+	}
+	if src.RecordsDropped != gone || gone == 0 {
+		t.Fatalf("dropped %d records, %d of %d gone", src.RecordsDropped, gone, len(before))
+	}
+	// Idempotent: a second Prepare drops nothing more.
+	src = lance.NewSource(st, "wh/ds.lance")
+	if err := src.Prepare(ctx); err != nil || src.RecordsDropped != 0 {
+		t.Fatalf("second Prepare: dropped %d, %v", src.RecordsDropped, err)
+	}
+}
+
+// TestLanceFloorMarkersDropped (issue 19 item 7): the table format's rule
+// for floor markers, applied to _tablekeep/floor/: a raise deletes the
+// markers below the highest one older than 10 minutes (plus the clock
+// skew), so one marker per raise no longer stays for ever, and the floor
+// read never goes down.
+func TestLanceFloorMarkersDropped(t *testing.T) {
+	ctx := context.Background()
+	lp := planLance(t)
+	// Markers dated by the fake clock; the plan's marker is older than all.
+	clock := fakeclock.New(time.Now())
+	st := fakeclock.NewStore(lp.store(t), clock)
+	src := lance.NewSource(st, lp.ref.Root)
+	src.Clock = clock.Now
+	markers := func() int { return len(listing(t, st, lp.ref.Root+"_tablekeep/floor/")) }
+	f := lp.floor
+	for i, step := range []struct {
+		advance time.Duration
+		want    int
+	}{
+		{0, 2},                // the plan's marker (settled? written a moment ago) and this one
+		{11 * time.Minute, 2}, // both older settled: the lowest goes, the new one stays
+		{11 * time.Minute, 1}, // the floor unchanged: the one below the settled one goes
+	} {
+		clock.Advance(step.advance)
+		if i < 2 {
+			f++
+		}
+		if err := src.SetFloor(ctx, f); err != nil {
+			t.Fatal(err)
+		}
+		if got := markers(); got != step.want {
+			t.Fatalf("step %d: %d floor markers, want %d", i, got, step.want)
+		}
+		if got, err := src.Floor(ctx); err != nil || got != f {
+			t.Fatalf("step %d: floor %d %v, want %d", i, got, err, f)
+		}
+	}
 }
