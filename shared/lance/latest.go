@@ -174,14 +174,16 @@ func (s *Source) LatestRefs(ctx context.Context) (uint64, []string, error) {
 //     this dataset's files (one LIST);
 //   - a head above the latest version refuses it (ErrOtherHistory: the
 //     dataset was created again at this path);
+//   - the head's own version's manifest (one GET) must have the timestamp
+//     the head recorded, else ErrOtherHistory (created again and grown
+//     past the old head);
 //   - every version newer than the head (a restore, a clone, any commit
 //     not yet diffed) has its manifest read (one GET each, at most
 //     maxUndiffed, read at once) and refuses the range (ErrChangedSinceDiff)
 //     if it references a key to delete, or a directory one is under.
 //
 // The head and the latest version are read at once with the branches: one
-// round trip, then one for the undiffed manifests (none when the head is
-// the latest).
+// round trip, then one for the head's and the undiffed manifests.
 func (s *Source) CheckClean(ctx context.Context, keys []string) error {
 	var h *head
 	var latest VersionFile
@@ -198,10 +200,11 @@ func (s *Source) CheckClean(ctx context.Context, keys []string) error {
 	if h.Version > latest.Version {
 		return otherHistory(s.ds.root, "head", h.Version, latest.Version)
 	}
+	// The head's own version must be the one the head diffed (a dataset
+	// created again and grown past the old head has another manifest
+	// there): one GET, beside the undiffed manifests.
+	headVF := VersionFile{Version: h.Version, Key: s.ds.root + VersionsDir + ManifestName(h.Version, latest.Scheme), Scheme: latest.Scheme}
 	n := latest.Version - h.Version
-	if n == 0 {
-		return nil
-	}
 	if n > maxUndiffed {
 		return fmt.Errorf("%s: %w: %d versions after the sidecar's head %d (at most %d are checked): the next maintenance diffs them",
 			s.ds.root, ErrChangedSinceDiff, n, h.Version, maxUndiffed)
@@ -217,6 +220,7 @@ func (s *Source) CheckClean(ctx context.Context, keys []string) error {
 	}
 	g, gctx = errgroup.WithContext(ctx)
 	g.SetLimit(prepareReads)
+	g.Go(func() error { return s.checkHeadManifest(gctx, h, headVF) })
 	for v := h.Version + 1; v <= latest.Version; v++ {
 		g.Go(func() error {
 			vf := VersionFile{Version: v, Key: s.ds.root + VersionsDir + ManifestName(v, latest.Scheme), Scheme: latest.Scheme}

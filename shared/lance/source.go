@@ -245,12 +245,26 @@ func (s *Source) checkHistory(ctx context.Context, vs []VersionFile, h *head, fl
 	if h.Version > last {
 		return otherHistory(s.ds.root, "head", h.Version, last)
 	}
-	ns, ok := h.Times[strconv.FormatUint(h.Version, 10)]
 	i, found := slices.BinarySearchFunc(vs, h.Version, func(vf VersionFile, v uint64) int { return cmp.Compare(vf.Version, v) })
-	if !ok || !found {
+	if !found {
 		return nil // removed by LanceDB's own cleanup since: nothing to compare
 	}
-	m, err := s.ds.ReadManifest(ctx, vs[i])
+	return s.checkHeadManifest(ctx, h, vs[i])
+}
+
+// checkHeadManifest reads the manifest of the head's version (vf; one GET)
+// and refuses it (ErrOtherHistory) if its timestamp is not the one the
+// head recorded; a manifest removed since (LanceDB's own cleanup) or a
+// head without the time passes.
+func (s *Source) checkHeadManifest(ctx context.Context, h *head, vf VersionFile) error {
+	ns, ok := h.Times[strconv.FormatUint(h.Version, 10)]
+	if !ok {
+		return nil
+	}
+	m, err := s.ds.ReadManifest(ctx, vf)
+	if errors.Is(err, objstore.ErrNotExist) {
+		return nil
+	}
 	if err != nil {
 		return err
 	}

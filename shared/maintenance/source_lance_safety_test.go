@@ -159,6 +159,14 @@ func TestLanceRestoreWhileRangeQueued(t *testing.T) {
 // queued messages delete nothing, and once _tablekeep/ is deleted as the
 // error says, maintenance plans the new dataset again.
 func TestLanceRecreatedDatasetNotPruned(t *testing.T) {
+	// Fewer versions than the old floor; more than the old head (the head's
+	// version then has another manifest timestamp).
+	for _, commits := range []int{2, 30} {
+		t.Run(strconv.Itoa(commits), func(t *testing.T) { testLanceRecreated(t, commits) })
+	}
+}
+
+func testLanceRecreated(t *testing.T, commits int) {
 	ctx := context.Background()
 	lp := planLance(t)
 	st := lp.store(t)
@@ -177,9 +185,9 @@ func TestLanceRecreatedDatasetNotPruned(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	c := lancetest.Create(t, lp.wh, "ds", 2, "")
-	if c.Latest >= lp.floor {
-		t.Fatalf("the new dataset has %d versions, the old floor is %d: the test needs fewer", c.Latest, lp.floor)
+	c := lancetest.Create(t, lp.wh, "ds", commits, "")
+	if (commits == 2) != (c.Latest < lp.floor) || (commits == 30 && c.Latest <= lp.floor+1) {
+		t.Fatalf("the new dataset has %d versions, the old floor is %d", c.Latest, lp.floor)
 	}
 	before := lancetest.Dump(t, lp.wh, "ds")
 	files := listing(t, st, "wh/")
@@ -256,10 +264,11 @@ func (s *kindCounting) List(ctx context.Context, o objstore.ListOptions) (objsto
 // TestLanceCleanerGuardRequests pins what the check before deleting costs
 // a Lance cleaner message (issue 19 items 0 and 1): the guard's LIST with
 // max-keys 1 on _versions/ and GET of the latest manifest; the range check's
-// LIST of _refs/branches/, GET of the sidecar's head and LIST of
-// _versions/; the naming-scheme LIST of a cleaner that did not run Prepare
-// (there before): 3 LIST and 1 GET on _versions/, 1 LIST of branches, 1 GET
-// of the head; with k versions written since the head, k GETs more.
+// LIST of _refs/branches/, GET of the sidecar's head, LIST of _versions/ and
+// GET of the head version's manifest; the naming-scheme LIST of a cleaner
+// that did not run Prepare (there before): 3 LIST and 2 GET on _versions/,
+// 1 LIST of branches, 1 GET of the head; with k versions written since the
+// head, k GETs more.
 func TestLanceCleanerGuardRequests(t *testing.T) {
 	ctx := context.Background()
 	for _, written := range []int{0, 1} {
@@ -274,7 +283,7 @@ func TestLanceCleanerGuardRequests(t *testing.T) {
 		if _, err := c.Clean(ctx, lp.bodies[0]); err != nil {
 			t.Fatal(err)
 		}
-		want := map[string]int{"LIST _versions/": 3, "GET _versions/": 1 + k, "LIST _refs/branches/": 1, "GET _tablekeep/head.json": 1}
+		want := map[string]int{"LIST _versions/": 3, "GET _versions/": 2 + k, "LIST _refs/branches/": 1, "GET _tablekeep/head.json": 1}
 		for key, n := range want {
 			if st.n[key] != n {
 				t.Errorf("%d versions written since the head: %s = %d, want %d (all: %v)", k, key, st.n[key], n, st.n)
