@@ -26,10 +26,12 @@ var (
 	// cleaner: of the message) was deleted. Not permanent: the cleaner's
 	// message is retried (a later delivery sees the latest again).
 	ErrLatestReferenced = errors.New("delete refused: it names the latest version's manifest or a file the latest version references")
-	// ErrStaleFloor: the retention floor is above the latest version (the
-	// floor of a table or dataset that was deleted and created again at
-	// the same root). Nothing is planned or deleted from it.
-	ErrStaleFloor = errors.New("retention floor above the latest version: the floor belongs to another history of this root")
+	// ErrStaleFloor: the retention floor belongs to another history of the
+	// root (a table or dataset removed by other means and created again
+	// there): it is above the latest version, or (tablekeep) its marker is
+	// older than the manifest of its version. Nothing is planned or
+	// deleted from it.
+	ErrStaleFloor = errors.New("retention floor of another history of this root")
 )
 
 // staleFloor is ErrStaleFloor for the planner, with how to reset it.
