@@ -184,9 +184,10 @@ func (c *Cleaner) clean(ctx context.Context, store objstore.Store, body []byte) 
 	// is read and checked, so a message above the floor deletes nothing
 	// (it costs at most Limits.Reads GETs). Tags are read after the floor:
 	// a tag written before the floor was raised is seen here, and Tag
-	// withdraws itself if it lost that race. No manifest is read: the
-	// floor and the tags are all the cleaner needs (a root that holds no
-	// table has floor 0: nothing is deleted).
+	// withdraws itself if it lost that race. The floor and the tags are
+	// all the plan needs (a root that holds no table has floor 0: nothing
+	// is deleted); the only manifest read is the latest, by the guard just
+	// before the deletes (guard.go).
 	var floor uint64
 	ready := func(ctx context.Context) (map[uint64]bool, error) {
 		var err error
