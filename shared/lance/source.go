@@ -1,6 +1,7 @@
 package lance
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -52,10 +53,16 @@ type Source struct {
 	times    map[uint64]time.Time
 	scheme   NamingScheme
 	// Stats of the last Prepare.
-	ManifestsRead   int
-	RecordsWritten  int
+	ManifestsRead  int
+	RecordsWritten int
+	// RecordsDropped: change records of versions no range will ever read
+	// (LanceDB's own cleanup removed the version before them), deleted.
+	RecordsDropped  int
 	prepared        bool
 	schemeListedErr error
+	// Clock reads the time SetFloor compares floor markers' ages with
+	// (nil: time.Now).
+	Clock func() time.Time
 }
 
 // NewSource returns the Source of the dataset at root.
@@ -147,6 +154,9 @@ func (s *Source) Prepare(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := s.checkHistory(ctx, vs, h, floor); err != nil {
+		return err
+	}
 	s.ManifestsRead, s.RecordsWritten = 0, 0
 	var todo []VersionFile
 	for _, vf := range vs {
@@ -208,6 +218,7 @@ func (s *Source) Prepare(ctx context.Context) error {
 			return err
 		}
 	}
+	s.RecordsDropped = s.dropUnreadRecords(ctx, vs)
 	s.versions = vs
 	s.times = map[uint64]time.Time{}
 	for k, ns := range h.Times {
@@ -215,6 +226,55 @@ func (s *Source) Prepare(ctx context.Context) error {
 		s.times[v] = time.Unix(0, ns).UTC()
 	}
 	s.prepared = true
+	return nil
+}
+
+// checkHistory refuses a sidecar that describes another history of this
+// path (ErrOtherHistory): a head or a floor above the latest listed
+// version, or a head version whose manifest has another timestamp than the
+// one the head recorded for it (one GET; the dataset was created again and
+// has reached that version anew).
+func (s *Source) checkHistory(ctx context.Context, vs []VersionFile, h *head, floor uint64) error {
+	last := vs[len(vs)-1].Version
+	if floor > last {
+		return otherHistory(s.ds.root, "floor", floor, last)
+	}
+	if h == nil {
+		return nil
+	}
+	if h.Version > last {
+		return otherHistory(s.ds.root, "head", h.Version, last)
+	}
+	i, found := slices.BinarySearchFunc(vs, h.Version, func(vf VersionFile, v uint64) int { return cmp.Compare(vf.Version, v) })
+	if !found {
+		return nil // removed by LanceDB's own cleanup since: nothing to compare
+	}
+	return s.checkHeadManifest(ctx, h, vs[i])
+}
+
+// checkHeadManifest reads the manifest of the head's version (vf; one GET)
+// and refuses it (ErrOtherHistory) if its timestamp is not the one the
+// head recorded; a manifest removed since (LanceDB's own cleanup) or a
+// head without the time passes.
+func (s *Source) checkHeadManifest(ctx context.Context, h *head, vf VersionFile) error {
+	ns, ok := h.Times[strconv.FormatUint(h.Version, 10)]
+	if !ok {
+		return nil
+	}
+	m, err := s.ds.ReadManifest(ctx, vf)
+	if errors.Is(err, objstore.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if got := m.Timestamp.UnixNano(); got != ns {
+		return fmt.Errorf("%s: %w: version %d was committed at %s, the sidecar's head recorded %s for it "+
+			"(the dataset was removed and created again at this path?); nothing is pruned from it. "+
+			"To reset, delete every object under %s%s; the next maintenance derives it again from the manifests",
+			s.ds.root, ErrOtherHistory, h.Version, m.Timestamp.UTC().Format(time.RFC3339Nano),
+			time.Unix(0, ns).UTC().Format(time.RFC3339Nano), s.ds.root, SidecarDir)
+	}
 	return nil
 }
 
@@ -317,13 +377,124 @@ func (s *Source) Floor(ctx context.Context) (uint64, error) {
 	return math.MaxUint64 - inv, nil
 }
 
-// SetFloor writes a floor marker (put-if-absent: the floor only rises).
+// SetFloor writes a floor marker (put-if-absent: the floor only rises),
+// then deletes, best effort, the markers below the highest one written
+// more than floorMarkerKeep + table.MaxClockSkew ago: the table format's
+// rule (table.SetFloor), so one marker per raise does not stay for ever.
+// A reader's List that misses the newest marker started before it was
+// written, and still sees a marker at least as high as the floor it could
+// read then, as long as it takes less than floorMarkerKeep. One LIST (the
+// first 100 markers, highest first) and at most one DELETE more.
 func (s *Source) SetFloor(ctx context.Context, f uint64) error {
 	err := s.ds.store.PutIfAbsent(ctx, s.ds.root+floorMarker(f), []byte(strconv.FormatUint(f, 10)))
-	if errors.Is(err, objstore.ErrExists) {
-		return nil
+	if err != nil && !errors.Is(err, objstore.ErrExists) {
+		return err
 	}
-	return err
+	s.dropLowerFloors(ctx)
+	return nil
+}
+
+// floorMarkerKeep is how long a floor marker must have existed before the
+// markers below it are deleted (the table format's rule, shared/table).
+const floorMarkerKeep = 10 * time.Minute
+
+func (s *Source) now() time.Time {
+	if s.Clock != nil {
+		return s.Clock()
+	}
+	return time.Now()
+}
+
+// dropLowerFloors deletes the floor markers below the highest settled one
+// (written before now - floorMarkerKeep - table.MaxClockSkew), best
+// effort. It deletes only floor markers (keys under _tablekeep/floor/ that
+// parse as markers): no manifest references them.
+func (s *Source) dropLowerFloors(ctx context.Context) {
+	p, err := s.ds.store.List(ctx, objstore.ListOptions{Prefix: s.ds.root + floorDir, MaxKeys: 100})
+	if err != nil {
+		return
+	}
+	cutoff := s.now().Add(-floorMarkerKeep - table.MaxClockSkew)
+	var lower []string
+	settled := false
+	for _, o := range p.Objects { // highest first
+		name := strings.TrimPrefix(o.Key, s.ds.root+floorDir)
+		if _, err := strconv.ParseUint(name, 10, 64); err != nil || len(name) != 20 {
+			continue
+		}
+		if settled {
+			lower = append(lower, o.Key)
+		} else if o.LastModified.Before(cutoff) {
+			settled = true
+		}
+	}
+	if len(lower) > 0 {
+		_ = s.ds.store.Delete(ctx, lower)
+	}
+}
+
+// maxDroppedRecords bounds the change records dropUnreadRecords deletes in
+// one Prepare (one DeleteObjects request); maxRecordRuns bounds the
+// listings (one per run of versions no longer stored).
+const (
+	maxDroppedRecords = 1000
+	maxRecordRuns     = 8
+)
+
+// dropUnreadRecords deletes, best effort, the change records no range will
+// ever read: a range [From, To] of stored versions reads the records
+// [From+1, To+1] (and record 1 when From is 1), so record r is read only
+// while version r-1 is stored (r = 1: version 1). Versions LanceDB's own
+// cleanup removed (and, with them, the files their records name) leave
+// records nothing reads; Lance never commits a removed version again (a
+// dataset created again at the path is refused before this). For each run
+// [a, b] of versions below the latest that are not stored (at most
+// maxRecordRuns, lowest first), one LIST of the records [a+1, b+1] (record
+// a too when a is 1); at most maxDroppedRecords deleted in one request.
+// Deleting a record never deletes a file: at worst a file it names is left
+// to the orphan sweep. It returns how many were deleted.
+func (s *Source) dropUnreadRecords(ctx context.Context, vs []VersionFile) int {
+	type run struct{ a, b uint64 }
+	var runs []run
+	next := uint64(1)
+	for _, vf := range vs {
+		if vf.Version > next && len(runs) < maxRecordRuns {
+			runs = append(runs, run{next, vf.Version - 1})
+		}
+		next = vf.Version + 1
+	}
+	var del []string
+	for _, r := range runs {
+		startAfter := s.ds.root + recordKey(r.a)
+		if r.a == 1 {
+			startAfter = ""
+		}
+		want := min(r.b+1-r.a+1, uint64(maxDroppedRecords-len(del)))
+		if want == 0 {
+			break
+		}
+		p, err := s.ds.store.List(ctx, objstore.ListOptions{Prefix: s.ds.root + changesDir, StartAfter: startAfter, MaxKeys: int(want)})
+		if err != nil {
+			return 0
+		}
+		for _, o := range p.Objects {
+			name, ok := strings.CutSuffix(strings.TrimPrefix(o.Key, s.ds.root+changesDir), ".json")
+			v, err := strconv.ParseUint(name, 10, 64)
+			if !ok || err != nil || len(name) != 20 || o.Key != s.ds.root+recordKey(v) {
+				continue
+			}
+			if v > r.b+1 {
+				break
+			}
+			if v >= r.a+1 || (r.a == 1 && v == 1) {
+				del = append(del, o.Key)
+			}
+		}
+	}
+	if len(del) == 0 || s.ds.store.Delete(ctx, del) != nil {
+		return 0
+	}
+	return len(del)
 }
 
 // Tags reads the dataset's tags.
@@ -377,10 +548,14 @@ func (s *Source) CheckKey(rel string) error {
 }
 
 // ManifestKeys names version v's manifest in the dataset's naming scheme
-// (found by one List if Prepare did not run in this process).
+// (found by one List if Prepare did not run in this process). The List
+// starts after "_versions/" + "/": manifest names start with a digit, and
+// writers' temporary files (".tmp_{n}.manifest_{uuid}"), which sort
+// first, are never listed, however many a crashed writer left.
 func (s *Source) ManifestKeys(ctx context.Context, v uint64) ([]string, error) {
 	if s.scheme == 0 {
-		p, err := s.ds.store.List(ctx, objstore.ListOptions{Prefix: s.ds.root + VersionsDir, MaxKeys: 1000})
+		prefix := s.ds.root + VersionsDir
+		p, err := s.ds.store.List(ctx, objstore.ListOptions{Prefix: prefix, StartAfter: prefix + "/", MaxKeys: 1000})
 		if err != nil {
 			return nil, err
 		}

@@ -184,11 +184,14 @@ func (c *Cleaner) clean(ctx context.Context, store objstore.Store, body []byte) 
 	// is read and checked, so a message above the floor deletes nothing
 	// (it costs at most Limits.Reads GETs). Tags are read after the floor:
 	// a tag written before the floor was raised is seen here, and Tag
-	// withdraws itself if it lost that race. No manifest is read: the
-	// floor and the tags are all the cleaner needs (a root that holds no
-	// table has floor 0: nothing is deleted).
+	// withdraws itself if it lost that race. The floor and the tags are
+	// all the plan needs (a root that holds no table has floor 0: nothing
+	// is deleted); the only manifest read is the latest, by the guard just
+	// before the deletes (guard.go).
+	var floor uint64
 	ready := func(ctx context.Context) (map[uint64]bool, error) {
-		floor, err := table.ReadFloorAt(ctx, store, ref.Root, opts)
+		var err error
+		floor, err = table.ReadFloorAt(ctx, store, ref.Root, opts)
 		if err != nil {
 			return nil, err
 		}
@@ -201,6 +204,7 @@ func (c *Cleaner) clean(ctx context.Context, store objstore.Store, body []byte) 
 	return c.cleanRange(ctx, store, rangeJob{
 		ref: ref, msg: msg, reader: newTableReader(store, ref), ready: ready,
 		sizes: !c.SkipSizes, stateRoot: ref.Root,
+		root: ref.Root, latest: tableLatest(store, ref.Root, opts), floor: &floor,
 	})
 }
 
@@ -218,6 +222,13 @@ type rangeJob struct {
 	// stateRoot is where markCleaned records a finished range ("": not
 	// recorded).
 	stateRoot string
+	// root is the prefix the reader's keys start with; latest reads the
+	// latest version for the guard (guard.go); floor is the floor ready
+	// read; check, if set, is the Source's CleanChecker.
+	root   string
+	latest latestFunc
+	floor  *uint64
+	check  func(ctx context.Context, keys []string) error
 }
 
 // cleanRange cleans one range, whatever the format: the records read (and
@@ -252,6 +263,19 @@ func (c *Cleaner) cleanRange(ctx context.Context, store objstore.Store, j rangeJ
 		return res, err
 	}
 	res.ChangeRecords, res.KeptForTags = rp.ChangeRecords, rp.KeptForTags
+	// Just before anything is deleted: the latest version, read from the
+	// store, must not be among the keys (and a format's own check), else
+	// the whole message deletes nothing; every delete below goes through
+	// the guarded store, which checks each batch again.
+	all := rp.DataKeys
+	if rp.Continuation == nil {
+		all = append(slices.Clip(all), rp.MetaKeys...)
+	}
+	guard := newLatestGuard(j.root, j.latest)
+	if err := j.beforeDelete(ctx, guard, all); err != nil {
+		return res, err
+	}
+	store = guardedStore{store, guard}
 	// The range's manifests and change records are listed for their sizes
 	// while the data keys are deleted (only when the range finishes here).
 	var metaBytes int64
@@ -309,6 +333,32 @@ func (c *Cleaner) cleanRange(ctx context.Context, store objstore.Store, j rangeJ
 		c.markCleaned(ctx, store, j.stateRoot, msg, c.now())
 	}
 	return res, nil
+}
+
+// beforeDelete is the check just before a range's keys are deleted: the
+// latest version read (guard) at once with the format's CleanChecker; a
+// floor above the latest version (ErrStaleFloor) or a key of the latest
+// version (ErrLatestReferenced) refuses the message, retryably.
+func (j rangeJob) beforeDelete(ctx context.Context, guard *latestGuard, keys []string) error {
+	if len(keys) == 0 {
+		return nil
+	}
+	fns := []func(context.Context) error{guard.ensure}
+	if j.check != nil {
+		fns = append(fns, func(ctx context.Context) error {
+			if err := j.check(ctx, keys); err != nil {
+				return fmt.Errorf("check %s before deleting: %w", j.root, err)
+			}
+			return nil
+		})
+	}
+	if err := inParallel(ctx, fns...); err != nil {
+		return err
+	}
+	if j.floor != nil && *j.floor > guard.Latest() {
+		return fmt.Errorf("%w: %s: floor %d, latest version %d; nothing deleted (reset: see docs/reliability.md)", ErrStaleFloor, j.root, *j.floor, guard.Latest())
+	}
+	return guard.check(ctx, keys)
 }
 
 // taggedVersions reads t's tags as the set of tagged versions.

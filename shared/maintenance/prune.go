@@ -272,6 +272,19 @@ func planPrune(ctx context.Context, t *table.Table, name string, p Policy, now t
 		return plan, fmt.Errorf("%s: %w", t.Root(), table.ErrNotATable)
 	}
 	plan.Versions = len(vs)
+	if latest := vs[len(vs)-1].Version; plan.OldFloor > latest {
+		return plan, staleFloor(t.Root(), plan.OldFloor, latest)
+	}
+	// A marker is written after its version's manifest: one older than it
+	// (by more than the skew of the store's own timestamps) is another
+	// history's, left when the table was created again and grew past it.
+	if mt := plan.floorRead.MarkerTime(); !mt.IsZero() {
+		i, found := slices.BinarySearchFunc(vs, plan.OldFloor, func(v table.VersionInfo, f uint64) int { return cmp.Compare(v.Version, f) })
+		if found && mt.Before(vs[i].Time.Add(-table.MaxClockSkew)) {
+			return plan, fmt.Errorf("%w (its marker, written %s, is older than version %d's manifest, written %s)",
+				staleFloor(t.Root(), plan.OldFloor, vs[len(vs)-1].Version), mt.UTC().Format(time.RFC3339), plan.OldFloor, vs[i].Time.UTC().Format(time.RFC3339))
+		}
+	}
 	vs = withCommits(vs, commits, now)
 	plan.vs = vs
 	plan.Latest = vs[len(vs)-1].Version

@@ -59,6 +59,11 @@ type Source interface {
 	// an unreferenced file must be before anything may delete it, given
 	// the policy's grace.
 	Grace(policyGrace time.Duration) time.Duration
+	// LatestRefs reads the latest version from the store (not from any
+	// derived state) and returns it with the keys, relative to Root(), of
+	// its manifest and of every file it references (a key ending in "/" is
+	// a directory): what the latest-version guard protects (guard.go).
+	LatestRefs(ctx context.Context) (uint64, []string, error)
 }
 
 // SourceOpener opens the Source of a registered dataset whose format is
@@ -100,6 +105,9 @@ func PlanSourcePrune(ctx context.Context, src Source, name string, p Policy, now
 	plan.vs = vs
 	plan.Versions = len(vs)
 	plan.Latest = vs[len(vs)-1].Version
+	if plan.OldFloor > plan.Latest {
+		return plan, staleFloor(src.Root(), plan.OldFloor, plan.Latest)
+	}
 	grace := src.Grace(p.Grace)
 	plan.grace, plan.ownTime = grace, true
 	floor := uint64(1)

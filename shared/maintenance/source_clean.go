@@ -41,8 +41,10 @@ func CleanSourceRange(ctx context.Context, src Source, msg RangeMessage, p Polic
 // sourceJob is the rangeJob of a range of src: ready reads the floor (the
 // range must be below it), then the tags, while the first records are read.
 func sourceJob(src Source, ref TableRef, msg RangeMessage, stateRoot string) rangeJob {
+	var floor uint64
 	ready := func(ctx context.Context) (map[uint64]bool, error) {
-		floor, err := src.Floor(ctx)
+		var err error
+		floor, err = src.Floor(ctx)
 		if err != nil {
 			return nil, err
 		}
@@ -52,7 +54,12 @@ func sourceJob(src Source, ref TableRef, msg RangeMessage, stateRoot string) ran
 		tags, err := src.Tags(ctx)
 		return versionSet(tags), err
 	}
-	return rangeJob{ref: ref, msg: msg, reader: sourceReader{src}, ready: ready, stateRoot: stateRoot}
+	j := rangeJob{ref: ref, msg: msg, reader: sourceReader{src}, ready: ready, stateRoot: stateRoot,
+		root: src.Root(), latest: src.LatestRefs, floor: &floor}
+	if cc, ok := src.(CleanChecker); ok {
+		j.check = cc.CheckClean
+	}
+	return j
 }
 
 // ErrUnknownFormat: a table registered with a format no SourceOpener knows.

@@ -52,6 +52,9 @@ func (s TableSource) ManifestKeys(_ context.Context, v uint64) ([]string, error)
 	return []string{table.ManifestKey(v)}, nil
 }
 func (s TableSource) RecordKey(v uint64) string { return table.ChangeKey(v) }
+func (s TableSource) LatestRefs(ctx context.Context) (uint64, []string, error) {
+	return tableLatest(s.T.Store(), s.T.Root(), s.T.Options())(ctx)
+}
 func (s TableSource) Grace(policyGrace time.Duration) time.Duration {
 	return table.RetentionGrace(policyGrace, s.T.WriterGrace())
 }

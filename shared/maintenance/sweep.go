@@ -112,7 +112,13 @@ func Sweep(ctx context.Context, t *table.Table, p Policy, now time.Time, maxDele
 		}
 		return res, nil
 	}
-	n, err := objstore.DeleteAll(ctx, t.Store(), del, p.DeleteBatch)
+	// The latest version, read again from the store, is never deleted
+	// (guard.go): the whole sweep deletes nothing if it would.
+	guard := newLatestGuard(t.Root(), tableLatest(t.Store(), t.Root(), t.Options()))
+	if err := guard.check(ctx, del); err != nil {
+		return res, err
+	}
+	n, err := objstore.DeleteAll(ctx, guardedStore{t.Store(), guard}, del, p.DeleteBatch)
 	res.Deleted = n
 	var failed map[string]bool
 	var de *objstore.DeleteError

@@ -179,7 +179,13 @@ func SweepSourceFiles(ctx context.Context, src Source, ss SweepSource, p Policy,
 		res.Planned = del
 		return res, nil
 	}
-	n, err := objstore.DeleteAll(ctx, src.Store(), del, p.DeleteBatch)
+	// The latest version, read again from the store, is never deleted
+	// (guard.go): the whole sweep deletes nothing if it would.
+	guard := newLatestGuard(root, src.LatestRefs)
+	if err := guard.check(ctx, del); err != nil {
+		return res, fmt.Errorf("%w: %s: %w", ErrSweepRefused, root, err)
+	}
+	n, err := objstore.DeleteAll(ctx, guardedStore{src.Store(), guard}, del, p.DeleteBatch)
 	res.Deleted = n
 	res.Requests = (len(del) + p.DeleteBatch - 1) / p.DeleteBatch
 	if err != nil {

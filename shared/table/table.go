@@ -299,6 +299,22 @@ type FloorRead struct {
 	complete bool
 }
 
+// MarkerTime is the store time of the floor marker the floor was read
+// from (zero if it came from the legacy object, or there is none). A
+// marker for floor f is written after version f's manifest, so a marker
+// older than that manifest belongs to another history of the root (a
+// table removed and created again there).
+func (r FloorRead) MarkerTime() time.Time {
+	if len(r.markers) == 0 {
+		return time.Time{}
+	}
+	k := r.markers[0].Key
+	if f, ok := parseFloorMarker(k[max(0, strings.LastIndex(k, floorDir)):]); !ok || f != r.Floor {
+		return time.Time{}
+	}
+	return r.markers[0].LastModified
+}
+
 // floorListKeys is the floor listing's page size: the legacy object and up
 // to three markers in the one LIST (the steady state holds two markers), so
 // SetFloorFrom knows every marker without listing them again.

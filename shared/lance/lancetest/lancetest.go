@@ -147,6 +147,17 @@ func Write(t testing.TB, dbdir, name string) uint64 {
 	return w.Latest
 }
 
+// Restore has LanceDB restore version v (checkout(v).restore()): a new
+// latest version with v's data. It returns the new latest version.
+func Restore(t testing.TB, dbdir, name string, v uint64) uint64 {
+	t.Helper()
+	var r struct {
+		Latest uint64 `json:"latest"`
+	}
+	Node(t, nil, &r, "restore", dbdir, name, strconv.FormatUint(v, 10))
+	return r.Latest
+}
+
 // CheckRetained checks a dataset after maintenance against before: LanceDB
 // lists exactly the versions of before that keep keeps, and each of them
 // reads exactly the rows it read before.

@@ -15,6 +15,7 @@
 //   take <dbdir> <table> <o1,o2,...>   the rows at those offsets (random access), as rows prints them
 //   addopt <dbdir> <table> <rows>      add that many "wide" rows (ids after the last), then LanceDB's own
 //                                      optimize (compaction reads every page of every fragment)
+//   restore <dbdir> <table> <version>  checkout(version).restore(): a new latest version with that version's data
 import * as lancedb from "@lancedb/lancedb";
 import * as arrow from "apache-arrow";
 
@@ -261,6 +262,14 @@ async function optimize(dir, name, cutoffMs) {
   return { prune: stats.prune, compaction: stats.compaction, latest: await tbl.version() };
 }
 
+async function restore(dir, name, v) {
+  const db = await connect(dir);
+  const tbl = await db.openTable(name);
+  await tbl.checkout(Number(v));
+  await tbl.restore();
+  return { latest: await tbl.version(), rows: await tbl.countRows() };
+}
+
 const [cmd, dir, name, arg, arg2] = process.argv.slice(2);
 let res;
 switch (cmd) {
@@ -275,6 +284,7 @@ switch (cmd) {
   case "rows": res = await allRows(dir, name); break;
   case "take": res = await take(dir, name, arg); break;
   case "addopt": res = await addOptimize(dir, name, Number(arg)); break;
+  case "restore": res = await restore(dir, name, arg); break;
   default:
     console.error(`usage: node fixture.mjs create|dump|write|optimize <dbdir> <table> [arg]`);
     process.exit(2);
