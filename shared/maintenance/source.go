@@ -113,6 +113,11 @@ func PlanSourcePrune(ctx context.Context, src Source, name string, p Policy, now
 		}
 	}
 	plan.Floor = max(floor, plan.OldFloor)
+	if ll, ok := src.(LeaseLister); ok {
+		if err := plan.holdForLeases(ctx, ll.LeaseDir(), now); err != nil {
+			return plan, err
+		}
+	}
 	if vs[0].Version < plan.Floor {
 		st := stateAt{src.Store(), src.StateRoot()}
 		if plan.state, plan.stateKeys, err = readPruneState(ctx, st); err != nil {

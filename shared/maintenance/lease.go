@@ -1,0 +1,84 @@
+package maintenance
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/tablekeep/tablekeep/shared/table"
+)
+
+// LeaseLister is implemented by a Source whose readers may hold leases
+// (TableSource, lance.Source): the prune planner keeps the floor at or
+// below the lowest version a live lease holds.
+type LeaseLister interface {
+	LeaseDir() *table.LeaseDir
+}
+
+// LeaseDir is the table's lease directory.
+func (s TableSource) LeaseDir() *table.LeaseDir { return s.T.LeaseDir() }
+
+var _ LeaseLister = TableSource{}
+
+// maxLeaseDeletes bounds the stale lease names one pass deletes (one
+// DeleteObjects request).
+const maxLeaseDeletes = 1000
+
+// LeaseHold is what the leases did to a prune plan.
+type LeaseHold struct {
+	// Live are the live leases the planner saw (read only when it was
+	// about to raise the floor).
+	Live []table.LeaseInfo `json:",omitempty"`
+	// By is the lease that kept the floor down (nil: none did); Wanted is
+	// the floor the plan would have set without it.
+	By     *table.LeaseInfo `json:",omitempty"`
+	Wanted uint64           `json:",omitempty"`
+	// Stale names seen (expired, or malformed and old): deleted when the
+	// plan is applied.
+	Stale int `json:",omitempty"`
+}
+
+// holdForLeases caps a floor the plan is about to raise at the lowest
+// version a live lease holds (one LIST per 1,000 lease names; none when
+// the floor stays, so an idle table costs no request). The lease rule:
+// the floor stays at or below v while now <= expiry + MaxClockSkew
+// (table.LeaseInfo.Live).
+func (plan *PrunePlan) holdForLeases(ctx context.Context, d *table.LeaseDir, now time.Time) error {
+	if d == nil || plan.Floor <= plan.OldFloor {
+		return nil
+	}
+	set, err := d.Read(ctx)
+	stale := set.Stale(now)
+	if len(stale) > maxLeaseDeletes {
+		stale = stale[:maxLeaseDeletes]
+	}
+	plan.staleLeases, plan.leaseDir = stale, d
+	plan.Leased.Stale = len(stale)
+	if err != nil {
+		// Unknown leases: the floor stays (nothing is enqueued beyond it).
+		plan.Floor = plan.OldFloor
+		return fmt.Errorf("read leases: %w", err)
+	}
+	plan.Leased.Live = set.Live(now)
+	if pin, ok := set.Pin(now); ok && pin.Version < plan.Floor {
+		plan.Leased.By, plan.Leased.Wanted = &pin, plan.Floor
+		plan.Floor = max(pin.Version, plan.OldFloor)
+	}
+	return nil
+}
+
+// deleteStaleLeases deletes the stale lease names the plan saw (best
+// effort: the next raising pass sees them again).
+func (plan *PrunePlan) deleteStaleLeases(ctx context.Context) {
+	if len(plan.staleLeases) == 0 || plan.leaseDir == nil {
+		return
+	}
+	_ = plan.leaseDir.Store.Delete(ctx, plan.staleLeases)
+	plan.staleLeases = nil
+}
+
+// heldByLease reports whether version v is kept only by the plan's lease
+// hold (at or above the floor, below the floor wanted without it).
+func (plan *PrunePlan) heldByLease(v uint64) bool {
+	return plan.Leased.By != nil && v >= plan.Floor && v < plan.Leased.Wanted
+}
