@@ -288,6 +288,16 @@ type leaseBody struct {
 	Expires time.Time `json:"expires"`
 }
 
+// leaseExpiry is now + ttl rounded up to the millisecond (what a name
+// holds): a lease lasts at least its ttl.
+func leaseExpiry(now time.Time, ttl time.Duration) time.Time {
+	e := now.Add(ttl)
+	if t := e.Truncate(time.Millisecond); !t.Equal(e) {
+		e = t.Add(time.Millisecond)
+	}
+	return e.UTC()
+}
+
 func checkTTL(ttl time.Duration) error {
 	if ttl <= 0 || ttl > MaxLeaseTTL {
 		return fmt.Errorf("%w: ttl %s not in (0, %s]", ErrInvalidLease, ttl, MaxLeaseTTL)
@@ -337,7 +347,7 @@ func (l *Lease) take(ctx context.Context, ttl time.Duration, count bool) error {
 			return fmt.Errorf("%s: %w: %d live leases (at most %d)", d.Dir, ErrTooManyLeases, len(live), MaxLeases)
 		}
 	}
-	exp := c0.Add(ttl)
+	exp := leaseExpiry(c0, ttl)
 	key, err := l.put(ctx, exp)
 	if err != nil {
 		return err
@@ -428,7 +438,7 @@ func (l *Lease) Renew(ctx context.Context, ttl time.Duration) error {
 	}
 	now := l.dir.Clock()
 	if now.Add(renewMargin).Before(l.Expires()) {
-		exp := now.Add(ttl)
+		exp := leaseExpiry(now, ttl)
 		key, err := l.put(ctx, exp)
 		if err != nil {
 			return err
