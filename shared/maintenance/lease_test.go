@@ -170,7 +170,7 @@ func TestBadLeasesPinNothingBeyondBounds(t *testing.T) {
 	}
 	far := time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)
 	put("garbage", "x")
-	put("00000000000000000002-99999999999999999999-00000000000000aa", "")      // expiry out of range
+	put("00000000000000000002-99999999999999999999-00000000000000aa", "")       // expiry out of range
 	put(table.LeaseName(2, far, "00000000000000bb")[:30], "")                   // truncated
 	put(table.LeaseName(1<<40, far, "00000000000000cc"), "{not json")           // future version, forged expiry
 	put(table.LeaseName(2, far, "00000000000000dd"), `{"version": "nonsense"}`) // forged expiry on v2
