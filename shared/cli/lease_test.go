@@ -2,6 +2,7 @@ package cli
 
 import (
 	"encoding/json"
+	"fmt"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -77,3 +78,41 @@ func TestLeaseCLILance(t *testing.T) {
 }
 
 func jsonNum(v uint64) string { b, _ := json.Marshal(v); return string(b) }
+
+// TestLeaseStatusAndDryRun: a lease on an old version shows in status
+// (with what it pins), makes HEALTH "behind" once it has held pruning back
+// past --max-lag, and maintain --dry-run names it as the reason versions
+// are kept; the real run keeps them.
+func TestLeaseStatusAndDryRun(t *testing.T) {
+	t.Setenv(EnvAllowClockAhead, "test")
+	dir := t.TempDir()
+	tbl := filepath.Join(dir, "reg")
+	ok(t, "", "create", "--table", tbl, "--schema", "name:utf8,uri:utf8", "--key", "name")
+	for i := range 4 {
+		ok(t, fmt.Sprintf("{\"name\":\"k%d\",\"uri\":\"u%d\"}\n", i, i), "upsert", "--table", tbl)
+	}
+	out := ok(t, "", "lease", "create", "--table", tbl, "--ttl", "6h") // on v5
+	id := regexp.MustCompile(`^lease ([0-9a-f]{16}) on version 5 `).FindStringSubmatch(out)
+	if id == nil {
+		t.Fatalf("create: %q", out)
+	}
+	for i := range 20 {
+		ok(t, fmt.Sprintf("{\"name\":\"k%d\",\"uri\":\"v%d\"}\n", i%6, i), "upsert", "--table", tbl)
+	}
+	ok(t, "", "register", "reg", "reg", "--warehouse", dir)
+	r := run(t, "", "status", "--warehouse", dir, "--clock-ahead", "3h", "--max-lag", "30m")
+	if r.code != 1 || !strings.Contains(r.out, "lease "+id[1]+" on version 5 holds back pruning of") ||
+		!strings.Contains(r.out, "reg: 1 leases (1 live); lease "+id[1]+" pins the floor at 5 (would be 16)") {
+		t.Fatalf("status: exit %d\n%s%s", r.code, r.out, r.err)
+	}
+	if r := run(t, "", "status", "--warehouse", dir, "--clock-ahead", "3h", "--max-lag", "5h"); strings.Contains(r.out, "holds back") {
+		t.Fatalf("status within --max-lag:\n%s", r.out)
+	}
+	human := ok(t, "", "maintain", "--warehouse", dir, "--dry-run", "--clock-ahead", "3h")
+	if !regexp.MustCompile(`keep versions 5-1\d: lease ` + id[1] + ` on version 5 until 20\d\d-`).MatchString(human) {
+		t.Fatalf("dry run does not name the lease:\n%s", human)
+	}
+	ok(t, "", "maintain", "--warehouse", dir, "--clock-ahead", "3h")
+	ok(t, "", "scan", "--table", tbl, "--version", "5")
+	fails(t, 1, "version 4 was pruned", "", "scan", "--table", tbl, "--version", "4")
+}

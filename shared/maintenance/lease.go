@@ -82,3 +82,50 @@ func (plan *PrunePlan) deleteStaleLeases(ctx context.Context) {
 func (plan *PrunePlan) heldByLease(v uint64) bool {
 	return plan.Leased.By != nil && v >= plan.Floor && v < plan.Leased.Wanted
 }
+
+// LeaseHeld is what the plan's lease hold keeps: the stored versions the
+// floor would have passed without it, and since when the oldest of them
+// would have been prunable (its grace window over and out of the newest
+// KeepLast). Zero without a hold.
+func (plan *PrunePlan) LeaseHeld() (versions int, since time.Time) {
+	if plan.Leased.By == nil {
+		return 0, time.Time{}
+	}
+	times := make(map[uint64]time.Time, len(plan.vs))
+	for _, v := range plan.vs {
+		times[v.Version] = v.Time
+	}
+	for i, v := range plan.vs {
+		if !plan.heldByLease(v.Version) || i >= plan.Versions {
+			continue
+		}
+		versions++
+		var from time.Time
+		switch {
+		case plan.ownTime:
+			from = v.Time.Add(plan.grace)
+		case i+1 < len(plan.vs):
+			from = plan.vs[i+1].Time.Add(plan.grace)
+		}
+		if t, ok := times[v.Version+uint64(plan.policy.KeepLast)]; ok && t.After(from) {
+			from = t
+		}
+		if since.IsZero() || from.Before(since) {
+			since = from
+		}
+	}
+	return versions, since
+}
+
+// LeaseBehind is the reason a lease hold makes a table "behind" at now
+// (empty if it does not): it has kept prunable versions for longer than
+// lag.
+func (plan *PrunePlan) LeaseBehind(now time.Time, lag time.Duration) string {
+	n, since := plan.LeaseHeld()
+	if n == 0 || now.Sub(since) <= lag {
+		return ""
+	}
+	by := plan.Leased.By
+	return fmt.Sprintf("lease %s on version %d holds back pruning of %d versions since %s (expires %s)",
+		by.ID, by.Version, n, since.UTC().Format(time.RFC3339), by.EffectiveExpiry().UTC().Format(time.RFC3339))
+}
