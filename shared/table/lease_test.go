@@ -219,3 +219,31 @@ func must0(t *testing.T, err error) {
 		t.Fatal(err)
 	}
 }
+
+// TestSnapshotHoldRenewsInBackground: Hold takes a lease on the snapshot's
+// version and KeepAlive renews it in real time; stop releases it.
+func TestSnapshotHoldRenewsInBackground(t *testing.T) {
+	ctx := context.Background()
+	tbl := must(Create(ctx, diskStore(t), "t", regSchema, "name", Options{Sleep: noSleep}))
+	must(tbl.Append(ctx, regBatch(row{"a", "1", 1})))
+	snap := tbl.Snapshot()
+	const ttl = 600 * time.Millisecond
+	l, stop, err := snap.Hold(ctx, ttl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := l.Expires()
+	time.Sleep(2 * ttl)
+	if !l.Expires().After(first) {
+		t.Fatalf("not renewed: expires %v, first %v", l.Expires(), first)
+	}
+	if pin, ok := must(tbl.Leases(ctx)).Pin(time.Now()); !ok || pin.ID != l.ID() || pin.Version != snap.Version() {
+		t.Fatalf("pin after %s: %+v %v", 2*ttl, pin, ok)
+	}
+	if err := stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if set := must(tbl.Leases(ctx)); len(set.Names) != 0 {
+		t.Fatalf("after stop: %+v", set.Names)
+	}
+}
