@@ -14,10 +14,14 @@ import (
 )
 
 func leaseTable(t *testing.T) (*Table, *fakeclock.Clock, objstore.Store) {
+	return leaseTableOn(t, diskStore(t))
+}
+
+func leaseTableOn(t *testing.T, inner objstore.Store) (*Table, *fakeclock.Clock, objstore.Store) {
 	t.Helper()
 	ctx := context.Background()
 	clk := fakeclock.New(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
-	st := fakeclock.NewStore(diskStore(t), clk)
+	st := fakeclock.NewStore(inner, clk)
 	tbl := must(Create(ctx, st, "t", regSchema, "name", Options{Clock: clk.Now, Sleep: noSleep}))
 	must(tbl.Append(ctx, regBatch(row{"a", "1", 1}))) // v2
 	return tbl, clk, st
@@ -62,10 +66,15 @@ func TestLeaseNameRoundTrip(t *testing.T) {
 
 // TestLeaseLifecycle: a lease pins its version while live; a renewal
 // writes the new name before the old one goes; release deletes it; the
-// rule ignores a lease only past expiry + MaxClockSkew (both sides).
+// rule ignores a lease only past expiry + MaxClockSkew (both sides). On
+// disk and on S3 (versitygw).
 func TestLeaseLifecycle(t *testing.T) {
+	storeKinds(t, func(t *testing.T, newStore func(t *testing.T) objstore.Store) { leaseLifecycle(t, newStore(t)) })
+}
+
+func leaseLifecycle(t *testing.T, inner objstore.Store) {
 	ctx := context.Background()
-	tbl, clk, _ := leaseTable(t)
+	tbl, clk, _ := leaseTableOn(t, inner)
 	l, err := tbl.Lease(ctx, 2, time.Hour)
 	if err != nil {
 		t.Fatal(err)
