@@ -129,3 +129,18 @@ func (plan *PrunePlan) LeaseBehind(now time.Time, lag time.Duration) string {
 	return fmt.Sprintf("lease %s on version %d holds back pruning of %d versions since %s (expires %s)",
 		by.ID, by.Version, n, since.UTC().Format(time.RFC3339), by.EffectiveExpiry().UTC().Format(time.RFC3339))
 }
+
+// leaseDelay is when stored version v, prunable at `at` by the retention
+// rule, can be pruned given the plan's lease hold: no earlier than the
+// holding lease's effective expiry + MaxClockSkew (+1 s), so a fleet pass
+// does not maintain a table again and again while a lease keeps its
+// versions (markAfter).
+func (plan *PrunePlan) leaseDelay(v uint64, at time.Time) time.Time {
+	if !plan.heldByLease(v) {
+		return at
+	}
+	if end := plan.Leased.By.EffectiveExpiry().Add(table.MaxClockSkew + time.Second); end.After(at) {
+		return end
+	}
+	return at
+}

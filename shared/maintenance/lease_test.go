@@ -288,3 +288,66 @@ func TestLeaseRequests(t *testing.T) {
 		t.Fatalf("raising pass with a stale name: %v, want 1 LIST 1 DELETE", got)
 	}
 }
+
+// TestLeasedIdleTableStaysIdle: in a fleet pass, a table whose floor a
+// lease holds back is not maintained again at every pass (its held
+// versions are not "prunable" before the lease's expiry + MaxClockSkew):
+// idle, it costs the scan's one LIST per pass (beside the fleet index's
+// LIST and GET) until then, and is
+// maintained (and pruned) at the first pass after it.
+func TestLeasedIdleTableStaysIdle(t *testing.T) {
+	ctx := context.Background()
+	p := maintenance.DefaultPolicy()
+	f := newFleet(t, 1, p, nil)
+	tb := f.tables["t000"]
+	for i := range 5 {
+		f.write(t, "t000", i)
+	}
+	const ttl = 4 * time.Hour
+	lease, err := tb.Lease(ctx, tb.Cached().Version, ttl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	V := lease.Version()
+	for i := range 40 {
+		f.write(t, "t000", 100+i)
+	}
+	maintained := 0
+	bound := lease.Expires().Add(table.MaxClockSkew)
+	var lastHeld time.Time
+	for pass := 0; f.clock.Now().Before(bound.Add(time.Hour)); pass++ {
+		f.clock.Advance(15 * time.Minute)
+		rep, cnt := f.pass(t)
+		if len(rep.Tables) == 0 {
+			// The fleet index (LIST + GET) and the table's scan LIST.
+			if cnt != (objstore.Counts{List: 2, Get: 1}) {
+				t.Fatalf("pass %d skipped the table with %v, want the idle cost (2 LIST 1 GET)", pass, cnt)
+			}
+			continue
+		}
+		maintained++
+		fl := rep.Tables[0].Prune.Floor
+		if f.clock.Now().After(bound) {
+			if fl <= V {
+				t.Fatalf("pass %d after the lease's bound: floor %d", pass, fl)
+			}
+			break
+		}
+		if fl > V {
+			t.Fatalf("pass %d: floor %d above the leased %d", pass, fl, V)
+		}
+		if rep.Tables[0].Prune.Leased.By != nil {
+			lastHeld = f.clock.Now()
+		}
+	}
+	t.Logf("maintained %d times over %s; last held at %s", maintained, ttl+time.Hour, lastHeld)
+	if lastHeld.IsZero() {
+		t.Fatal("the lease never held the floor")
+	}
+	// Maintained when the lease first held (the versions past grace), once
+	// after its bound, and at most once more (the full check or the
+	// compaction threshold): not at every one of the ~20 passes.
+	if maintained > 4 {
+		t.Fatalf("maintained %d times while the lease held: the held versions make the table due at every pass", maintained)
+	}
+}
