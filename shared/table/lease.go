@@ -429,8 +429,8 @@ const renewMargin = MaxCommitDuration + 2*MaxClockSkew
 
 // Renew extends the lease to now + ttl: it writes the new name, then
 // deletes the one before the previous. A lease renewed while more than
-// MaxCommitDuration + 2 x MaxClockSkew remain is continuous; a later one is
-// checked as a new lease (ErrVersionPruned if the floor passed the version
+// MaxCommitDuration + 2 x MaxClockSkew remain, its new name written within
+// MaxCommitDuration, is continuous; otherwise it is checked as a new lease (ErrVersionPruned if the floor passed the version
 // meanwhile, ErrLeaseWindow if it may have).
 func (l *Lease) Renew(ctx context.Context, ttl time.Duration) error {
 	if err := checkTTL(ttl); err != nil {
@@ -443,8 +443,17 @@ func (l *Lease) Renew(ctx context.Context, ttl time.Duration) error {
 		if err != nil {
 			return err
 		}
-		l.rotate(key, exp)
-		return nil
+		if l.dir.Clock().Sub(now) <= MaxCommitDuration {
+			l.rotate(key, exp)
+			return nil
+		}
+		// Landed too late to rely on the old name: checked as a new lease.
+		l.mu.Lock()
+		own := key == l.key || key == l.prev // the same name (same expiry)
+		l.mu.Unlock()
+		if !own {
+			_ = l.dir.Store.Delete(context.WithoutCancel(ctx), []string{key})
+		}
 	}
 	return l.take(ctx, ttl, false)
 }

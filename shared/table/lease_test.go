@@ -256,3 +256,38 @@ func TestSnapshotHoldRenewsInBackground(t *testing.T) {
 		t.Fatalf("after stop: %+v", set.Names)
 	}
 }
+
+// TestSlowRenewalIsCheckedAsNew: a renewal whose new name lands more than
+// MaxCommitDuration after it started cannot rely on the old name having
+// covered the gap (a planner may have seen neither live): its name is
+// withdrawn and it is checked as a new lease, refused once the floor
+// passed the version.
+func TestSlowRenewalIsCheckedAsNew(t *testing.T) {
+	ctx := context.Background()
+	clk := fakeclock.New(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	f := objstore.NewFaulty(fakeclock.NewStore(diskStore(t), clk))
+	tbl := must(Create(ctx, f, "t", regSchema, "name", Options{Clock: clk.Now, Sleep: noSleep}))
+	must(tbl.Append(ctx, regBatch(row{"a", "1", 1}))) // v2
+	l, err := tbl.Lease(ctx, 2, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	must(tbl.Append(ctx, regBatch(row{"b", "1", 1}))) // v3
+	must0(t, tbl.SetFloor(ctx, 3))
+	clk.Advance(time.Minute)
+	slow := true
+	f.SetBefore(func(_ int64, op objstore.Op) error {
+		if slow && op.Kind == objstore.KindPut && strings.Contains(op.Key, LeasesPrefix) {
+			slow = false
+			clk.Advance(MaxCommitDuration + time.Millisecond)
+		}
+		return nil
+	})
+	if err := l.Renew(ctx, time.Hour); !errors.Is(err, ErrVersionPruned) {
+		t.Fatalf("slow renewal after the floor passed: %v, want ErrVersionPruned", err)
+	}
+	set := must(tbl.Leases(ctx))
+	if len(set.Names) != 1 || set.Names[0].Expires.After(l.Expires()) {
+		t.Fatalf("names after a refused slow renewal: %+v (want only the old one)", set.Names)
+	}
+}
