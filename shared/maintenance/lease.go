@@ -43,7 +43,12 @@ type LeaseHold struct {
 // the floor stays, so an idle table costs no request). The lease rule:
 // the floor stays at or below v while now <= expiry + MaxClockSkew
 // (table.LeaseInfo.Live).
-func (plan *PrunePlan) holdForLeases(ctx context.Context, d *table.LeaseDir, now time.Time) error {
+//
+// forApply (the plan is applied next, under the lock): when the listing
+// fails for too many objects, the stale names it saw are deleted at once
+// (the plan fails, so apply would not delete them), so a flood of expired
+// or old malformed names drains over the passes.
+func (plan *PrunePlan) holdForLeases(ctx context.Context, d *table.LeaseDir, now time.Time, forApply bool) error {
 	if d == nil || plan.Floor <= plan.OldFloor {
 		return nil
 	}
@@ -57,6 +62,9 @@ func (plan *PrunePlan) holdForLeases(ctx context.Context, d *table.LeaseDir, now
 	if err != nil {
 		// Unknown leases: the floor stays (nothing is enqueued beyond it).
 		plan.Floor = plan.OldFloor
+		if forApply {
+			plan.deleteStaleLeases(ctx)
+		}
 		return fmt.Errorf("read leases: %w", err)
 	}
 	plan.Leased.Live = set.Live(now)

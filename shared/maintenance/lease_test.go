@@ -208,6 +208,20 @@ func TestBadLeasesPinNothingBeyondBounds(t *testing.T) {
 	if f, _ := tb.Floor(ctx); f != before {
 		t.Fatalf("floor moved from %d to %d with leases unknown", before, f)
 	}
+	// Once the flood is old (malformed names past MaxLeaseTTL + skew), the
+	// failing passes delete it, 1,000 names a pass, and pruning resumes.
+	e.clock.Advance(table.MaxLeaseTTL + time.Hour)
+	upsert(t, tb, "e", "x")
+	if _, err := e.runner.MaintainTable(ctx, e.ref); !errors.Is(err, table.ErrTooManyLeases) {
+		t.Fatalf("first pass over the old flood: %v", err)
+	}
+	rep, err = e.runner.MaintainTable(ctx, e.ref)
+	if err != nil || rep.Prune.Floor <= before {
+		t.Fatalf("second pass over the old flood: floor %d (was %d), %v", rep.Prune.Floor, before, err)
+	}
+	if set, err := tb.Leases(ctx); err != nil || len(set.Malformed) != 4*table.MaxLeases+1-2000 {
+		t.Fatalf("after two passes: %d malformed left, want %d (%v)", len(set.Malformed), 4*table.MaxLeases+1-2000, err)
+	}
 }
 
 // TestLeaseRequests pins what leases cost: an idle table's pass (floor

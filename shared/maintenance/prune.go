@@ -296,7 +296,7 @@ func planPrune(ctx context.Context, t *table.Table, name string, p Policy, now t
 		}
 	}
 	plan.Floor = max(floor, plan.OldFloor)
-	if err := plan.holdForLeases(ctx, t.LeaseDir(), now); err != nil {
+	if err := plan.holdForLeases(ctx, t.LeaseDir(), now, forApply); err != nil {
 		return plan, err
 	}
 	// With no stored version below the floor (an idle, cleaned table)
