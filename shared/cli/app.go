@@ -192,6 +192,7 @@ var commands = []func(*App) *cobra.Command{
 	newPruneCmd,
 	newSweepCmd,
 	newStatusCmd,
+	newLeaseCmd,
 }
 
 // NewRoot builds the command tree for app.

@@ -59,6 +59,10 @@ type tableStatus struct {
 	LastCleanup      string     `json:"last_cleanup,omitempty"`
 	Policy           policyJSON `json:"policy"`
 	Error            string     `json:"error,omitempty"`
+	// Leases are the table's reader leases; LeaseHold says what the one on
+	// the lowest version pins (status_lease.go).
+	Leases    []leaseJSON `json:"leases,omitempty"`
+	LeaseHold string      `json:"lease_hold,omitempty"`
 }
 
 // bucketProblem is why the warehouse's bucket is unhealthy for every
@@ -172,6 +176,7 @@ monitoring.`,
 					fmt.Fprintf(app.Stdout, "warehouse %s: unhealthy: %s\n", w.URI, bucket)
 				}
 				err = printStatus(app, rows)
+				printLeaseLines(app, rows)
 			}
 			if err != nil {
 				return err
@@ -298,6 +303,9 @@ func statusOf(ctx context.Context, store objstore.Store, ref maintenance.TableRe
 	if why := h.Behind(now, lag); len(why) > 0 {
 		r.Health, r.Reason = "behind", strings.Join(why, "; ")
 	}
+	if err := r.setLeases(ctx, store, ref, h.Plan, now); err != nil {
+		return fail(err)
+	}
 	return r
 }
 
@@ -339,6 +347,12 @@ func sourceStatusOf(ctx context.Context, store objstore.Store, ref maintenance.T
 	lag = r.setLastCleanup(s, old, ref, lag)
 	if pl.Prunable > 0 && !st.PrunableSince.IsZero() && now.Sub(st.PrunableSince) > lag {
 		r.Health, r.Reason = "behind", fmt.Sprintf("%d prunable versions waiting since %s", pl.Prunable, rfc3339(st.PrunableSince))
+	}
+	if w := pl.LeaseBehind(now, lag); w != "" {
+		r.Health, r.Reason = "behind", strings.TrimPrefix(r.Reason+"; "+w, "; ")
+	}
+	if err := r.setLeases(ctx, store, ref, pl, now); err != nil {
+		return fail(err)
 	}
 	return r
 }

@@ -38,7 +38,8 @@ func withCommits(vs []table.VersionInfo, n int, now time.Time) []table.VersionIn
 type Kept struct {
 	From, To uint64
 	// Reason: "keep-last N", "grace until T" (superseded less than the
-	// retention grace ago; prunable from T), "tag NAME", or "at or above
+	// retention grace ago; prunable from T), "tag NAME", "lease ID on
+	// version V until T" (a reader lease holds the floor at V), or "at or above
 	// the retention floor" (kept because the floor, which only rises, is
 	// already above an older kept version).
 	Reason string
@@ -83,6 +84,9 @@ func (plan *PrunePlan) Kept() []Kept {
 				slices.Sort(ns)
 				add(v.Version, "tag "+ns[0], time.Time{})
 			}
+		case plan.heldByLease(v.Version):
+			by := plan.Leased.By
+			add(v.Version, fmt.Sprintf("lease %s on version %d until %s", by.ID, by.Version, by.EffectiveExpiry().UTC().Format(time.RFC3339)), time.Time{})
 		case v.Version >= keepFrom:
 			add(v.Version, fmt.Sprintf("keep-last %d", plan.policy.KeepLast), time.Time{})
 		case plan.ownTime && plan.now.Sub(v.Time) <= plan.grace:

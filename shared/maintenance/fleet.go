@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -672,9 +673,10 @@ func newMarkDue(ref TableRef, pl PrunePlan, now time.Time, prunableAt func(i int
 			continue
 		}
 		if at, ok := prunableAt(i); ok {
-			prunable = append(prunable, at)
+			prunable = append(prunable, pl.leaseDelay(v.Version, at)) // a lease's versions: at its end
 		}
 	}
+	slices.SortFunc(prunable, time.Time.Compare)
 	if len(prunable) > 0 {
 		md.m.PrunableAt = prunable[0]
 		at := prunable[0].Add(p.PruneMaxWait)

@@ -33,6 +33,9 @@ type Health struct {
 	CompactableSince time.Time
 	Fragments        int
 	Rows             uint64
+	// Plan is the prune plan the health was computed from (its Leased
+	// field: the lease holding the floor down, if any).
+	Plan PrunePlan `json:"-"`
 }
 
 // TableHealth computes t's Health at now with ref's policy (reads only:
@@ -45,6 +48,7 @@ func TableHealth(ctx context.Context, t *table.Table, ref TableRef, now time.Tim
 		return h, err
 	}
 	h.Latest, h.Floor, h.Versions, h.PrunableNow, h.Tagged = plan.Latest, plan.Floor, plan.Versions, plan.Prunable, len(plan.Tagged)
+	h.Plan = plan
 	tagged := map[uint64]bool{}
 	for _, v := range plan.Tagged {
 		tagged[v] = true
@@ -115,6 +119,9 @@ func (h Health) Behind(now time.Time, lag time.Duration) []string {
 	}
 	if h.Compactable > 0 && now.Sub(h.CompactableSince) > lag {
 		why = append(why, fmt.Sprintf("%d fragments compactable since %s", h.Compactable, h.CompactableSince.UTC().Format(time.RFC3339)))
+	}
+	if w := h.Plan.LeaseBehind(now, lag); w != "" {
+		why = append(why, w)
 	}
 	return why
 }

@@ -87,6 +87,8 @@ type PrunePlan struct {
 	Unreclaim int // versions stored that are below the floor (backlog)
 	// PrunableBytes is the size of the prunable versions' manifests.
 	PrunableBytes int64
+	// Leased is what reader leases did to the floor (lease.go).
+	Leased LeaseHold
 	// Token is the fencing token of the lease the plan is applied under:
 	// ApplyPrune writes the prune state under it, and the state of the
 	// highest token wins (a stale holder cannot roll a newer one back).
@@ -113,6 +115,9 @@ type PrunePlan struct {
 	state     pruneState
 	stateKeys []objstore.ObjectInfo // the state objects listed
 	changed   bool                  // StateAfter differs from the state read
+	// Lease names to delete when applied (holdForLeases).
+	staleLeases []string
+	leaseDir    *table.LeaseDir
 }
 
 // trackedRange is one enqueued range: At is when it was last sent.
@@ -305,6 +310,9 @@ func planPrune(ctx context.Context, t *table.Table, name string, p Policy, now t
 		}
 	}
 	plan.Floor = max(floor, plan.OldFloor)
+	if err := plan.holdForLeases(ctx, t.LeaseDir(), now, forApply); err != nil {
+		return plan, err
+	}
 	// With no stored version below the floor (an idle, cleaned table)
 	// nothing can be enqueued and the state is not needed: skip reading it.
 	var more []func(context.Context) error
@@ -477,6 +485,7 @@ type applyTarget struct {
 // again, the ranges' change records ensured, the fence, the ranges sent, the
 // fence, the prune state.
 func (plan *PrunePlan) apply(ctx context.Context, at applyTarget, q Enqueuer) error {
+	defer plan.deleteStaleLeases(ctx)
 	if plan.Floor > plan.OldFloor {
 		if err := at.setFloor(ctx, plan.Floor); err != nil {
 			return fmt.Errorf("set floor: %w", err)

@@ -84,6 +84,12 @@ func (s stateAt) Root() string          { return s.root }
 // version whose grace window is not over are kept) and the ranges to
 // enqueue. Call it under the table's lock (Prepare may write).
 func PlanSourcePrune(ctx context.Context, src Source, name string, p Policy, now time.Time) (PrunePlan, error) {
+	return planSourcePrune(ctx, src, name, p, now, false)
+}
+
+// planSourcePrune is PlanSourcePrune; forApply: the plan is applied next
+// (holdForLeases).
+func planSourcePrune(ctx context.Context, src Source, name string, p Policy, now time.Time, forApply bool) (PrunePlan, error) {
 	p = p.WithDefaults()
 	plan := PrunePlan{name: name, policy: p, now: now}
 	if err := src.Prepare(ctx); err != nil {
@@ -121,6 +127,11 @@ func PlanSourcePrune(ctx context.Context, src Source, name string, p Policy, now
 		}
 	}
 	plan.Floor = max(floor, plan.OldFloor)
+	if ll, ok := src.(LeaseLister); ok {
+		if err := plan.holdForLeases(ctx, ll.LeaseDir(), now, forApply); err != nil {
+			return plan, err
+		}
+	}
 	if vs[0].Version < plan.Floor {
 		st := stateAt{src.Store(), src.StateRoot()}
 		if plan.state, plan.stateKeys, err = readPruneState(ctx, st); err != nil {

@@ -221,7 +221,7 @@ func (r *Runner) pruneSource(ctx context.Context, ref TableRef, src Source) (pla
 	}
 	defer release()
 	token = fence.Lease().Token
-	plan, err = PlanSourcePrune(ctx, src, ref.Name, p, r.Clock.Now())
+	plan, err = planSourcePrune(ctx, src, ref.Name, p, r.Clock.Now(), true)
 	if err != nil {
 		return plan, token, false, fmt.Errorf("plan prune %s: %w", ref.Name, err)
 	}
