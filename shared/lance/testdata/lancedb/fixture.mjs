@@ -7,6 +7,9 @@
 //   churn <dbdir> <table> <versions>   single-commit upserts until that many versions (benchmark)
 //   compact <dbdir> <table>            optimize with a cut-off at the epoch: compaction, no cleanup
 //   timed-cleanup <dbdir> <table> <cutoffMs> optimize after compact: the time of LanceDB's cleanup
+//   mixed <dbdir> <table> <rounds>     10 rows, a btree index on id, then one-row upserts, delete+add, deletes, adds (no optimize)
+//   verify <dbdir> <table>             the latest version: every id's index query (id = x) and a range query against the scan; fragments
+//   writer <dbdir> <table> <n>         n acknowledged writes (upsert of a new key, delete of an old one), printing what it saw acknowledged
 import * as lancedb from "@lancedb/lancedb";
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
@@ -143,6 +146,74 @@ async function optimize(dir, name, cutoffMs) {
   return { prune: stats.prune, compaction: stats.compaction, latest: await tbl.version() };
 }
 
+async function mixed(dir, name, rounds) {
+  const db = await connect(dir);
+  const tbl = await db.createTable(name, rows([0, 1, 2, 3, 4, 5, 6, 7, 8, 9], 0), { mode: "overwrite" });
+  await tbl.createIndex("id", { config: lancedb.Index.btree() });
+  let nextId = 10;
+  for (let i = 0, gen = 1; i < rounds; i++, gen++) {
+    switch (i % 4) {
+      case 0: // mergeInsert upsert: an existing key and a new one
+        await tbl.mergeInsert("id").whenMatchedUpdateAll().whenNotMatchedInsertAll().execute(rows([(i * 3) % nextId, nextId++], gen));
+        break;
+      case 1: // delete + add
+        await tbl.delete(`id = ${(i * 7) % nextId}`);
+        await tbl.add(rows([nextId++], gen));
+        break;
+      case 2: // a deletion only
+        await tbl.delete(`id = ${(i * 11) % nextId}`);
+        break;
+      case 3: // plain one-row append
+        await tbl.add(rows([nextId++], gen));
+        break;
+    }
+  }
+  return { latest: await tbl.version() };
+}
+
+async function verify(dir, name) {
+  const db = await connect(dir);
+  const tbl = await db.openTable(name);
+  const norm = (rs) => rs.map((r) => ({ id: Number(r.id), name: r.name, val: r.val })).sort((a, b) => a.id - b.id);
+  const all = norm(await tbl.query().toArray());
+  const bad = [];
+  for (const r of all) {
+    const got = norm(await tbl.query().where(`id = ${r.id}`).toArray());
+    if (got.length !== 1 || got[0].name !== r.name || got[0].val !== r.val) bad.push({ id: r.id, got });
+  }
+  const want = all.filter((r) => r.id >= 5 && r.id < 30);
+  const range = norm(await tbl.query().where("id >= 5 AND id < 30").toArray());
+  if (JSON.stringify(range) !== JSON.stringify(want)) bad.push({ range: range.length, want: want.length });
+  const missing = norm(await tbl.query().where("id = 99999999").toArray());
+  if (missing.length !== 0) bad.push({ missing });
+  const stats = await tbl.stats();
+  const idx = await tbl.listIndices();
+  return { rows: all.length, bad, fragments: stats.fragmentStats.numFragments, indices: idx.map((i) => i.name), version: await tbl.version() };
+}
+
+// writer: n acknowledged writes against whatever else commits; prints the
+// keys it saw upserted and deleted (acknowledged only).
+async function writer(dir, name, n) {
+  const db = await connect(dir);
+  const tbl = await db.openTable(name);
+  const upserted = [], deleted = [];
+  for (let i = 0; i < n; i++) {
+    const id = 1000000 + i;
+    try {
+      await tbl.mergeInsert("id").whenMatchedUpdateAll().whenNotMatchedInsertAll().execute(rows([id], 7));
+      upserted.push(id);
+    } catch (e) { /* not acknowledged */ }
+    if (i % 3 === 2) {
+      const victim = 1000000 + i - 2;
+      try {
+        await tbl.delete(`id = ${victim}`);
+        deleted.push(victim);
+      } catch (e) { /* not acknowledged */ }
+    }
+  }
+  return { upserted, deleted };
+}
+
 const [cmd, dir, name, arg, arg2] = process.argv.slice(2);
 let res;
 switch (cmd) {
@@ -153,6 +224,9 @@ switch (cmd) {
   case "churn": res = await churn(dir, name, Number(arg)); break;
   case "compact": res = await optimize(dir, name, 0); break;
   case "timed-cleanup": res = await timedCleanup(dir, name, arg); break;
+  case "mixed": res = await mixed(dir, name, Number(arg)); break;
+  case "verify": res = await verify(dir, name); break;
+  case "writer": res = await writer(dir, name, Number(arg)); break;
   default:
     console.error(`usage: node fixture.mjs create|dump|write|optimize <dbdir> <table> [arg]`);
     process.exit(2);
