@@ -565,14 +565,21 @@ func (d *Dataset) probeLatest(ctx context.Context, scheme NamingScheme, known ui
 		if err != nil {
 			return 0, err
 		}
-		if len(p.Objects) == 0 {
-			return 0, fmt.Errorf("%s: %w", d.root, ErrNotADataset)
+		if len(p.Objects) > 0 {
+			if v, s, ok := ParseManifestName(strings.TrimPrefix(p.Objects[0].Key, prefix)); ok && s == SchemeV2 && v >= known {
+				return v, nil
+			}
 		}
-		v, s, ok := ParseManifestName(strings.TrimPrefix(p.Objects[0].Key, prefix))
-		if !ok || s != SchemeV2 || v < known {
-			return 0, unsupported(p.Objects[0].Key, "first manifest under _versions/ is not the newest")
+		// A writer's temporary file sorts first (or vanished since the
+		// listing): the whole listing.
+		vs, err := d.ListVersions(ctx)
+		if err != nil {
+			return 0, err
 		}
-		return v, nil
+		if len(vs) == 0 || vs[len(vs)-1].Version < known {
+			return 0, fmt.Errorf("%s: %w: no version at or after %d", d.root, ErrNotADataset, known)
+		}
+		return vs[len(vs)-1].Version, nil
 	}
 	v := known
 	for {
