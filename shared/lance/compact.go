@@ -593,3 +593,25 @@ func (d *Dataset) probeLatest(ctx context.Context, scheme NamingScheme, known ui
 		v++
 	}
 }
+
+// Compact is the Source's compaction capability: Dataset.Compact on its
+// dataset (the maintenance runner calls it under the table's lease, with
+// Fence checking that lease, before the prune).
+func (s *Source) Compact(ctx context.Context, opts CompactOptions) (*CompactReport, error) {
+	return s.ds.Compact(ctx, opts)
+}
+
+// Describe is one line per group for a dry run: the fragments folded, their
+// rows and bytes, and the outcome.
+func (g CompactGroup) String() string {
+	ids := g.Fragments
+	span := fmt.Sprintf("%d fragments", len(ids))
+	if len(ids) > 0 {
+		span = fmt.Sprintf("fragments %d..%d (%d)", ids[0], ids[len(ids)-1], len(ids))
+	}
+	s := fmt.Sprintf("%s: %d rows (%d deleted), %d bytes", span, g.Rows, g.Deleted, g.Bytes)
+	if g.Outcome != "" {
+		s += ": " + g.Outcome
+	}
+	return s
+}

@@ -148,10 +148,13 @@ type TableReport struct {
 	Compacted  CompactionResult
 	// CompactionError is set when compaction failed; pruning still ran.
 	CompactionError string `json:"compaction_error,omitempty"`
-	Prune           PrunePlan
-	Stats           TableStats
-	StatsNote       string `json:"stats_note,omitempty"`
-	Duration        time.Duration
+	// CompactionGroups describe a SourceCompacter's groups (a Lance
+	// dataset's), one line each.
+	CompactionGroups []string `json:"compaction_groups,omitempty"`
+	Prune            PrunePlan
+	Stats            TableStats
+	StatsNote        string `json:"stats_note,omitempty"`
+	Duration         time.Duration
 	// Source, in a dry run of a dataset of another format, is the Source
 	// the plan was made on: its change records (derived in memory, not
 	// written) are what PlanSourceRange itemises the ranges from.

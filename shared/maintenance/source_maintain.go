@@ -29,6 +29,15 @@ type LatestStatser interface {
 	LatestStats(ctx context.Context) (table.Stats, error)
 }
 
+// SourceCompacter is a Source that compacts its own format (Lance: pages
+// spliced, committed as a Rewrite; docs/lance.md "Compaction"). The runner
+// calls it under the table's lease, fence checking (and renewing) that
+// lease, before the prune; dryRun plans and writes nothing. lines describe
+// the groups, one each.
+type SourceCompacter interface {
+	CompactSource(ctx context.Context, p Policy, fence func(context.Context) error, dryRun bool) (res CompactionResult, lines []string, err error)
+}
+
 // openSource opens the Source of a dataset of another format through
 // Runner.Sources; ErrUnknownFormat if there is no opener.
 func (r *Runner) openSource(ctx context.Context, store objstore.Store, ref TableRef) (Source, error) {
@@ -134,6 +143,13 @@ func (r *Runner) maintainSource(ctx context.Context, ref TableRef, start time.Ti
 		return rep, err
 	}
 	if r.DryRun {
+		if c, ok := src.(SourceCompacter); ok {
+			res, lines, err := c.CompactSource(ctx, p, nil, true)
+			if err != nil {
+				rep.CompactionError = err.Error()
+			}
+			rep.Compacted, rep.CompactionGroups = res, lines
+		}
 		rep.Prune, err = PlanSourcePrune(ctx, src, ref.Name, p, r.Clock.Now())
 		if err != nil {
 			return rep, fmt.Errorf("plan prune %s: %w", ref.Name, err)
@@ -141,10 +157,23 @@ func (r *Runner) maintainSource(ctx context.Context, ref TableRef, start time.Ti
 		rep.Source = src // its derived change records, for PlanSourceRange
 		return rep, nil
 	}
-	// Nothing is compacted, and Compacted stays empty: a Stopped note would
-	// read as a compaction that made no progress (the fan-out retries those).
+	// A SourceCompacter compacts first, under the same lease; a failed
+	// compaction is reported (CompactionError) and the prune still runs.
 	st := r.beginStep(cnt)
-	plan, token, held, err := r.pruneSource(ctx, ref, src)
+	var compact func(*lock.Fence)
+	if c, ok := src.(SourceCompacter); ok {
+		compact = func(fence *lock.Fence) {
+			res, lines, err := c.CompactSource(ctx, p, fence.Heartbeat, false)
+			rep.Compacted, rep.CompactionGroups = res, lines
+			if err != nil {
+				rep.CompactionError = err.Error()
+			}
+			r.Logger.InfoContext(ctx, "maintenance step", "step", "compaction", "table", ref.Name, "format", ref.Format,
+				"planned", res.Planned, "committed", res.Committed, "dropped", res.Dropped, "input_fragments", res.InputFrags,
+				"versions", res.Versions, "stopped", res.Stopped, "error", rep.CompactionError)
+		}
+	}
+	plan, token, held, err := r.pruneSource(ctx, ref, src, compact)
 	rep.Prune, rep.Token = plan, token
 	if held {
 		rep.Skipped = "locked by another compactor"
@@ -210,7 +239,8 @@ func (r *Runner) sourceStats(ctx context.Context, ref TableRef, src Source, pl P
 
 // pruneSource is PruneSource's body: held reports a lock held by another
 // maintainer (nothing done).
-func (r *Runner) pruneSource(ctx context.Context, ref TableRef, src Source) (plan PrunePlan, token uint64, held bool, err error) {
+// compact, if set, runs first under the same lease.
+func (r *Runner) pruneSource(ctx context.Context, ref TableRef, src Source, compact func(*lock.Fence)) (plan PrunePlan, token uint64, held bool, err error) {
 	p := ref.Policy.WithDefaults()
 	fence, release, err := r.holdTable(ctx, ref)
 	if errors.Is(err, lock.ErrLockHeld) {
@@ -221,6 +251,9 @@ func (r *Runner) pruneSource(ctx context.Context, ref TableRef, src Source) (pla
 	}
 	defer release()
 	token = fence.Lease().Token
+	if compact != nil {
+		compact(fence)
+	}
 	plan, err = PlanSourcePrune(ctx, src, ref.Name, p, r.Clock.Now())
 	if err != nil {
 		return plan, token, false, fmt.Errorf("plan prune %s: %w", ref.Name, err)
