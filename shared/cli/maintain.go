@@ -142,6 +142,7 @@ type tableJSON struct {
 	FencingToken    uint64      `json:"fencing_token,omitempty"`
 	Groups          int         `json:"compaction_groups"`
 	GroupFragments  []int       `json:"group_fragments,omitempty"`
+	CompactionPlan  []string    `json:"compaction_plan,omitempty"` // a Lance dataset's groups, one line each
 	GroupBytes      []uint64    `json:"group_bytes,omitempty"`
 	FragmentsBefore int         `json:"input_fragments,omitempty"`
 	RowsRewritten   uint64      `json:"rows_rewritten,omitempty"`
@@ -221,6 +222,9 @@ func maintainJSON(rep passReport, dry, keys, remote bool) maintainOut {
 			}
 			left := rep.Leftover[tr.Table]
 			tj.LeftGroups, tj.LeftFragments = left[0], left[1]
+			if tr.CompactionGroups != nil {
+				tj.Groups, tj.CompactionPlan = len(tr.CompactionGroups), tr.CompactionGroups
+			}
 			for _, k := range rep.Kept[tr.Table] {
 				kj := keptJSON{From: k.From, To: k.To, Reason: k.Reason}
 				if !k.Until.IsZero() {
@@ -304,7 +308,7 @@ func printMaintain(app *App, j maintainOut, elapsed time.Duration) error {
 		case !dry && note == "" && t.Format != "" && t.sweepOnly:
 			note = fmt.Sprintf("%s: %d orphans swept", t.Format, t.SweepDeleted)
 		case !dry && note == "" && t.Format != "":
-			note = fmt.Sprintf("%s: pruned, not compacted (it compacts itself), %d orphans swept", t.Format, t.SweepDeleted)
+			note = fmt.Sprintf("%s: %d fragments folded, %d orphans swept", t.Format, t.FragmentsBefore, t.SweepDeleted)
 		case !dry && note == "":
 			note = fmt.Sprintf("%d fragments rewritten, %d orphans swept", t.FragmentsBefore, t.SweepDeleted)
 			if t.RangesSent > 0 {
@@ -341,6 +345,9 @@ func printMaintain(app *App, j maintainOut, elapsed time.Duration) error {
 		fmt.Fprintf(out, "\n%s:\n", t.Table)
 		for i, n := range t.GroupFragments {
 			fmt.Fprintf(out, "  compact group %d: %d fragments, %s\n", i+1, n, shortBytes(int64(t.GroupBytes[i])))
+		}
+		for i, g := range t.CompactionPlan {
+			fmt.Fprintf(out, "  compact group %d: %s\n", i+1, g)
 		}
 		if t.LeftFragments > 0 {
 			fmt.Fprintf(out, "  compaction leaves %d fragments in %d groups for the next pass (per-run limits)\n", t.LeftFragments, t.LeftGroups)

@@ -129,7 +129,9 @@ func (w *whouse) pass(ctx context.Context, o passOptions) (passReport, error) {
 		Store: w.Store, Catalog: w.Catalog, Locker: w.Locker, Queue: enq, Compactor: comp,
 		Clock: w.Clock, Logger: w.Logger, Owner: fmt.Sprintf("cli/%s/%d", host, os.Getpid()), DryRun: o.DryRun,
 		Lease: w.Lease, LockWait: w.LockWait, LockNamespace: w.LockNamespace,
-		Sources: formats.Open, // registered Lance datasets: pruned, never compacted
+		Sources: formats.Open, // registered Lance datasets: compacted (page splicing) and pruned
+		// A prune-only pass leaves Lance datasets uncompacted too.
+		NoSourceCompaction: !o.Steps.Compact,
 	}
 	if o.Steps.Compact || o.Steps.Prune {
 		bar := o.progress("maintain", len(refs))
@@ -138,12 +140,6 @@ func (w *whouse) pass(ctx context.Context, o passOptions) (passReport, error) {
 				return rep, err
 			}
 			describe(bar, "maintain "+ref.Name)
-			if ref.Format != "" && !o.Steps.Prune {
-				// compact alone: nothing to do on a dataset that compacts itself.
-				rep.Run.Tables = append(rep.Run.Tables, maintenance.TableReport{Table: ref.Name, Skipped: notCompacted(ref.Format)})
-				_ = bar.Add(1)
-				continue
-			}
 			run := ref
 			if !o.Steps.Prune {
 				// Compaction alone: a policy keeping every version plans
@@ -223,11 +219,6 @@ func describe(bar progress.Bar, what string) {
 	if d, ok := bar.(interface{ Describe(string) }); ok {
 		d.Describe(what)
 	}
-}
-
-// notCompacted is the note of a dataset of another format under `compact`.
-func notCompacted(format string) string {
-	return format + " compacts its own datasets (optimize / compact_files): nothing to compact"
 }
 
 // refs returns the registered tables named (all, in registry order, if none).

@@ -66,6 +66,9 @@ type Runner struct {
 	// Margin is kept in reserve before the context deadline.
 	Margin time.Duration
 	DryRun bool
+	// NoSourceCompaction: datasets of another format are pruned only (a
+	// prune-only pass); otherwise a SourceCompacter compacts first.
+	NoSourceCompaction bool
 	// Metrics, if set, records compaction rows/bytes/groups, lock wait and
 	// lock lost, and the backlog (unreclaimed versions, small fragments).
 	Metrics *telemetry.Metrics
@@ -101,7 +104,8 @@ type Runner struct {
 	FailureBackoff time.Duration
 	// Sources opens the datasets of other formats (TableRef.Format set,
 	// e.g. "lance"), as Cleaner.Sources: they are pruned through the Source
-	// (PruneSource), never compacted. nil, or an opener that does not know
+	// (PruneSource), and compacted first if the Source is a SourceCompacter
+	// (Lance, through shared/formats). nil, or an opener that does not know
 	// the format: the table fails with ErrUnknownFormat, nothing is deleted.
 	Sources SourceOpener
 }
@@ -244,7 +248,7 @@ func (r *Runner) MaintainTable(ctx context.Context, ref TableRef) (TableReport, 
 	rep := TableReport{Table: ref.Name}
 	p := ref.Policy.WithDefaults()
 	if ref.Format != "" && (r.DryRun || inBatch(ctx)) {
-		// Another format: pruned through its Source, not compacted.
+		// Another format: compacted (SourceCompacter) and pruned through its Source.
 		return r.maintainSource(ctx, ref, start)
 	}
 	cnt, ok := r.Store.(*objstore.Counting)

@@ -143,7 +143,7 @@ func (r *Runner) maintainSource(ctx context.Context, ref TableRef, start time.Ti
 		return rep, err
 	}
 	if r.DryRun {
-		if c, ok := src.(SourceCompacter); ok {
+		if c, ok := src.(SourceCompacter); ok && !r.NoSourceCompaction {
 			res, lines, err := c.CompactSource(ctx, p, nil, true)
 			if err != nil {
 				rep.CompactionError = err.Error()
@@ -161,7 +161,7 @@ func (r *Runner) maintainSource(ctx context.Context, ref TableRef, start time.Ti
 	// compaction is reported (CompactionError) and the prune still runs.
 	st := r.beginStep(cnt)
 	var compact func(*lock.Fence)
-	if c, ok := src.(SourceCompacter); ok {
+	if c, ok := src.(SourceCompacter); ok && !r.NoSourceCompaction {
 		compact = func(fence *lock.Fence) {
 			res, lines, err := c.CompactSource(ctx, p, fence.Heartbeat, false)
 			rep.Compacted, rep.CompactionGroups = res, lines
