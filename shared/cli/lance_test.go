@@ -294,7 +294,9 @@ func TestLanceCompactCLI(t *testing.T) {
 	if len(after.Versions) != len(before.Versions)+1 {
 		t.Fatalf("versions %v after, %v before", after.Versions, before.Versions)
 	}
-	last := func(d lancetest.Dumped) []lancetest.Row { return d.Rows[strconv.FormatUint(d.Versions[len(d.Versions)-1], 10)] }
+	last := func(d lancetest.Dumped) []lancetest.Row {
+		return d.Rows[strconv.FormatUint(d.Versions[len(d.Versions)-1], 10)]
+	}
 	if !slices.Equal(last(after), last(before)) {
 		t.Fatalf("latest reads %v, before %v", last(after), last(before))
 	}
