@@ -83,6 +83,9 @@ type CompactGroup struct {
 	Deleted   uint64   // of which deleted
 	Bytes     uint64   // data file bytes
 	NewID     uint64   // the new fragment's id (0 if none: every row deleted)
+	// Remapped: deletions committed since the read version (a Delete or
+	// Update of the group's fragments) were remapped onto the new fragment.
+	Remapped bool
 	// Outcome: "committed", "conflict: ...", "refused: ..." or "" (dry run,
 	// or not reached).
 	Outcome string
@@ -277,7 +280,9 @@ type groupOut struct {
 	size      int
 	rows      uint64
 	deleted   *roaring.Bitmap // offsets in the new file
+	bases     []uint64        // each fragment's first row in the new file
 	bytesRead uint64
+	current   []rawFragment // the group's fragments in the version committed on
 }
 
 // writeGroup reads a group's data and deletion files, splices the data
@@ -320,6 +325,7 @@ func (d *Dataset) writeGroup(ctx context.Context, rm *rawManifest, g plannedGrou
 			return nil, fmt.Errorf("%s: %w: file version %d.%d, the manifest says %d.%d", names[i], lancefile.ErrMismatch, ma, mi, f.major, f.minor)
 		}
 		files[i] = lf
+		out.bases = append(out.bases, base)
 		if dels[i] != nil {
 			it := dels[i].Iterator()
 			for it.HasNext() {
@@ -334,7 +340,7 @@ func (d *Dataset) writeGroup(ctx context.Context, rm *rawManifest, g plannedGrou
 	}
 	out.rows = res.Rows
 	out.size = len(res.Data)
-	if out.deleted.GetCardinality() == out.rows {
+	if out.deleted.GetCardinality() >= out.rows {
 		return out, nil // every row deleted: no new fragment
 	}
 	out.path = newName() + ".lance"
@@ -372,6 +378,7 @@ func (d *Dataset) commitRewrite(ctx context.Context, planned *rawManifest, schem
 	base := planned
 	checked := planned.m.Version // versions up to this one are rebased on
 	live := done
+	removed := map[uint64]bool{} // fragments a Delete or Update removed whole since
 	for attempt := 0; attempt < o.CommitAttempts; attempt++ {
 		// Rebase on what was committed since.
 		latest, err := d.probeLatest(ctx, scheme, checked)
@@ -394,7 +401,7 @@ func (d *Dataset) commitRewrite(ctx context.Context, planned *rawManifest, schem
 				switch {
 				case eff.all:
 					why = fmt.Sprintf("version %d: operation %d", v, eff.op)
-				case touches(eff, g):
+				case touches(eff, g) && !eff.deletesOnly:
 					why = fmt.Sprintf("version %d (operation %d) changed a fragment of the group", v, eff.op)
 				}
 				if why != "" {
@@ -404,12 +411,17 @@ func (d *Dataset) commitRewrite(ctx context.Context, planned *rawManifest, schem
 				}
 				keep = append(keep, g)
 			}
+			for id := range eff.removed {
+				removed[id] = true
+			}
 			live, base, checked = keep, rm, v
 		}
 		if err := compactable(base); err != nil {
 			return err
 		}
-		// The fragments must still be there, the same bytes, consecutive,
+		// The fragments must still be there with the same rows (a Delete
+		// or Update may have deleted some, or removed a fragment whole:
+		// those deletions are remapped onto the new fragment), consecutive,
 		// unindexed, under the same schema.
 		pos := map[uint64]int{}
 		for i, f := range base.fragments {
@@ -417,19 +429,69 @@ func (d *Dataset) commitRewrite(ctx context.Context, planned *rawManifest, schem
 		}
 		var keep []*groupOut
 		for _, g := range live {
-			ok := string(base.schema) == string(planned.schema)
-			first, found := pos[g.g.frags[0].id]
+			why := ""
+			if string(base.schema) != string(planned.schema) {
+				why = "the schema changed"
+			}
+			prev := -1
+			var present []rawFragment
+			var redo []int
 			for k, f := range g.g.frags {
-				if !ok || !found || first+k >= len(base.fragments) || string(base.fragments[first+k].raw) != string(f.raw) || base.indexed.Contains(uint32(f.id)) {
-					ok = false
+				if why != "" {
 					break
 				}
+				i, ok := pos[f.id]
+				if !ok {
+					if removed[f.id] {
+						redo = append(redo, k)
+						continue
+					}
+					why = fmt.Sprintf("fragment %d is gone", f.id)
+					break
+				}
+				bf := base.fragments[i]
+				switch {
+				case prev >= 0 && i != prev+1:
+					why = "its fragments are no longer consecutive"
+				case bf.dataPart != f.dataPart:
+					why = fmt.Sprintf("fragment %d holds other data", f.id)
+				case base.indexed.Contains(uint32(f.id)):
+					why = fmt.Sprintf("fragment %d is indexed now", f.id)
+				}
+				prev = i
+				if string(bf.raw) != string(f.raw) {
+					redo = append(redo, k)
+				}
+				present = append(present, bf)
 			}
-			if !ok {
-				rep.Groups[g.idx].Outcome = fmt.Sprintf("conflict: version %d no longer holds the group's fragments as planned", base.m.Version)
+			if why == "" && len(present) == 0 {
+				why = "every fragment was deleted since"
+			}
+			if why != "" {
+				rep.Groups[g.idx].Outcome = fmt.Sprintf("conflict: version %d: %s", base.m.Version, why)
 				rep.Conflicts++
 				continue
 			}
+			// Remap what was deleted since (deletions only grow).
+			for _, k := range redo {
+				f := g.g.frags[k]
+				i, ok := pos[f.id]
+				switch {
+				case !ok:
+					g.deleted.AddRange(g.bases[k], g.bases[k]+f.physicalRows)
+				case base.fragments[i].deletion != nil:
+					bm, err := d.readDeletion(ctx, base.fragments[i])
+					if err != nil {
+						return fmt.Errorf("remap the deletions of fragment %d: %w", f.id, err)
+					}
+					it := bm.Iterator()
+					for it.HasNext() {
+						g.deleted.Add(uint32(g.bases[k] + uint64(it.Next())))
+					}
+				}
+				rep.Groups[g.idx].Remapped = true
+			}
+			g.current = present
 			keep = append(keep, g)
 		}
 		live = keep
@@ -448,12 +510,12 @@ func (d *Dataset) commitRewrite(ctx context.Context, planned *rawManifest, schem
 		for _, g := range live {
 			var newFrag []byte
 			tg := rewriteGroupTxn{}
-			for _, f := range g.g.frags {
+			for _, f := range g.current {
 				tg.old = append(tg.old, f.raw)
 				drop[f.id] = true
 			}
 			rep.Groups[g.idx].NewID = 0
-			if g.path != "" {
+			if g.path != "" && g.deleted.GetCardinality() < g.rows {
 				maxID++
 				if !fitsU32(maxID) {
 					return unsupported(d.root, "fragment id %d beyond 32 bits", maxID)
@@ -474,7 +536,7 @@ func (d *Dataset) commitRewrite(ctx context.Context, planned *rawManifest, schem
 				newFrag = newFragment(maxID, newDataFile(base.key, g.g.frags[0].files[0], g.path, uint64(g.size)), df, g.rows)
 				tg.new = append(tg.new, newFrag)
 			}
-			replace[g.g.frags[0].id] = newFrag
+			replace[g.current[0].id] = newFrag
 			groups = append(groups, tg)
 		}
 		var frags [][]byte

@@ -47,6 +47,9 @@ type rawFragment struct {
 	// fileTmpl is the data file's fields but its path and size: files of
 	// one group must agree on it (field ids, column indices, version).
 	fileTmpl string
+	// dataPart is the fragment without its deletion file: equal dataParts
+	// hold the same rows, whatever was deleted since.
+	dataPart string
 }
 
 // rawManifest is the latest manifest kept as raw fields, so that a new
@@ -133,7 +136,10 @@ func parseRawManifest(key string, b []byte) (*rawManifest, error) {
 
 func parseRawFragment(key string, b []byte) (rawFragment, error) {
 	f := rawFragment{raw: b}
-	err := fields(key, "DataFragment", b, func(num protowire.Number, _ protowire.Type, v []byte, u uint64) error {
+	err := fields(key, "DataFragment", b, func(num protowire.Number, typ protowire.Type, v []byte, u uint64) error {
+		if num != 3 {
+			f.dataPart += string(rawField{num, typ, v, u}.append(nil))
+		}
 		switch num {
 		case 1:
 			f.id = u

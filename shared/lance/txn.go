@@ -46,6 +46,11 @@ type txnEffect struct {
 	all bool
 	// touched are the fragments it modified or removed.
 	touched map[uint64]bool
+	// deletesOnly: a Delete or Update, which may only have added deletion
+	// vectors to the fragments it touched (checked fragment by fragment on
+	// the manifest) or removed them whole (removed).
+	deletesOnly bool
+	removed     map[uint64]bool
 }
 
 // Operations a rewrite commutes with, besides those touching fragments.
@@ -62,7 +67,7 @@ const (
 // Project, Clone, the MemWAL and base-path operations, an unknown one or
 // none) conflicts with every group.
 func decodeTxnEffect(key string, b []byte) (txnEffect, error) {
-	e := txnEffect{touched: map[uint64]bool{}}
+	e := txnEffect{touched: map[uint64]bool{}, removed: map[uint64]bool{}}
 	var body []byte
 	err := fields(key, "Transaction", b, func(num protowire.Number, _ protowire.Type, v []byte, _ uint64) error {
 		if num >= 100 && num < 200 {
@@ -82,27 +87,13 @@ func decodeTxnEffect(key string, b []byte) (txnEffect, error) {
 		})
 	}
 	ids := func(typ protowire.Type, v []byte, u uint64) error {
-		var xs []uint64
-		if typ == protowire.VarintType {
-			xs = []uint64{u}
-		} else {
-			for len(v) > 0 {
-				x, n := protowire.ConsumeVarint(v)
-				if n < 0 {
-					return corrupt(key, "packed fragment ids")
-				}
-				xs, v = append(xs, x), v[n:]
-			}
-		}
-		for _, x := range xs {
-			e.touched[x] = true
-		}
-		return nil
+		return addIDs(key, e.touched, e.removed, typ, v, u)
 	}
 	switch e.op {
 	case OpAppend, OpReserveFragments, opUpdateConfig, OpCreateIndex:
 		return e, nil
 	case OpDelete:
+		e.deletesOnly = true
 		return e, fields(key, "Delete", body, func(n protowire.Number, typ protowire.Type, v []byte, u uint64) error {
 			switch n {
 			case 1:
@@ -113,6 +104,7 @@ func decodeTxnEffect(key string, b []byte) (txnEffect, error) {
 			return nil
 		})
 	case OpUpdate:
+		e.deletesOnly = true
 		return e, fields(key, "Update", body, func(n protowire.Number, typ protowire.Type, v []byte, u uint64) error {
 			switch n {
 			case 1:
@@ -153,4 +145,24 @@ func decodeTxnEffect(key string, b []byte) (txnEffect, error) {
 		e.all = true
 		return e, nil
 	}
+}
+
+// addIDs adds a repeated uint64 field (packed or not) to both sets.
+func addIDs(key string, a, b map[uint64]bool, typ protowire.Type, v []byte, u uint64) error {
+	var xs []uint64
+	if typ == protowire.VarintType {
+		xs = []uint64{u}
+	} else {
+		for len(v) > 0 {
+			x, n := protowire.ConsumeVarint(v)
+			if n < 0 {
+				return corrupt(key, "packed fragment ids")
+			}
+			xs, v = append(xs, x), v[n:]
+		}
+	}
+	for _, x := range xs {
+		a[x], b[x] = true, true
+	}
+	return nil
 }

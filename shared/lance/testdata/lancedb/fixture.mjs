@@ -9,6 +9,7 @@
 //   timed-cleanup <dbdir> <table> <cutoffMs> optimize after compact: the time of LanceDB's cleanup
 //   mixed <dbdir> <table> <rounds>     10 rows, a btree index on id, then one-row upserts, delete+add, deletes, adds (no optimize)
 //   verify <dbdir> <table>             the latest version: every id's index query (id = x) and a range query against the scan; fragments
+//   op <dbdir> <table> add|delete|upsert|restore <arg>  one commit: add row id arg, delete or upsert id arg, restore version arg
 //   writer <dbdir> <table> <n>         n acknowledged writes (upsert of a new key, delete of an old one), printing what it saw acknowledged
 import * as lancedb from "@lancedb/lancedb";
 
@@ -214,6 +215,18 @@ async function writer(dir, name, n) {
   return { upserted, deleted };
 }
 
+async function op(dir, name, kind, arg) {
+  const db = await connect(dir);
+  const tbl = await db.openTable(name);
+  switch (kind) {
+    case "add": await tbl.add(rows([Number(arg)], 5)); break;
+    case "delete": await tbl.delete(`id = ${Number(arg)}`); break;
+    case "upsert": await tbl.mergeInsert("id").whenMatchedUpdateAll().whenNotMatchedInsertAll().execute(rows([Number(arg)], 55)); break;
+    case "restore": await tbl.checkout(Number(arg)); await tbl.restore(); break;
+  }
+  return { latest: await tbl.version() };
+}
+
 const [cmd, dir, name, arg, arg2] = process.argv.slice(2);
 let res;
 switch (cmd) {
@@ -226,6 +239,7 @@ switch (cmd) {
   case "timed-cleanup": res = await timedCleanup(dir, name, arg); break;
   case "mixed": res = await mixed(dir, name, Number(arg)); break;
   case "verify": res = await verify(dir, name); break;
+  case "op": res = await op(dir, name, arg, arg2); break;
   case "writer": res = await writer(dir, name, Number(arg)); break;
   default:
     console.error(`usage: node fixture.mjs create|dump|write|optimize <dbdir> <table> [arg]`);
