@@ -34,9 +34,19 @@ func verifyDataset(t testing.TB, dir string) verified {
 // id, then rounds of one-row upserts (mergeInsert), delete+add, deletes
 // and adds, without optimize: a fragment per write, most with deletions.
 func mixedDataset(t testing.TB, rounds int) (dir string, store objstore.Store) {
+	return mixedDatasetVersion(t, rounds, "")
+}
+
+// mixedDatasetVersion is mixedDataset in a data storage version ("" is
+// LanceDB 0.31's default, 2.1).
+func mixedDatasetVersion(t testing.TB, rounds int, version string) (dir string, store objstore.Store) {
 	t.Helper()
 	dir = t.TempDir()
-	node(t, nil, "mixed", dir, "t", strconv.Itoa(rounds))
+	var env []string
+	if version != "" {
+		env = []string{"LANCE_FILE_VERSION=" + version}
+	}
+	nodeEnv(t, env, nil, "mixed", dir, "t", strconv.Itoa(rounds))
 	d, err := objstore.NewDisk(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -67,10 +77,18 @@ func checkCompacted(t testing.TB, before, after dumped, added ...uint64) {
 
 // TestCompactLanceDBDataset: Go folds the one-row fragments LanceDB wrote
 // (their deletion vectors remapped, indexed fragments left alone) in one
-// Rewrite; LanceDB then reads every version exactly, its index queries
-// agree with its scan, its own optimize() runs and it accepts writes.
+// Rewrite, in each file version LanceDB writes (2.1 its default, 2.2 Lance
+// main's, 2.0 older tables'); LanceDB then reads every version exactly, its
+// index queries agree with its scan, its own optimize() runs and it
+// accepts writes.
 func TestCompactLanceDBDataset(t *testing.T) {
-	dir, store := mixedDataset(t, 24)
+	for _, v := range []string{"2.1", "2.2", "2.0"} {
+		t.Run(v, func(t *testing.T) { compactLanceDBDataset(t, v) })
+	}
+}
+
+func compactLanceDBDataset(t *testing.T, version string) {
+	dir, store := mixedDatasetVersion(t, 24, version)
 	before := dumpDataset(t, dir)
 	vb := verifyDataset(t, dir)
 	ctx := context.Background()

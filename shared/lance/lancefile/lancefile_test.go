@@ -128,10 +128,16 @@ func TestSpliceRefuses(t *testing.T) {
 	if err := Spliceable("gb", &gb); !errors.Is(err, ErrUnsupported) {
 		t.Fatalf("global buffers: %v", err)
 	}
+	// 2.1 pages in a file that says 2.0, and a version no one wrote.
 	v20 := *two
 	v20.Major, v20.Minor = 0, 3
 	if err := Spliceable("v20", &v20); !errors.Is(err, ErrUnsupported) {
 		t.Fatalf("2.0: %v", err)
+	}
+	v23 := *two
+	v23.Minor = 3
+	if err := Spliceable("v23", &v23); !errors.Is(err, ErrUnsupported) {
+		t.Fatalf("2.3: %v", err)
 	}
 }
 

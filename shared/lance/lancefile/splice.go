@@ -10,15 +10,16 @@ import (
 )
 
 // Spliceable reports, as an error wrapping ErrUnsupported, what stops the
-// splicer from copying f's pages as they are: a version other than 2.1 or
-// 2.2 (2.0 pages are not verified against LanceDB), global buffers besides
-// the file descriptor, column-level buffers or a column encoding other than
+// splicer from copying f's pages as they are: a version other than 2.0, 2.1
+// or 2.2, global buffers besides the file descriptor (a 2.0 page may
+// reference a global buffer by index), column-level buffers or a column encoding other than
 // plain values (a 2.0 zone index, blob columns), a page layout other than
 // mini-block, full-zip or all-null (blob pages point at bytes outside the
 // page), or pages whose rows do not add up to the file's.
 func Spliceable(name string, f *File) error {
-	if !(f.Major == 2 && (f.Minor == 1 || f.Minor == 2)) {
-		return unsupported(name, "file version %d.%d (the splicer copies 2.1 and 2.2 files)", f.Major, f.Minor)
+	v20 := f.Major == 0 && f.Minor == 3
+	if !v20 && !(f.Major == 2 && (f.Minor == 1 || f.Minor == 2)) {
+		return unsupported(name, "file version %d.%d (the splicer copies 2.0, 2.1 and 2.2 files)", f.Major, f.Minor)
 	}
 	if f.NumGlobalBuffers != 1 {
 		return unsupported(name, "%d global buffers (only the file descriptor is copied)", f.NumGlobalBuffers)
@@ -32,12 +33,14 @@ func Spliceable(name string, f *File) error {
 		}
 		var rows uint64
 		for j, p := range c.Pages {
-			if p.TypeURL != TypePageLayout {
-				return unsupported(name, "column %d page %d: encoding %q", i, j, p.TypeURL)
-			}
-			switch p.Layout {
-			case LayoutMiniBlock, LayoutAllNull, LayoutFullZip:
-			default:
+			switch {
+			case v20 && p.TypeURL == TypeArrayEncoding:
+				// 2.0: buffers are referenced by index, of the page, of
+				// the column (none: checked above) or of the file (only
+				// the descriptor: checked above).
+			case v20 || p.TypeURL != TypePageLayout:
+				return unsupported(name, "column %d page %d: encoding %q in a %d.%d file", i, j, p.TypeURL, f.Major, f.Minor)
+			case p.Layout != LayoutMiniBlock && p.Layout != LayoutAllNull && p.Layout != LayoutFullZip:
 				return unsupported(name, "column %d page %d: page layout %d (blob or unknown)", i, j, p.Layout)
 			}
 			if p.Length > math.MaxUint64-rows {

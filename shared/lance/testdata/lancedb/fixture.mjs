@@ -148,7 +148,9 @@ async function optimize(dir, name, cutoffMs) {
 }
 
 async function mixed(dir, name, rounds) {
-  const db = await connect(dir);
+  // LANCE_FILE_VERSION (e.g. 2.0, 2.2): the new table's data storage version
+  const v = process.env.LANCE_FILE_VERSION;
+  const db = await connect(dir, v ? { new_table_data_storage_version: v } : {});
   const tbl = await db.createTable(name, rows([0, 1, 2, 3, 4, 5, 6, 7, 8, 9], 0), { mode: "overwrite" });
   await tbl.createIndex("id", { config: lancedb.Index.btree() });
   let nextId = 10;
