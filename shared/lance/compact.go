@@ -248,6 +248,8 @@ func planGroups(rm *rawManifest, o CompactOptions, skipped map[string]int) []pla
 			reason = "several data files"
 		case f.rowIDs:
 			reason = "row-id sequences"
+		case f.fileSize == 0:
+			reason = "data file size not recorded (the group's memory bound needs it)"
 		case rm.indexed.Contains(uint32(f.id)) || !fitsU32(f.id):
 			reason = "covered by an index"
 		}
@@ -663,8 +665,8 @@ func (s *Source) Compact(ctx context.Context, opts CompactOptions) (*CompactRepo
 	return s.ds.Compact(ctx, opts)
 }
 
-// Describe is one line per group for a dry run: the fragments folded, their
-// rows and bytes, and the outcome.
+// String is a group in one line (a dry run lists them): the fragments
+// folded, their rows and bytes, and the outcome.
 func (g CompactGroup) String() string {
 	ids := g.Fragments
 	span := fmt.Sprintf("%d fragments", len(ids))
