@@ -255,7 +255,8 @@ func regexpMatch(re, s string) bool { return regexp.MustCompile(re).MatchString(
 // index, upserts, deletes), `compact --dry-run` lists the groups and
 // changes nothing; `compact` folds them in one new version; LanceDB reads
 // every version as before, its index queries agree with its scan, and a
-// prune-only pass compacts nothing.
+// prune-only pass compacts nothing; maintain then prunes the versions the
+// compaction superseded and LanceDB reads the latest as before.
 func TestLanceCompactCLI(t *testing.T) {
 	dir := t.TempDir()
 	dbdir := filepath.Join(dir, "lance")
@@ -313,5 +314,18 @@ func TestLanceCompactCLI(t *testing.T) {
 	lancetest.Node(t, nil, &ver, "verify", dbdir, "ds")
 	if len(ver.Bad) > 0 || ver.Fragments > 2 {
 		t.Fatalf("LanceDB after compact: %+v", ver)
+	}
+	// The prune pipeline diffs the compaction's version like any other:
+	// with the clock 2 h ahead every version but the latest goes, and
+	// LanceDB reads the latest as before.
+	t.Setenv(EnvAllowClockAhead, "test")
+	ok(t, "", "maintain", "--warehouse", dir, "--table", "ds", "--clock-ahead", "2h")
+	pruned := lancetest.Dump(t, dbdir, "ds")
+	if len(pruned.Versions) >= len(after.Versions) || !slices.Equal(last(pruned), last(before)) {
+		t.Fatalf("after maintain: versions %v, latest %v", pruned.Versions, last(pruned))
+	}
+	lancetest.Node(t, nil, &ver, "verify", dbdir, "ds")
+	if len(ver.Bad) > 0 {
+		t.Fatalf("LanceDB after maintain: %+v", ver)
 	}
 }
