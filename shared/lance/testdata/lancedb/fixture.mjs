@@ -11,7 +11,7 @@
 //   verify <dbdir> <table>             the latest version: every id's index query (id = x) and a range query against the scan; fragments
 //   timed-compact <dbdir> <table>      optimize() with a cut-off at the epoch (compaction + index update), timed; fragments after
 //   openget <dbdir> <table> <id>       connect, open and a get by key (id = arg), timed (best of 5)
-//   op <dbdir> <table> add|delete|upsert|restore <arg>  one commit: add row id arg, delete or upsert id arg, restore version arg
+//   op <dbdir> <table> add|delete|upsert|restore|optimize <arg>  add row id arg, delete or upsert id arg, restore version arg, LanceDB's optimize()
 //   writer <dbdir> <table> <n>         n acknowledged writes (upsert of a new key, delete of an old one), printing what it saw acknowledged
 import * as lancedb from "@lancedb/lancedb";
 
@@ -227,6 +227,7 @@ async function op(dir, name, kind, arg) {
     case "delete": await tbl.delete(`id = ${Number(arg)}`); break;
     case "upsert": await tbl.mergeInsert("id").whenMatchedUpdateAll().whenNotMatchedInsertAll().execute(rows([Number(arg)], 55)); break;
     case "restore": await tbl.checkout(Number(arg)); await tbl.restore(); break;
+    case "optimize": await tbl.optimize({ cleanupOlderThan: new Date(0) }); break;
   }
   return { latest: await tbl.version() };
 }
