@@ -5,9 +5,11 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/tablekeep/tablekeep/shared/lance"
+	"github.com/tablekeep/tablekeep/shared/lock"
 	"github.com/tablekeep/tablekeep/shared/objstore"
 )
 
@@ -133,4 +135,42 @@ func lancetestWrite(t testing.TB, dir string) uint64 {
 	}
 	node(t, &w, "write", dir, "t")
 	return w.Latest
+}
+
+// TestCompactFenced: a holder whose lease ends at any fence check of the
+// run (before a group, or right before the conditional put) commits no
+// version, and says why; a run whose fence holds commits.
+func TestCompactFenced(t *testing.T) {
+	base, _ := mixedDataset(t, 12)
+	ctx := context.Background()
+	for n := 1; ; n++ {
+		dir := t.TempDir()
+		copyDir(t, base, dir)
+		calls := 0
+		fence := func(context.Context) error {
+			if calls++; calls == n {
+				return lock.ErrLeaseExpired
+			}
+			return nil
+		}
+		ds := lance.Open(mustDisk(t, dir), "t.lance")
+		before, _ := ds.ListVersions(ctx)
+		rep, err := ds.Compact(ctx, lance.CompactOptions{TargetRows: 10000, Fence: fence})
+		if err != nil {
+			t.Fatal(err)
+		}
+		after, _ := ds.ListVersions(ctx)
+		if calls < n { // the fence held at every check
+			if rep.Version == 0 || len(after) != len(before)+1 {
+				t.Fatalf("fence held: %+v", rep)
+			}
+			if n < 3 {
+				t.Fatalf("only %d fence checks", n-1)
+			}
+			return
+		}
+		if rep.Version != 0 || len(after) != len(before) || !strings.HasPrefix(rep.Stopped, "lease") {
+			t.Fatalf("fence failed at check %d: committed %d (%d versions, %d before), stopped %q", n, rep.Version, len(after), len(before), rep.Stopped)
+		}
+	}
 }
