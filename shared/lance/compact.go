@@ -122,23 +122,17 @@ func (d *Dataset) Compact(ctx context.Context, opts CompactOptions) (*CompactRep
 	if err := d.CheckRefs(ctx); err != nil {
 		return rep, err
 	}
-	vs, err := d.ListVersions(ctx)
+	last, err := d.latestFile(ctx)
 	if err != nil {
 		return rep, err
 	}
-	if len(vs) == 0 {
-		return rep, fmt.Errorf("%s: %w", d.root, ErrNotADataset)
-	}
-	scheme := vs[len(vs)-1].Scheme
-	for _, vf := range vs {
-		if vf.Scheme != scheme {
-			return rep, unsupported(d.root, "manifests in both naming schemes")
-		}
-	}
-	last := vs[len(vs)-1]
+	scheme := last.Scheme
 	rm, err := d.readRaw(ctx, last.Key)
 	if err != nil {
 		return rep, err
+	}
+	if rm.m.Version != last.Version {
+		return rep, corrupt(last.Key, "names version %d, holds version %d", last.Version, rm.m.Version)
 	}
 	if err := compactable(rm); err != nil {
 		return rep, err
@@ -183,6 +177,37 @@ func (d *Dataset) Compact(ctx context.Context, opts CompactOptions) (*CompactRep
 		return rep, nil
 	}
 	return rep, d.commitRewrite(ctx, rm, scheme, done, o, rep)
+}
+
+// latestFile finds the latest manifest: inverted names sort newest first,
+// so one LIST with max-keys 1 (a writer's temporary file sorting first, or
+// plain names, cost the whole listing, which also refuses a dataset named
+// in both schemes).
+func (d *Dataset) latestFile(ctx context.Context) (VersionFile, error) {
+	prefix := d.root + VersionsDir
+	p, err := d.store.List(ctx, objstore.ListOptions{Prefix: prefix, MaxKeys: 1})
+	if err != nil {
+		return VersionFile{}, err
+	}
+	if len(p.Objects) > 0 {
+		o := p.Objects[0]
+		if v, s, ok := ParseManifestName(strings.TrimPrefix(o.Key, prefix)); ok && s == SchemeV2 {
+			return VersionFile{Version: v, Key: o.Key, Size: o.Size, LastModified: o.LastModified, Scheme: s}, nil
+		}
+	}
+	vs, err := d.ListVersions(ctx)
+	if err != nil {
+		return VersionFile{}, err
+	}
+	if len(vs) == 0 {
+		return VersionFile{}, fmt.Errorf("%s: %w", d.root, ErrNotADataset)
+	}
+	for _, vf := range vs {
+		if vf.Scheme != vs[0].Scheme {
+			return VersionFile{}, unsupported(d.root, "manifests in both naming schemes")
+		}
+	}
+	return vs[len(vs)-1], nil
 }
 
 // compactable refuses datasets whose manifest a rewrite cannot carry.
@@ -392,6 +417,9 @@ func (d *Dataset) commitRewrite(ctx context.Context, planned *rawManifest, schem
 			rm, err := d.readRaw(ctx, key)
 			if err != nil {
 				return fmt.Errorf("rebase on version %d: %w", v, err)
+			}
+			if rm.m.Version != v {
+				return corrupt(key, "names version %d, holds version %d", v, rm.m.Version)
 			}
 			eff, err := d.effectOf(ctx, rm)
 			if err != nil {

@@ -45,8 +45,11 @@ func mixedDatasetVersion(t testing.TB, rounds int, version string) (dir string, 
 	t.Helper()
 	dir = t.TempDir()
 	var env []string
+	if v, ok := strings.CutSuffix(version, "-v1"); ok { // plain manifest names
+		version, env = v, []string{"LANCE_MANIFEST_NAMES=v1"}
+	}
 	if version != "" {
-		env = []string{"LANCE_FILE_VERSION=" + version}
+		env = append(env, "LANCE_FILE_VERSION="+version)
 	}
 	nodeEnv(t, env, nil, "mixed", dir, "t", strconv.Itoa(rounds))
 	d, err := objstore.NewDisk(dir)
@@ -82,9 +85,9 @@ func checkCompacted(t testing.TB, before, after dumped, added ...uint64) {
 // Rewrite, in each file version LanceDB writes (2.1 its default, 2.2 Lance
 // main's, 2.0 older tables'); LanceDB then reads every version exactly, its
 // index queries agree with its scan, its own optimize() runs and it
-// accepts writes.
+// accepts writes. 2.1-v1 is a 2.1 dataset with plain manifest names.
 func TestCompactLanceDBDataset(t *testing.T) {
-	for _, v := range []string{"2.1", "2.2", "2.0"} {
+	for _, v := range []string{"2.1", "2.2", "2.0", "2.1-v1"} {
 		t.Run(v, func(t *testing.T) { compactLanceDBDataset(t, v) })
 	}
 }

@@ -151,8 +151,11 @@ async function optimize(dir, name, cutoffMs) {
 
 async function mixed(dir, name, rounds) {
   // LANCE_FILE_VERSION (e.g. 2.0, 2.2): the new table's data storage version
+  // LANCE_MANIFEST_NAMES=v1: plain {n}.manifest names
   const v = process.env.LANCE_FILE_VERSION;
-  const db = await connect(dir, v ? { new_table_data_storage_version: v } : {});
+  const opts = v ? { new_table_data_storage_version: v } : {};
+  if (process.env.LANCE_MANIFEST_NAMES === "v1") opts.new_table_enable_v2_manifest_paths = "false";
+  const db = await connect(dir, opts);
   const tbl = await db.createTable(name, rows([0, 1, 2, 3, 4, 5, 6, 7, 8, 9], 0), { mode: "overwrite" });
   await tbl.createIndex("id", { config: lancedb.Index.btree() });
   let nextId = 10;
