@@ -177,3 +177,27 @@ func TestCompactFenced(t *testing.T) {
 		}
 	}
 }
+
+// TestCompactGroupBound: MaxGroupFragments cuts a run of small fragments
+// into several groups, all committed in one Rewrite version that LanceDB
+// reads exactly.
+func TestCompactGroupBound(t *testing.T) {
+	dir, store := mixedDataset(t, 24)
+	before := dumpDataset(t, dir)
+	rep, err := lance.Open(store, "t.lance").Compact(context.Background(), lance.CompactOptions{TargetRows: 10000, MaxGroupFragments: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Committed != 4 || rep.FragmentsAfter != 5 {
+		t.Fatalf("%d groups committed, %d fragments after: %v", rep.Committed, rep.FragmentsAfter, rep.Groups)
+	}
+	for _, g := range rep.Groups {
+		if len(g.Fragments) > 4 {
+			t.Fatalf("group of %d fragments", len(g.Fragments))
+		}
+	}
+	checkCompacted(t, before, dumpDataset(t, dir), rep.Version)
+	if v := verifyDataset(t, dir); v.Fragments != 5 {
+		t.Fatalf("LanceDB counts %d fragments", v.Fragments)
+	}
+}
