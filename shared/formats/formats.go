@@ -9,6 +9,7 @@ package formats
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/tablekeep/tablekeep/shared/lance"
 	"github.com/tablekeep/tablekeep/shared/maintenance"
@@ -38,12 +39,16 @@ type lanceSource struct{ *lance.Source }
 // CompactSource runs the Lance compaction with the policy's bounds: fragments
 // with fewer live rows than TargetRows folded, at most MaxGroups groups and
 // MaxInputBytes of input a run.
-func (s lanceSource) CompactSource(ctx context.Context, p maintenance.Policy, fence func(context.Context) error, dryRun bool) (maintenance.CompactionResult, []string, error) {
+func (s lanceSource) CompactSource(ctx context.Context, p maintenance.Policy, fence func(context.Context) error, dryRun bool) (maintenance.SourceCompaction, error) {
 	rep, err := s.Compact(ctx, lance.CompactOptions{TargetRows: p.TargetRows, MaxGroups: p.MaxGroups, MaxInputBytes: p.MaxInputBytes, Fence: fence, DryRun: dryRun})
 	res := maintenance.CompactionResult{Planned: len(rep.Groups), Committed: rep.Committed, Dropped: rep.Conflicts + rep.Refused, BytesRead: rep.BytesRead, BytesWritten: rep.BytesWritten, Stopped: rep.Stopped}
 	var lines []string
+	left := rep.LeftFragments
 	for _, g := range rep.Groups {
 		lines = append(lines, g.String())
+		if !dryRun && (g.Outcome == "" || strings.HasPrefix(g.Outcome, "conflict")) {
+			left += len(g.Fragments) // not reached, or retried next pass
+		}
 		if g.Outcome == "committed" {
 			res.InputFrags += len(g.Fragments)
 			if g.NewID != 0 {
@@ -55,7 +60,7 @@ func (s lanceSource) CompactSource(ctx context.Context, p maintenance.Policy, fe
 	if rep.Version != 0 {
 		res.Versions = []uint64{rep.Version}
 	}
-	return res, lines, err
+	return maintenance.SourceCompaction{Result: res, Groups: lines, LeftFragments: left}, err
 }
 
 var (

@@ -109,10 +109,13 @@ type CompactReport struct {
 	Groups      []CompactGroup
 	// Skipped counts candidate fragments not folded and why (indexed,
 	// several data files, stable row ids, ...).
-	Skipped   map[string]int
-	Committed int // groups committed
-	Conflicts int // groups dropped for a concurrent commit
-	Refused   int // groups refused (unsupported file contents)
+	Skipped map[string]int
+	// LeftFragments are candidate fragments in groups beyond the run's
+	// MaxGroups or MaxInputBytes (not planned).
+	LeftFragments int
+	Committed     int // groups committed
+	Conflicts     int // groups dropped for a concurrent commit
+	Refused       int // groups refused (unsupported file contents)
 	// FragmentsBefore/After are the latest version's fragments before the
 	// run and in the version it committed.
 	FragmentsBefore, FragmentsAfter int
@@ -150,7 +153,8 @@ func (d *Dataset) Compact(ctx context.Context, opts CompactOptions) (*CompactRep
 	}
 	rep.ReadVersion = rm.m.Version
 	rep.FragmentsBefore = len(rm.fragments)
-	plan := planGroups(rm, o, rep.Skipped)
+	plan, left := planGroups(rm, o, rep.Skipped)
+	rep.LeftFragments = left
 	for _, g := range plan {
 		rep.Groups = append(rep.Groups, g.report())
 	}
@@ -262,14 +266,17 @@ func (g plannedGroup) report() CompactGroup {
 // row-id sequences, every data file of the dataset's file version. A
 // group holds at most TargetRows physical rows, MaxGroupBytes and
 // MaxGroupFragments fragments, and at least MinGroupFragments.
-func planGroups(rm *rawManifest, o CompactOptions, skipped map[string]int) []plannedGroup {
-	var plan []plannedGroup
+func planGroups(rm *rawManifest, o CompactOptions, skipped map[string]int) (plan []plannedGroup, left int) {
 	var cur plannedGroup
 	var total uint64
 	flush := func() {
-		if len(cur.frags) >= o.MinGroupFragments && len(plan) < o.MaxGroups && total+cur.bytes <= o.MaxInputBytes {
-			plan = append(plan, cur)
-			total += cur.bytes
+		if len(cur.frags) >= o.MinGroupFragments {
+			if len(plan) < o.MaxGroups && total+cur.bytes <= o.MaxInputBytes {
+				plan = append(plan, cur)
+				total += cur.bytes
+			} else {
+				left += len(cur.frags)
+			}
 		}
 		cur = plannedGroup{}
 	}
@@ -307,7 +314,7 @@ func planGroups(rm *rawManifest, o CompactOptions, skipped map[string]int) []pla
 		cur.bytes += f.fileSize
 	}
 	flush()
-	return plan
+	return plan, left
 }
 
 // groupOut is a group's spliced file, written under data/.

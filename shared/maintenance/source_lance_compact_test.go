@@ -85,3 +85,44 @@ func TestRunnerCompactsLanceDataset(t *testing.T) {
 		t.Fatalf("LanceDB: %+v", v)
 	}
 }
+
+// TestRunnerComesBackForLanceCompactionLeft: fragments a Lance compaction
+// left beyond its run's limits (here MaxInputBytes) are recorded in the
+// mark, so the next pass maintains the dataset again with nothing written,
+// as for a table; once nothing is left the pass after is idle.
+func TestRunnerComesBackForLanceCompactionLeft(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	wh := filepath.Join(dir, "wh")
+	lancetest.Node(t, nil, nil, "mixed", wh, "ds", "16")
+	store, err := objstore.NewDisk(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock := fakeclock.New(time.Now().Add(2 * time.Hour))
+	p := maintenance.Policy{Grace: time.Hour, KeepLast: 1, CompactMinFragments: 2, MaxInputBytes: 1}
+	ref := maintenance.TableRef{Name: "ds", Root: "wh/ds.lance/", Policy: p, Format: formats.Lance}
+	cat := &memCatalog{refs: []maintenance.TableRef{ref}}
+	q := queue.NewEmbedded(queue.EmbeddedOptions{})
+	r := &maintenance.Runner{Store: store, Catalog: cat, Locker: lock.NewInProcess(clock), Queue: maintenance.QueueEnqueuer{Q: q},
+		Clock: clock, Owner: "test", IndexRoot: "wh/", Sources: formats.Open, KeepAlive: -1}
+	rep, err := r.Run(ctx)
+	if err != nil || len(rep.Tables) != 1 || rep.Tables[0].Compacted.Committed != 0 {
+		t.Fatalf("first run: %+v %v", rep, err)
+	}
+	clock.Advance(time.Minute)
+	rep, err = r.Run(ctx)
+	if err != nil || len(rep.Tables) != 1 || rep.Idle != 0 {
+		t.Fatalf("second run should come back for the compaction left: tables %d, idle %d, %v", len(rep.Tables), rep.Idle, err)
+	}
+	// With the limit lifted the next pass compacts, and the one after is idle.
+	cat.refs[0].Policy.MaxInputBytes = 0
+	clock.Advance(time.Minute)
+	if rep, err = r.Run(ctx); err != nil || len(rep.Tables) != 1 || rep.Tables[0].Compacted.Committed != 1 {
+		t.Fatalf("third run: %+v %v", rep, err)
+	}
+	clock.Advance(time.Minute)
+	if rep, err = r.Run(ctx); err != nil || rep.Idle != 1 {
+		t.Fatalf("fourth run not idle: %+v %v", rep, err)
+	}
+}

@@ -32,10 +32,20 @@ type LatestStatser interface {
 // SourceCompacter is a Source that compacts its own format (Lance: pages
 // spliced, committed as a Rewrite; docs/lance.md "Compaction"). The runner
 // calls it under the table's lease, fence checking (and renewing) that
-// lease, before the prune; dryRun plans and writes nothing. lines describe
-// the groups, one each.
+// lease, before the prune; dryRun plans and writes nothing.
 type SourceCompacter interface {
-	CompactSource(ctx context.Context, p Policy, fence func(context.Context) error, dryRun bool) (res CompactionResult, lines []string, err error)
+	CompactSource(ctx context.Context, p Policy, fence func(context.Context) error, dryRun bool) (SourceCompaction, error)
+}
+
+// SourceCompaction is what a SourceCompacter did.
+type SourceCompaction struct {
+	Result CompactionResult
+	// Groups describe the groups, one line each.
+	Groups []string
+	// LeftFragments are the fragments this run would have compacted but
+	// did not (beyond its limits, stopped, or dropped for a conflict):
+	// the mark brings the dataset back for them (markAfter's compactFrags).
+	LeftFragments int
 }
 
 // openSource opens the Source of a dataset of another format through
@@ -144,11 +154,11 @@ func (r *Runner) maintainSource(ctx context.Context, ref TableRef, start time.Ti
 	}
 	if r.DryRun {
 		if c, ok := src.(SourceCompacter); ok && !r.NoSourceCompaction {
-			res, lines, err := c.CompactSource(ctx, p, nil, true)
+			sc, err := c.CompactSource(ctx, p, nil, true)
 			if err != nil {
 				rep.CompactionError = err.Error()
 			}
-			rep.Compacted, rep.CompactionGroups = res, lines
+			rep.Compacted, rep.CompactionGroups = sc.Result, sc.Groups
 		}
 		rep.Prune, err = PlanSourcePrune(ctx, src, ref.Name, p, r.Clock.Now())
 		if err != nil {
@@ -161,10 +171,12 @@ func (r *Runner) maintainSource(ctx context.Context, ref TableRef, start time.Ti
 	// compaction is reported (CompactionError) and the prune still runs.
 	st := r.beginStep(cnt)
 	var compact func(*lock.Fence)
+	left := 0
 	if c, ok := src.(SourceCompacter); ok && !r.NoSourceCompaction {
 		compact = func(fence *lock.Fence) {
-			res, lines, err := c.CompactSource(ctx, p, fence.Heartbeat, false)
-			rep.Compacted, rep.CompactionGroups = res, lines
+			sc, err := c.CompactSource(ctx, p, fence.Heartbeat, false)
+			res := sc.Result
+			rep.Compacted, rep.CompactionGroups, left = res, sc.Groups, sc.LeftFragments
 			if err != nil {
 				rep.CompactionError = err.Error()
 			}
@@ -195,7 +207,7 @@ func (r *Runner) maintainSource(ctx context.Context, ref TableRef, start time.Ti
 		return rep, err
 	}
 	now := r.Clock.Now()
-	rep.mark, rep.marked = markAfterSource(ref, src.Grace(p.Grace), plan, now), true
+	rep.mark, rep.marked = markAfterSource(ref, src.Grace(p.Grace), plan, left, now), true
 	st = r.beginStep(cnt)
 	rep.Stats, rep.StatsNote = r.sourceStats(ctx, ref, src, plan)
 	rep.statsReady = rep.StatsNote == ""
@@ -272,10 +284,24 @@ func (r *Runner) pruneSource(ctx context.Context, ref TableRef, src Source, comp
 // markAfterSource is markAfter for a dataset of another format: nothing is
 // compacted, and a version's grace window starts at its own Time (Source
 // contract), so version i becomes prunable at vs[i].Time + grace.
-func markAfterSource(ref TableRef, grace time.Duration, pl PrunePlan, now time.Time) Mark {
-	return newMarkDue(ref, pl, now, func(i int) (time.Time, bool) {
+//
+// compactLeft is the fragments its compaction left (SourceCompaction): as
+// for a table, due at once at or above CompactMinFragments, else after
+// CompactMaxWait.
+func markAfterSource(ref TableRef, grace time.Duration, pl PrunePlan, compactLeft int, now time.Time) Mark {
+	p := ref.Policy.WithDefaults()
+	md := newMarkDue(ref, pl, now, func(i int) (time.Time, bool) {
 		return pl.vs[i].Time.Add(grace + time.Second), true
-	}).done()
+	})
+	if compactLeft > 0 {
+		md.m.CompactFrags, md.m.CompactSince = compactLeft, now
+		if compactLeft >= p.CompactMinFragments {
+			md.set(now, "compaction left")
+		} else {
+			md.set(now.Add(p.CompactMaxWait), "small fragments waiting")
+		}
+	}
+	return md.done()
 }
 
 // lastCleanupAt is when a cleaner last finished a range of the dataset
