@@ -175,7 +175,10 @@ func (d *Dataset) Compact(ctx context.Context, opts CompactOptions) (*CompactRep
 			}
 		}
 		out, err := d.writeGroup(ctx, rm, g, o)
-		if errors.Is(err, lancefile.ErrUnsupported) || errors.Is(err, lancefile.ErrMismatch) {
+		// A file the splicer cannot copy, or a corrupt data or deletion
+		// file, refuses its own group; the others go on.
+		if errors.Is(err, lancefile.ErrUnsupported) || errors.Is(err, lancefile.ErrMismatch) ||
+			errors.Is(err, lancefile.ErrCorrupt) || errors.Is(err, ErrCorrupt) {
 			rep.Groups[i].Outcome = "refused: " + err.Error()
 			rep.Refused++
 			continue

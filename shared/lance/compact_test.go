@@ -2,6 +2,7 @@ package lance_test
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -199,5 +200,58 @@ func TestCompactGroupBound(t *testing.T) {
 	checkCompacted(t, before, dumpDataset(t, dir), rep.Version)
 	if v := verifyDataset(t, dir); v.Fragments != 5 {
 		t.Fatalf("LanceDB counts %d fragments", v.Fragments)
+	}
+}
+
+// TestCompactRefusesCorruptGroup: a corrupt data file refuses its own
+// group (typed, nothing written for it) and the other groups commit.
+func TestCompactRefusesCorruptGroup(t *testing.T) {
+	dir, store := mixedDataset(t, 24)
+	before := dumpDataset(t, dir)
+	ctx := context.Background()
+	ds := lance.Open(store, "t.lance")
+	plan, err := ds.Compact(ctx, lance.CompactOptions{TargetRows: 10000, MaxGroupFragments: 4, DryRun: true})
+	if err != nil || len(plan.Groups) < 2 {
+		t.Fatalf("plan: %+v %v", plan, err)
+	}
+	// Truncate the first data file of the first group.
+	vs, _ := ds.ListVersions(ctx)
+	m, _ := ds.ReadManifest(ctx, vs[len(vs)-1])
+	var victim string
+	for _, f := range m.Fragments {
+		if f.ID == plan.Groups[0].Fragments[0] {
+			victim = filepath.Join(dir, "t.lance", "data", f.Files[0])
+		}
+	}
+	b, err := os.ReadFile(victim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(victim, b[:len(b)/2], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := ds.Compact(ctx, lance.CompactOptions{TargetRows: 10000, MaxGroupFragments: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Refused != 1 || !strings.Contains(rep.Groups[0].Outcome, "corrupt") || rep.Committed != len(plan.Groups)-1 {
+		t.Fatalf("report: %+v", rep)
+	}
+	// The refused group's fragments are still in the new latest version
+	// (LanceDB cannot read the damaged file at any version, so the check is
+	// the Go reader's).
+	vs, _ = ds.ListVersions(ctx)
+	m, err = ds.ReadManifest(ctx, vs[len(vs)-1])
+	if err != nil || m.Version != rep.Version || len(before.Versions)+1 != len(vs) {
+		t.Fatalf("latest %d (committed %d): %v", m.Version, rep.Version, err)
+	}
+	ids := map[uint64]bool{}
+	for _, f := range m.Fragments {
+		ids[f.ID] = true
+	}
+	for _, id := range plan.Groups[0].Fragments {
+		if !ids[id] {
+			t.Fatalf("fragment %d of the refused group is gone", id)
+		}
 	}
 }
