@@ -14,6 +14,17 @@ import (
 	"github.com/tablekeep/tablekeep/shared/lance/lancetest"
 )
 
+// withoutSidecar drops tablekeep's sidecar (_tablekeep/) from a listing.
+func withoutSidecar(m map[string]int64) map[string]int64 {
+	out := map[string]int64{}
+	for p, n := range m {
+		if !strings.Contains(filepath.ToSlash(p), "/_tablekeep/") {
+			out[p] = n
+		}
+	}
+	return out
+}
+
 func dirListing(t *testing.T, dir string) map[string]int64 {
 	t.Helper()
 	out := map[string]int64{}
@@ -34,8 +45,8 @@ func dirListing(t *testing.T, dir string) map[string]int64 {
 // deletions, an index, two tags) into a local warehouse; `register --format
 // lance` checks it (a path that is not a dataset, an unknown format and a
 // refused dataset are errors that store nothing) and records the format;
-// tables, status and describe show it; compact leaves it alone with a
-// note; sweep --dry-run lists the old orphan file and sweep deletes only it; maintain --dry-run lists what maintain then deletes, key
+// tables, status and describe show it; compact finds nothing to fold
+// (LanceDB optimized it); sweep --dry-run lists the old orphan file and sweep deletes only it; maintain --dry-run lists what maintain then deletes, key
 // for key; maintain prunes it and LanceDB reads every retained version
 // exactly as before, and the latest accepts a write.
 func TestLanceDatasetCLI(t *testing.T) {
@@ -105,11 +116,13 @@ func TestLanceDatasetCLI(t *testing.T) {
 	if err := os.Remove(filepath.Join(ds, "data", "0b0b0b0b-young-orphan.lance")); err != nil {
 		t.Fatal(err)
 	}
-	// compact: a no-op with a note, exit 0.
-	if out := ok(t, "", "compact", "--warehouse", dir, "--table", "ds"); !strings.Contains(out, "lance compacts its own datasets") {
+	// compact: LanceDB's optimize folded every fragment (the fixture ends
+	// with it) and the index covers them: nothing to fold, no new version
+	// (tablekeep's sidecar, which Lance never reads, is written).
+	if out := ok(t, "", "compact", "--warehouse", dir, "--table", "ds"); !strings.Contains(out, "lance: 0 fragments folded") {
 		t.Fatalf("compact:\n%s", out)
 	}
-	if got := dirListing(t, ds); !sameSizes(got, files) {
+	if got := withoutSidecar(dirListing(t, ds)); !sameSizes(got, files) {
 		t.Fatalf("compact or sweep changed the dataset beyond the old orphan")
 	}
 
@@ -136,7 +149,7 @@ func TestLanceDatasetCLI(t *testing.T) {
 	if out := ok(t, "", "status", "--warehouse", dir, "--table", "ds", "--clock-ahead", "2h"); !regexpMatch(`(?m)^ds +lance +ok `, out) {
 		t.Fatalf("status:\n%s", out)
 	}
-	if got := dirListing(t, ds); !sameSizes(got, files) {
+	if got := withoutSidecar(dirListing(t, ds)); !sameSizes(got, files) {
 		t.Fatalf("status changed the dataset")
 	}
 
@@ -158,7 +171,7 @@ func TestLanceDatasetCLI(t *testing.T) {
 	if dry.Tables[0].Format != "lance" || dry.Tables[0].Floor != floor || dry.DeleteKeys == 0 {
 		t.Fatalf("dry run plan: %s", dj)
 	}
-	if got := dirListing(t, ds); !sameSizes(got, files) {
+	if got := withoutSidecar(dirListing(t, ds)); !sameSizes(got, files) {
 		t.Fatalf("the dry run changed the dataset")
 	}
 	var listed []string
@@ -166,7 +179,7 @@ func TestLanceDatasetCLI(t *testing.T) {
 		listed = append(listed, r.Keys...)
 	}
 	out = ok(t, "", "maintain", "--warehouse", dir, "--table", "ds", "--clock-ahead", "2h")
-	if !strings.Contains(out, "lance: pruned, not compacted") {
+	if !strings.Contains(out, "lance: 0 fragments folded") {
 		t.Fatalf("maintain:\n%s", out)
 	}
 	var deleted []string
@@ -237,3 +250,82 @@ func sameSizes(a, b map[string]int64) bool {
 }
 
 func regexpMatch(re, s string) bool { return regexp.MustCompile(re).MatchString(s) }
+
+// TestLanceCompactCLI: on a dataset of LanceDB's one-row writes (a btree
+// index, upserts, deletes), `compact --dry-run` lists the groups and
+// changes nothing; `compact` folds them in one new version; LanceDB reads
+// every version as before, its index queries agree with its scan, and a
+// prune-only pass compacts nothing; maintain then prunes the versions the
+// compaction superseded and LanceDB reads the latest as before.
+func TestLanceCompactCLI(t *testing.T) {
+	dir := t.TempDir()
+	dbdir := filepath.Join(dir, "lance")
+	var m struct {
+		Latest uint64 `json:"latest"`
+	}
+	lancetest.Node(t, nil, &m, "mixed", dbdir, "ds", "16")
+	before := lancetest.Dump(t, dbdir, "ds")
+	ds := filepath.Join(dbdir, "ds.lance")
+	ok(t, "", "register", "ds", "lance/ds.lance", "--warehouse", dir, "--format", "lance")
+	files := dirListing(t, ds)
+	dj := ok(t, "", "compact", "--warehouse", dir, "--table", "ds", "--dry-run", "-o", "json")
+	var dry struct {
+		Tables []struct {
+			Groups int      `json:"compaction_groups"`
+			Plan   []string `json:"compaction_plan"`
+		} `json:"tables"`
+	}
+	if err := json.Unmarshal([]byte(dj), &dry); err != nil || len(dry.Tables) != 1 || dry.Tables[0].Groups != 1 || len(dry.Tables[0].Plan) != 1 {
+		t.Fatalf("compact --dry-run: %v %s", err, dj)
+	}
+	if out := ok(t, "", "compact", "--warehouse", dir, "--table", "ds", "--dry-run"); !strings.Contains(out, "compact group 1: fragments ") {
+		t.Fatalf("compact --dry-run:\n%s", out)
+	}
+	if got := dirListing(t, ds); !sameSizes(got, files) {
+		t.Fatalf("compact --dry-run changed the dataset")
+	}
+	if out := ok(t, "", "prune", "--warehouse", dir, "--table", "ds"); strings.Contains(out, "fragments folded") && !strings.Contains(out, "0 fragments folded") {
+		t.Fatalf("prune compacted:\n%s", out)
+	}
+	out := ok(t, "", "compact", "--warehouse", dir, "--table", "ds")
+	if !regexpMatch(`lance: [1-9][0-9]* fragments folded`, out) {
+		t.Fatalf("compact:\n%s", out)
+	}
+	after := lancetest.Dump(t, dbdir, "ds")
+	if len(after.Versions) != len(before.Versions)+1 {
+		t.Fatalf("versions %v after, %v before", after.Versions, before.Versions)
+	}
+	last := func(d lancetest.Dumped) []lancetest.Row {
+		return d.Rows[strconv.FormatUint(d.Versions[len(d.Versions)-1], 10)]
+	}
+	if !slices.Equal(last(after), last(before)) {
+		t.Fatalf("latest reads %v, before %v", last(after), last(before))
+	}
+	for _, v := range before.Versions {
+		k := strconv.FormatUint(v, 10)
+		if !slices.Equal(after.Rows[k], before.Rows[k]) {
+			t.Fatalf("version %d changed", v)
+		}
+	}
+	var ver struct {
+		Bad       []any `json:"bad"`
+		Fragments int   `json:"fragments"`
+	}
+	lancetest.Node(t, nil, &ver, "verify", dbdir, "ds")
+	if len(ver.Bad) > 0 || ver.Fragments > 2 {
+		t.Fatalf("LanceDB after compact: %+v", ver)
+	}
+	// The prune pipeline diffs the compaction's version like any other:
+	// with the clock 2 h ahead every version but the latest goes, and
+	// LanceDB reads the latest as before.
+	t.Setenv(EnvAllowClockAhead, "test")
+	ok(t, "", "maintain", "--warehouse", dir, "--table", "ds", "--clock-ahead", "2h")
+	pruned := lancetest.Dump(t, dbdir, "ds")
+	if len(pruned.Versions) >= len(after.Versions) || !slices.Equal(last(pruned), last(before)) {
+		t.Fatalf("after maintain: versions %v, latest %v", pruned.Versions, last(pruned))
+	}
+	lancetest.Node(t, nil, &ver, "verify", dbdir, "ds")
+	if len(ver.Bad) > 0 {
+		t.Fatalf("LanceDB after maintain: %+v", ver)
+	}
+}

@@ -147,6 +147,7 @@ type tableJSON struct {
 	FencingToken    uint64      `json:"fencing_token,omitempty"`
 	Groups          int         `json:"compaction_groups"`
 	GroupFragments  []int       `json:"group_fragments,omitempty"`
+	CompactionPlan  []string    `json:"compaction_plan,omitempty"` // a Lance dataset's groups, one line each
 	GroupBytes      []uint64    `json:"group_bytes,omitempty"`
 	FragmentsBefore int         `json:"input_fragments,omitempty"`
 	RowsRewritten   uint64      `json:"rows_rewritten,omitempty"`
@@ -226,6 +227,9 @@ func maintainJSON(rep passReport, dry, keys, remote bool) maintainOut {
 			}
 			left := rep.Leftover[tr.Table]
 			tj.LeftGroups, tj.LeftFragments = left[0], left[1]
+			if tr.CompactionGroups != nil {
+				tj.Groups, tj.CompactionPlan = len(tr.CompactionGroups), tr.CompactionGroups
+			}
 			for _, k := range rep.Kept[tr.Table] {
 				kj := keptJSON{From: k.From, To: k.To, Reason: k.Reason}
 				if !k.Until.IsZero() {
@@ -311,7 +315,7 @@ func printMaintain(app *App, j maintainOut, elapsed time.Duration) error {
 		case !dry && note == "" && t.Format != "" && t.sweepOnly:
 			note = fmt.Sprintf("%s: %s swept", t.Format, plural(t.SweepDeleted, "unreferenced file", "unreferenced files"))
 		case !dry && note == "" && t.Format != "":
-			note = t.Format + ": pruned, not compacted (it compacts itself)"
+			note = t.Format + ": " + plural(t.FragmentsBefore, "fragment", "fragments") + " folded"
 			if t.swept {
 				note += ", " + plural(t.SweepDeleted, "unreferenced file", "unreferenced files") + " swept"
 			}
@@ -371,12 +375,15 @@ func printMaintain(app *App, j maintainOut, elapsed time.Duration) error {
 		if t.Error != "" || t.Skipped != "" {
 			continue
 		}
-		if len(t.GroupFragments) == 0 && t.LeftFragments == 0 && len(t.Cleanup) == 0 && len(t.Kept) == 0 && (t.Sweep == nil || t.Sweep.Keys == 0) {
+		if len(t.GroupFragments) == 0 && len(t.CompactionPlan) == 0 && t.LeftFragments == 0 && len(t.Cleanup) == 0 && len(t.Kept) == 0 && (t.Sweep == nil || t.Sweep.Keys == 0) {
 			continue // nothing to say (e.g. the sweep alone, nothing to sweep)
 		}
 		fmt.Fprintf(out, "\n%s:\n", t.Table)
 		for i, n := range t.GroupFragments {
 			fmt.Fprintf(out, "  compact group %d: %s, %s\n", i+1, plural(n, "fragment", "fragments"), shortBytes(int64(t.GroupBytes[i])))
+		}
+		for i, g := range t.CompactionPlan {
+			fmt.Fprintf(out, "  compact group %d: %s\n", i+1, g)
 		}
 		if t.LeftFragments > 0 {
 			fmt.Fprintf(out, "  compaction leaves %s in %s for the next pass (per-run limits)\n", plural(t.LeftFragments, "fragment", "fragments"), plural(t.LeftGroups, "group", "groups"))

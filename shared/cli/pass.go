@@ -131,7 +131,9 @@ func (w *whouse) pass(ctx context.Context, o passOptions) (passReport, error) {
 		Store: w.Store, Catalog: w.Catalog, Locker: w.Locker, Queue: enq, Compactor: comp,
 		Clock: w.Clock, Logger: w.Logger, Owner: fmt.Sprintf("cli/%s/%d", host, os.Getpid()), DryRun: o.DryRun,
 		Lease: w.Lease, LockWait: w.LockWait, LockNamespace: w.LockNamespace,
-		Sources: formats.Open, // registered Lance datasets: pruned, never compacted
+		Sources: formats.Open, // registered Lance datasets: compacted (page splicing) and pruned
+		// A prune-only pass leaves Lance datasets uncompacted too.
+		NoSourceCompaction: !o.Steps.Compact,
 	}
 	if o.Steps.Compact || o.Steps.Prune {
 		// One batch, as the fleet pass runs it: every table under its lock,
@@ -140,12 +142,6 @@ func (w *whouse) pass(ctx context.Context, o passOptions) (passReport, error) {
 		bar := o.progress("maintain", len(refs))
 		var run []maintenance.TableRef
 		for _, ref := range refs {
-			if ref.Format != "" && !o.Steps.Prune {
-				// compact alone: nothing to do on a dataset that compacts itself.
-				rep.Run.Tables = append(rep.Run.Tables, maintenance.TableReport{Table: ref.Name, Skipped: notCompacted(ref.Format)})
-				_ = bar.Add(1)
-				continue
-			}
 			if !o.Steps.Prune {
 				// Compaction alone: a policy keeping every version plans
 				// no pruning (the floor never falls).
@@ -248,11 +244,6 @@ func describe(bar progress.Bar, what string) {
 	if d, ok := bar.(interface{ Describe(string) }); ok {
 		d.Describe(what)
 	}
-}
-
-// notCompacted is the note of a dataset of another format under `compact`.
-func notCompacted(format string) string {
-	return format + " compacts its own datasets (optimize / compact_files): nothing to compact"
 }
 
 // refByName is the ref called name in refs (zero if none).

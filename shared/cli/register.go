@@ -79,9 +79,10 @@ _stats): no other command does.
 --format lance registers a Lance dataset (e.g. lance/items.lance, as LanceDB
 writes it): it is checked with tablekeep's Lance reader (its listing, latest
 manifest and tags) and refused, with the reason, if it uses a feature the
-reader does not understand. Maintenance prunes it like a table (keep-last,
-grace from each version's own timestamp, tags) and never compacts it: Lance
-compacts its own datasets (optimize / compact_files). See docs/lance.md.`,
+reader does not understand. Maintenance compacts it (its small fragments'
+pages spliced into one file, committed as a Lance Rewrite that LanceDB
+reads) and prunes it like a table (keep-last, grace from each version's own
+timestamp, tags). See docs/lance.md.`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
@@ -101,7 +102,7 @@ compacts its own datasets (optimize / compact_files). See docs/lance.md.`,
 			case formats.Lance:
 				for _, f := range []string{"target-rows", "deleted-threshold"} {
 					if cmd.Flags().Changed(f) {
-						return Usagef("--%s is a compaction setting: tablekeep prunes a Lance dataset and never compacts it (Lance compacts its own)", f)
+						return Usagef("--%s is not settable for a Lance dataset: its compaction folds runs of small unindexed fragments with the default policy (docs/lance.md \"Compaction\")", f)
 					}
 				}
 			default:
@@ -135,7 +136,7 @@ compacts its own datasets (optimize / compact_files). See docs/lance.md.`,
 	}
 	addWarehouseFlags(cmd, &wf, false)
 	f := cmd.Flags()
-	f.StringVar(&format, "format", formatTablekeep, "the table's format: tablekeep, or lance (a Lance dataset: pruned, never compacted; see docs/lance.md)")
+	f.StringVar(&format, "format", formatTablekeep, "the table's format: tablekeep, or lance (a Lance dataset: compacted by page splicing and pruned; see docs/lance.md)")
 	f.IntVar(&p.KeepLast, "keep-last", p.KeepLast, "newest versions always kept (at least 1)")
 	f.DurationVar(&p.Grace, "grace", p.Grace, "keep versions superseded less than this long ago, and unreferenced files younger than this (at least the writers' 1h, at most 100 years)")
 	f.Uint64Var(&p.TargetRows, "target-rows", p.TargetRows, "compaction target rows per fragment (at least 1)")

@@ -159,7 +159,7 @@ func (w *Warehouse) Maintain(ctx context.Context, o Options) (Report, error) {
 		Clock: w.Clock, Logger: w.Logger, Owner: fmt.Sprintf("%s/%d", host, os.Getpid()), DryRun: o.DryRun, Everything: o.Everything,
 		Metrics:  o.Metrics,
 		Progress: func(int, int) { _ = bar.Add(1) },
-		Sources:  formats.Open, // registered Lance datasets: pruned, never compacted
+		Sources:  formats.Open, // registered Lance datasets: compacted (page splicing) and pruned
 	}
 	rep.Run, err = r.Run(ctx)
 	_ = bar.Finish()

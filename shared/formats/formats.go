@@ -9,6 +9,7 @@ package formats
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/tablekeep/tablekeep/shared/lance"
 	"github.com/tablekeep/tablekeep/shared/maintenance"
@@ -27,16 +28,47 @@ func Known(format string) bool { return format == "" || format == Lance }
 func Open(_ context.Context, store objstore.Store, ref maintenance.TableRef) (maintenance.Source, error) {
 	switch ref.Format {
 	case Lance:
-		return lance.NewSource(store, ref.Root), nil
+		return lanceSource{lance.NewSource(store, ref.Root)}, nil
 	}
 	return nil, fmt.Errorf("%w: %q (known: %q)", maintenance.ErrUnknownFormat, ref.Format, Lance)
 }
 
+// lanceSource is a lance.Source that also compacts (maintenance.SourceCompacter).
+type lanceSource struct{ *lance.Source }
+
+// CompactSource runs the Lance compaction with the policy's bounds: fragments
+// with fewer live rows than TargetRows folded, at most MaxGroups groups and
+// MaxInputBytes of input a run.
+func (s lanceSource) CompactSource(ctx context.Context, p maintenance.Policy, fence func(context.Context) error, dryRun bool) (maintenance.SourceCompaction, error) {
+	rep, err := s.Compact(ctx, lance.CompactOptions{TargetRows: p.TargetRows, MaxGroups: p.MaxGroups, MaxInputBytes: p.MaxInputBytes, Fence: fence, DryRun: dryRun})
+	res := maintenance.CompactionResult{Planned: len(rep.Groups), Committed: rep.Committed, Dropped: rep.Conflicts + rep.Refused, BytesRead: rep.BytesRead, BytesWritten: rep.BytesWritten, Stopped: rep.Stopped}
+	var lines []string
+	left := rep.LeftFragments
+	for _, g := range rep.Groups {
+		lines = append(lines, g.String())
+		if !dryRun && (g.Outcome == "" || strings.HasPrefix(g.Outcome, "conflict")) {
+			left += len(g.Fragments) // not reached, or retried next pass
+		}
+		if g.Outcome == "committed" {
+			res.InputFrags += len(g.Fragments)
+			if g.NewID != 0 {
+				res.OutputFrags++
+			}
+			res.RowsWritten += g.Rows
+		}
+	}
+	if rep.Version != 0 {
+		res.Versions = []uint64{rep.Version}
+	}
+	return maintenance.SourceCompaction{Result: res, Groups: lines, LeftFragments: left}, err
+}
+
 var (
-	_ maintenance.SourceOpener  = Open
-	_ maintenance.Source        = (*lance.Source)(nil)
-	_ maintenance.LatestProber  = (*lance.Source)(nil)
-	_ maintenance.LatestStatser = (*lance.Source)(nil)
+	_ maintenance.SourceCompacter = lanceSource{}
+	_ maintenance.SourceOpener    = Open
+	_ maintenance.Source          = (*lance.Source)(nil)
+	_ maintenance.LatestProber    = (*lance.Source)(nil)
+	_ maintenance.LatestStatser   = (*lance.Source)(nil)
 )
 
 var _ maintenance.SweepSource = (*lance.Source)(nil)

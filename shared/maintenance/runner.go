@@ -66,6 +66,9 @@ type Runner struct {
 	// Margin is kept in reserve before the context deadline.
 	Margin time.Duration
 	DryRun bool
+	// NoSourceCompaction: datasets of another format are pruned only (a
+	// prune-only pass); otherwise a SourceCompacter compacts first.
+	NoSourceCompaction bool
 	// Metrics, if set, records compaction rows/bytes/groups, lock wait and
 	// lock lost, and the backlog (unreclaimed versions, small fragments).
 	Metrics *telemetry.Metrics
@@ -105,7 +108,8 @@ type Runner struct {
 	FailureBackoffMax time.Duration
 	// Sources opens the datasets of other formats (TableRef.Format set,
 	// e.g. "lance"), as Cleaner.Sources: they are pruned through the Source
-	// (PruneSource), never compacted. nil, or an opener that does not know
+	// (PruneSource), and compacted first if the Source is a SourceCompacter
+	// (Lance, through shared/formats). nil, or an opener that does not know
 	// the format: the table fails with ErrUnknownFormat, nothing is deleted.
 	Sources SourceOpener
 }
@@ -167,10 +171,13 @@ type TableReport struct {
 	// was held), are its consecutive failures and when it is tried again.
 	CompactFailures int       `json:"compact_failures,omitempty"`
 	CompactRetryAt  time.Time `json:"compact_retry_at,omitzero"`
-	Prune           PrunePlan
-	Stats           TableStats
-	StatsNote       string `json:"stats_note,omitempty"`
-	Duration        time.Duration
+	// CompactionGroups describe a SourceCompacter's groups (a Lance
+	// dataset's), one line each.
+	CompactionGroups []string `json:"compaction_groups,omitempty"`
+	Prune            PrunePlan
+	Stats            TableStats
+	StatsNote        string `json:"stats_note,omitempty"`
+	Duration         time.Duration
 	// Source, in a dry run of a dataset of another format, is the Source
 	// the plan was made on: its change records (derived in memory, not
 	// written) are what PlanSourceRange itemises the ranges from.
@@ -288,7 +295,7 @@ func (r *Runner) maintainOne(ctx context.Context, ref TableRef, prev Mark) (Tabl
 	rep := TableReport{Table: ref.Name}
 	p := ref.Policy.WithDefaults()
 	if ref.Format != "" {
-		// Another format: pruned through its Source, not compacted.
+		// Another format: compacted (SourceCompacter) and pruned through its Source.
 		return r.maintainSource(ctx, ref, start)
 	}
 	// A dry run plans, whichever path asked (MaintainTable, MaintainTables,

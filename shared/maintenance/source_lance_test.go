@@ -20,7 +20,8 @@ import (
 
 // TestRunnerMaintainsLanceDataset: a registered Lance dataset (Format
 // "lance") is maintained by Runner.Run like any table: pruned through its
-// Source (no compaction), its stats and mark recorded; the cleaner drains
+// Source (nothing to compact: LanceDB's optimize folded and indexed
+// everything; TestRunnerCompactsLanceDataset compacts), its stats and mark recorded; the cleaner drains
 // the ranges; LanceDB then reads every retained version exactly as before
 // and the latest accepts a write. The next pass with nothing written is
 // idle and costs the fleet index (LIST + GET) and one LIST for the dataset

@@ -29,6 +29,25 @@ type LatestStatser interface {
 	LatestStats(ctx context.Context) (table.Stats, error)
 }
 
+// SourceCompacter is a Source that compacts its own format (Lance: pages
+// spliced, committed as a Rewrite; docs/lance.md "Compaction"). The runner
+// calls it under the table's lease, fence checking (and renewing) that
+// lease, before the prune; dryRun plans and writes nothing.
+type SourceCompacter interface {
+	CompactSource(ctx context.Context, p Policy, fence func(context.Context) error, dryRun bool) (SourceCompaction, error)
+}
+
+// SourceCompaction is what a SourceCompacter did.
+type SourceCompaction struct {
+	Result CompactionResult
+	// Groups describe the groups, one line each.
+	Groups []string
+	// LeftFragments are the fragments this run would have compacted but
+	// did not (beyond its limits, stopped, or dropped for a conflict):
+	// the mark brings the dataset back for them (markAfter's compactFrags).
+	LeftFragments int
+}
+
 // openSource opens the Source of a dataset of another format through
 // Runner.Sources; ErrUnknownFormat if there is no opener.
 func (r *Runner) openSource(ctx context.Context, store objstore.Store, ref TableRef) (Source, error) {
@@ -134,6 +153,13 @@ func (r *Runner) maintainSource(ctx context.Context, ref TableRef, start time.Ti
 		return rep, err
 	}
 	if r.DryRun {
+		if c, ok := src.(SourceCompacter); ok && !r.NoSourceCompaction {
+			sc, err := c.CompactSource(ctx, p, nil, true)
+			if err != nil {
+				rep.CompactionError = err.Error()
+			}
+			rep.Compacted, rep.CompactionGroups = sc.Result, sc.Groups
+		}
 		rep.Prune, err = PlanSourcePrune(ctx, src, ref.Name, p, r.Clock.Now())
 		if err != nil {
 			return rep, fmt.Errorf("plan prune %s: %w", ref.Name, err)
@@ -141,10 +167,25 @@ func (r *Runner) maintainSource(ctx context.Context, ref TableRef, start time.Ti
 		rep.Source = src // its derived change records, for PlanSourceRange
 		return rep, nil
 	}
-	// Nothing is compacted, and Compacted stays empty: a Stopped note would
-	// read as a compaction that made no progress (the fan-out retries those).
+	// A SourceCompacter compacts first, under the same lease; a failed
+	// compaction is reported (CompactionError) and the prune still runs.
 	st := r.beginStep(cnt)
-	plan, token, held, err := r.pruneSource(ctx, ref, src)
+	var compact func(*lock.Fence)
+	left := 0
+	if c, ok := src.(SourceCompacter); ok && !r.NoSourceCompaction {
+		compact = func(fence *lock.Fence) {
+			sc, err := c.CompactSource(ctx, p, fence.Heartbeat, false)
+			res := sc.Result
+			rep.Compacted, rep.CompactionGroups, left = res, sc.Groups, sc.LeftFragments
+			if err != nil {
+				rep.CompactionError = err.Error()
+			}
+			r.Logger.InfoContext(ctx, "maintenance step", "step", "compaction", "table", ref.Name, "format", ref.Format,
+				"planned", res.Planned, "committed", res.Committed, "dropped", res.Dropped, "input_fragments", res.InputFrags,
+				"versions", res.Versions, "stopped", res.Stopped, "error", rep.CompactionError)
+		}
+	}
+	plan, token, held, err := r.pruneSource(ctx, ref, src, compact)
 	rep.Prune, rep.Token = plan, token
 	if held {
 		rep.Skipped = "locked by another compactor"
@@ -166,7 +207,7 @@ func (r *Runner) maintainSource(ctx context.Context, ref TableRef, start time.Ti
 		return rep, err
 	}
 	now := r.Clock.Now()
-	rep.mark, rep.marked = markAfterSource(ref, src.Grace(p.Grace), plan, now), true
+	rep.mark, rep.marked = markAfterSource(ref, src.Grace(p.Grace), plan, left, now), true
 	st = r.beginStep(cnt)
 	rep.Stats, rep.StatsNote = r.sourceStats(ctx, ref, src, plan)
 	rep.statsReady = rep.StatsNote == ""
@@ -210,7 +251,8 @@ func (r *Runner) sourceStats(ctx context.Context, ref TableRef, src Source, pl P
 
 // pruneSource is PruneSource's body: held reports a lock held by another
 // maintainer (nothing done).
-func (r *Runner) pruneSource(ctx context.Context, ref TableRef, src Source) (plan PrunePlan, token uint64, held bool, err error) {
+// compact, if set, runs first under the same lease.
+func (r *Runner) pruneSource(ctx context.Context, ref TableRef, src Source, compact func(*lock.Fence)) (plan PrunePlan, token uint64, held bool, err error) {
 	p := ref.Policy.WithDefaults()
 	fence, release, err := r.holdTable(ctx, ref)
 	if errors.Is(err, lock.ErrLockHeld) {
@@ -221,6 +263,9 @@ func (r *Runner) pruneSource(ctx context.Context, ref TableRef, src Source) (pla
 	}
 	defer release()
 	token = fence.Lease().Token
+	if compact != nil {
+		compact(fence)
+	}
 	plan, err = planSourcePrune(ctx, src, ref.Name, p, r.Clock.Now(), true)
 	if err != nil {
 		return plan, token, false, fmt.Errorf("plan prune %s: %w", ref.Name, err)
@@ -239,10 +284,24 @@ func (r *Runner) pruneSource(ctx context.Context, ref TableRef, src Source) (pla
 // markAfterSource is markAfter for a dataset of another format: nothing is
 // compacted, and a version's grace window starts at its own Time (Source
 // contract), so version i becomes prunable at vs[i].Time + grace.
-func markAfterSource(ref TableRef, grace time.Duration, pl PrunePlan, now time.Time) Mark {
-	return newMarkDue(ref, pl, now, func(i int) (time.Time, bool) {
+//
+// compactLeft is the fragments its compaction left (SourceCompaction): as
+// for a table, due at once at or above CompactMinFragments, else after
+// CompactMaxWait.
+func markAfterSource(ref TableRef, grace time.Duration, pl PrunePlan, compactLeft int, now time.Time) Mark {
+	p := ref.Policy.WithDefaults()
+	md := newMarkDue(ref, pl, now, func(i int) (time.Time, bool) {
 		return pl.vs[i].Time.Add(table.SatAdd(grace, time.Second)), true
-	}).done()
+	})
+	if compactLeft > 0 {
+		md.m.CompactFrags, md.m.CompactSince = compactLeft, now
+		if compactLeft >= p.CompactMinFragments {
+			md.set(now, "compaction left")
+		} else {
+			md.set(now.Add(p.CompactMaxWait), "small fragments waiting")
+		}
+	}
+	return md.done()
 }
 
 // lastCleanupAt is when a cleaner last finished a range of the dataset

@@ -18,7 +18,7 @@ func (r *Runner) PruneSource(ctx context.Context, ref TableRef, src Source) (Pru
 	if r.DryRun {
 		return PlanSourcePrune(ctx, src, ref.Name, p, r.Clock.Now())
 	}
-	plan, _, _, err := r.pruneSource(ctx, ref, src)
+	plan, _, _, err := r.pruneSource(ctx, ref, src, nil)
 	if err != nil {
 		return plan, err
 	}

@@ -16,6 +16,12 @@
 //   addopt <dbdir> <table> <rows>      add that many "wide" rows (ids after the last), then LanceDB's own
 //                                      optimize (compaction reads every page of every fragment)
 //   restore <dbdir> <table> <version>  checkout(version).restore(): a new latest version with that version's data
+//   mixed <dbdir> <table> <rounds>     10 rows, a btree index on id, then one-row upserts, delete+add, deletes, adds (no optimize)
+//   verify <dbdir> <table>             the latest version: every id's index query (id = x) and a range query against the scan; fragments
+//   timed-compact <dbdir> <table>      optimize() with a cut-off at the epoch (compaction + index update), timed; fragments after
+//   openget <dbdir> <table> <id>       connect, open and a get by key (id = arg), timed (best of 5)
+//   op <dbdir> <table> add|delete|upsert|restore|optimize <arg>  add row id arg, delete or upsert id arg, restore version arg, LanceDB's optimize()
+//   writer <dbdir> <table> <n>         n acknowledged writes (upsert of a new key, delete of an old one), printing what it saw acknowledged
 import * as lancedb from "@lancedb/lancedb";
 import * as arrow from "apache-arrow";
 
@@ -270,6 +276,113 @@ async function restore(dir, name, v) {
   return { latest: await tbl.version(), rows: await tbl.countRows() };
 }
 
+async function mixed(dir, name, rounds) {
+  // LANCE_FILE_VERSION (e.g. 2.0, 2.2): the new table's data storage version
+  // LANCE_MANIFEST_NAMES=v1: plain {n}.manifest names
+  const v = process.env.LANCE_FILE_VERSION;
+  const opts = v ? { new_table_data_storage_version: v } : {};
+  if (process.env.LANCE_MANIFEST_NAMES === "v1") opts.new_table_enable_v2_manifest_paths = "false";
+  const db = await connect(dir, opts);
+  const tbl = await db.createTable(name, rows([0, 1, 2, 3, 4, 5, 6, 7, 8, 9], 0), { mode: "overwrite" });
+  await tbl.createIndex("id", { config: lancedb.Index.btree() });
+  let nextId = 10;
+  for (let i = 0, gen = 1; i < rounds; i++, gen++) {
+    switch (i % 4) {
+      case 0: // mergeInsert upsert: an existing key and a new one
+        await tbl.mergeInsert("id").whenMatchedUpdateAll().whenNotMatchedInsertAll().execute(rows([(i * 3) % nextId, nextId++], gen));
+        break;
+      case 1: // delete + add
+        await tbl.delete(`id = ${(i * 7) % nextId}`);
+        await tbl.add(rows([nextId++], gen));
+        break;
+      case 2: // a deletion only
+        await tbl.delete(`id = ${(i * 11) % nextId}`);
+        break;
+      case 3: // plain one-row append
+        await tbl.add(rows([nextId++], gen));
+        break;
+    }
+  }
+  return { latest: await tbl.version() };
+}
+
+async function verify(dir, name) {
+  const db = await connect(dir);
+  const tbl = await db.openTable(name);
+  const norm = (rs) => rs.map((r) => ({ id: Number(r.id), name: r.name, val: r.val })).sort((a, b) => a.id - b.id);
+  const all = norm(await tbl.query().toArray());
+  const bad = [];
+  for (const r of all) {
+    const got = norm(await tbl.query().where(`id = ${r.id}`).toArray());
+    if (got.length !== 1 || got[0].name !== r.name || got[0].val !== r.val) bad.push({ id: r.id, got });
+  }
+  const want = all.filter((r) => r.id >= 5 && r.id < 30);
+  const range = norm(await tbl.query().where("id >= 5 AND id < 30").toArray());
+  if (JSON.stringify(range) !== JSON.stringify(want)) bad.push({ range: range.length, want: want.length });
+  const missing = norm(await tbl.query().where("id = 99999999").toArray());
+  if (missing.length !== 0) bad.push({ missing });
+  const stats = await tbl.stats();
+  const idx = await tbl.listIndices();
+  return { rows: all.length, bad, fragments: stats.fragmentStats.numFragments, indices: idx.map((i) => i.name), version: await tbl.version() };
+}
+
+// writer: n acknowledged writes against whatever else commits; prints the
+// keys it saw upserted and deleted (acknowledged only).
+async function writer(dir, name, n) {
+  const db = await connect(dir);
+  const tbl = await db.openTable(name);
+  const upserted = [], deleted = [];
+  for (let i = 0; i < n; i++) {
+    const id = 1000000 + i;
+    try {
+      await tbl.mergeInsert("id").whenMatchedUpdateAll().whenNotMatchedInsertAll().execute(rows([id], 7));
+      upserted.push(id);
+    } catch (e) { /* not acknowledged */ }
+    if (i % 3 === 2) {
+      const victim = 1000000 + i - 2;
+      try {
+        await tbl.delete(`id = ${victim}`);
+        deleted.push(victim);
+      } catch (e) { /* not acknowledged */ }
+    }
+  }
+  return { upserted, deleted };
+}
+
+async function op(dir, name, kind, arg) {
+  const db = await connect(dir);
+  const tbl = await db.openTable(name);
+  switch (kind) {
+    case "add": await tbl.add(rows([Number(arg)], 5)); break;
+    case "delete": await tbl.delete(`id = ${Number(arg)}`); break;
+    case "upsert": await tbl.mergeInsert("id").whenMatchedUpdateAll().whenNotMatchedInsertAll().execute(rows([Number(arg)], 55)); break;
+    case "restore": await tbl.checkout(Number(arg)); await tbl.restore(); break;
+    case "optimize": await tbl.optimize({ cleanupOlderThan: new Date(0) }); break;
+  }
+  return { latest: await tbl.version() };
+}
+
+async function timedCompact(dir, name) {
+  const db = await connect(dir);
+  const tbl = await db.openTable(name);
+  const start = process.hrtime.bigint();
+  const stats = await tbl.optimize({ cleanupOlderThan: new Date(0) });
+  const ms = Number(process.hrtime.bigint() - start) / 1e6;
+  return { ms, compaction: stats.compaction, fragments: (await tbl.stats()).fragmentStats.numFragments, latest: await tbl.version() };
+}
+
+async function openGet(dir, name, id) {
+  let best = Infinity, rows = 0;
+  for (let i = 0; i < 5; i++) {
+    const start = process.hrtime.bigint();
+    const db = await connect(dir);
+    const tbl = await db.openTable(name);
+    rows = (await tbl.query().where(`id = ${Number(id)}`).toArray()).length;
+    best = Math.min(best, Number(process.hrtime.bigint() - start) / 1e6);
+  }
+  return { ms: best, rows };
+}
+
 const [cmd, dir, name, arg, arg2] = process.argv.slice(2);
 let res;
 switch (cmd) {
@@ -285,6 +398,12 @@ switch (cmd) {
   case "take": res = await take(dir, name, arg); break;
   case "addopt": res = await addOptimize(dir, name, Number(arg)); break;
   case "restore": res = await restore(dir, name, arg); break;
+  case "mixed": res = await mixed(dir, name, Number(arg)); break;
+  case "verify": res = await verify(dir, name); break;
+  case "timed-compact": res = await timedCompact(dir, name); break;
+  case "openget": res = await openGet(dir, name, arg); break;
+  case "op": res = await op(dir, name, arg, arg2); break;
+  case "writer": res = await writer(dir, name, Number(arg)); break;
   default:
     console.error(`usage: node fixture.mjs create|dump|write|optimize <dbdir> <table> [arg]`);
     process.exit(2);

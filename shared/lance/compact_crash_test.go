@@ -1,0 +1,67 @@
+package lance_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/tablekeep/tablekeep/shared/lance"
+	"github.com/tablekeep/tablekeep/shared/objstore"
+)
+
+// TestCrashAtEveryRequestOfLanceCompaction fails the Nth request of a
+// compaction of a LanceDB dataset, for every N, before it is sent and,
+// separately, after it was applied; then reruns the compaction without
+// faults. At every crash point LanceDB reads every version exactly as
+// before the compaction (the crashed run committed its version or
+// nothing), and after the rerun exactly one compaction version exists.
+func TestCrashAtEveryRequestOfLanceCompaction(t *testing.T) {
+	ctx := context.Background()
+	base, _ := mixedDataset(t, 10)
+	before := dumpDataset(t, base)
+	latest := before.Versions[len(before.Versions)-1]
+	opts := lance.CompactOptions{TargetRows: 10000}
+	for _, mode := range []struct {
+		name string
+		set  func(f *objstore.Faulty, fn objstore.FaultFunc)
+	}{{"before", (*objstore.Faulty).SetBefore}, {"after", (*objstore.Faulty).SetAfter}} {
+		t.Run(mode.name, func(t *testing.T) {
+			total := 0
+			for n := int64(1); ; n++ {
+				dir := t.TempDir()
+				copyDir(t, base, dir)
+				disk, _ := objstore.NewDisk(dir)
+				faulty := objstore.NewFaulty(disk)
+				mode.set(faulty, objstore.FailNth(n, nil))
+				rep, ferr := lance.Open(faulty, "t.lance").Compact(ctx, opts)
+				reached := faulty.Requests() >= n
+				label := fmt.Sprintf("%s fault at request %d (err %v)", mode.name, n, ferr)
+				if !reached {
+					if ferr != nil || rep.Version != latest+1 {
+						t.Fatalf("%s: the run without a fault: %+v", label, rep)
+					}
+					total = int(n - 1)
+					break
+				}
+				mid := dumpDataset(t, dir)
+				var added []uint64
+				if len(mid.Versions) > len(before.Versions) {
+					added = []uint64{latest + 1}
+				}
+				checkCompacted(t, before, mid, added...)
+				rep2, err := lance.Open(disk, "t.lance").Compact(ctx, opts)
+				if err != nil {
+					t.Fatalf("%s: rerun: %v", label, err)
+				}
+				if (rep2.Version != 0) == (len(added) > 0) {
+					t.Fatalf("%s: rerun committed %d after the crashed run committed %v", label, rep2.Version, added)
+				}
+				checkCompacted(t, before, dumpDataset(t, dir), latest+1)
+			}
+			if total < 10 {
+				t.Fatalf("only %d requests in a compaction", total)
+			}
+			t.Logf("%s: failed each of the %d requests of a compaction", mode.name, total)
+		})
+	}
+}
