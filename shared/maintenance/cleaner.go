@@ -189,12 +189,14 @@ func (c *Cleaner) clean(ctx context.Context, store objstore.Store, body []byte) 
 	// is deleted); the only manifest read is the latest, by the guard just
 	// before the deletes (guard.go).
 	var floor uint64
+	var fr table.FloorRead
 	ready := func(ctx context.Context) (map[uint64]bool, error) {
 		var err error
-		floor, err = table.ReadFloorAt(ctx, store, ref.Root, opts)
+		fr, err = table.ReadFloorInfoAt(ctx, store, ref.Root, opts)
 		if err != nil {
 			return nil, err
 		}
+		floor = fr.Floor
 		if msg.To >= floor {
 			return nil, fmt.Errorf("%w: %w: [%d, %d] with floor %d", queue.ErrPermanent, ErrAboveFloor, msg.From, msg.To, floor)
 		}
@@ -205,7 +207,36 @@ func (c *Cleaner) clean(ctx context.Context, store objstore.Store, body []byte) 
 		ref: ref, msg: msg, reader: newTableReader(store, ref), ready: ready,
 		sizes: !c.SkipSizes, stateRoot: ref.Root,
 		root: ref.Root, latest: tableLatest(store, ref.Root, opts), floor: &floor,
+		check: func(ctx context.Context, _ []string) error { return floorOfThisHistory(ctx, store, ref.Root, fr) },
 	})
+}
+
+// floorOfThisHistory is the planner's stale-marker rule (planPrune) at the
+// cleaner, just before deleting: a floor marker for floor f is written
+// after version f's manifest, so a marker older than that manifest by more
+// than MaxClockSkew belongs to another history of the root (the table was
+// removed and created again there, and grew past the old floor). A range
+// of that history would delete the new history's versions: ErrStaleFloor,
+// nothing deleted. One HEAD, run beside the guard's read (no added round
+// trip); a floor without a marker (the legacy object) or a manifest no
+// longer stored is left to the guard's floor > latest check.
+func floorOfThisHistory(ctx context.Context, store objstore.Store, root string, fr table.FloorRead) error {
+	mt := fr.MarkerTime()
+	if mt.IsZero() {
+		return nil
+	}
+	info, err := table.ManifestInfoAt(ctx, store, root, fr.Floor)
+	if errors.Is(err, objstore.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if mt.Before(info.LastModified.Add(-table.MaxClockSkew)) {
+		return fmt.Errorf("%w (its marker, written %s, is older than version %d's manifest, written %s)",
+			staleFloor(root, fr.Floor, 0), mt.UTC().Format(time.RFC3339), fr.Floor, info.LastModified.UTC().Format(time.RFC3339))
+	}
+	return nil
 }
 
 // rangeJob is one range for cleanRange: how its records are read, what is

@@ -153,10 +153,17 @@ func testStaleFloor(t *testing.T, n int) {
 		e.drain(t)
 	}
 	var cerr error
-	if n < 25 {
-		// A range of the old history, still queued.
-		old1 := maintenance.RangeMessage{V: 1, Table: tblName, Root: e.ref.Root, From: 1, To: 3}
-		_, cerr = e.clean.Clean(ctx, old1.Encode())
+	// A range of the old history, still queued: below the stale floor 25,
+	// and (n = 30: the new history grew past that floor) below the latest
+	// version too, where only the marker's age tells the histories apart
+	// (floorOfThisHistory; before it the cleaner deleted the new history's
+	// versions 1-3, retained by keep-last and grace).
+	old1 := maintenance.RangeMessage{V: 1, Table: tblName, Root: e.ref.Root, From: 1, To: 3}
+	clean := *e.clean
+	clean.Store = fst // objects dated as the store dated them
+	_, cerr = clean.Clean(ctx, old1.Encode())
+	if !errors.Is(cerr, maintenance.ErrStaleFloor) {
+		t.Fatalf("old range on the re-created table: %v, want ErrStaleFloor", cerr)
 	}
 	if err := sameListing(before, listing(t, e.disk, "")); err != nil {
 		t.Fatalf("maintenance of the re-created table deleted (plan %v, old range %v): %v", perr, cerr, err)

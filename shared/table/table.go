@@ -669,6 +669,18 @@ func ReadFloorAt(ctx context.Context, store objstore.Store, root string, opts Op
 	return newTable(store, root, opts).Floor(ctx)
 }
 
+// ReadFloorInfoAt is ReadFloorAt with what the listing saw (FloorRead,
+// its MarkerTime included): the same one LIST.
+func ReadFloorInfoAt(ctx context.Context, store objstore.Store, root string, opts Options) (FloorRead, error) {
+	return newTable(store, root, opts).ReadFloor(ctx)
+}
+
+// ManifestInfoAt is the store's metadata of version v's manifest of the
+// table at root (one HEAD).
+func ManifestInfoAt(ctx context.Context, store objstore.Store, root string, v uint64) (objstore.ObjectInfo, error) {
+	return store.Head(ctx, NormalizeRoot(root)+manifestKey(v))
+}
+
 // ReadTagsAt reads the tags of the table at root without reading a
 // manifest.
 func ReadTagsAt(ctx context.Context, store objstore.Store, root string, opts Options) (map[string]uint64, error) {
