@@ -378,19 +378,36 @@ func listFleetShard(ctx context.Context, store objstore.Store, root string, shar
 // the index a writer of a few tables' marks needs.
 func readFleetShards(ctx context.Context, store objstore.Store, root string, shards []int) (*FleetIndex, error) {
 	idx := emptyFleetIndex()
-	for _, sh := range shards {
-		k, err := listFleetShard(ctx, store, root, sh)
-		if err != nil {
-			return nil, fmt.Errorf("read fleet index: %w", err)
+	// Shards are independent: read DefaultScanConcurrency at once (a batch
+	// across 256 shards is then a few round trips, not 512 in series).
+	read := make([]*fleetShard, len(shards))
+	damaged := make([]bool, len(shards))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(DefaultScanConcurrency)
+	for i, sh := range shards {
+		g.Go(func() error {
+			k, err := listFleetShard(gctx, store, root, sh)
+			if err != nil {
+				return fmt.Errorf("read fleet index: %w", err)
+			}
+			if k.newest == 0 {
+				return nil
+			}
+			s, err := readFleetShardAt(gctx, store, root, sh, k.newest)
+			if err != nil && !errors.Is(err, table.ErrCorruptObject) {
+				return fmt.Errorf("read fleet index: %w", err)
+			}
+			read[i], damaged[i] = s, err != nil
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	for i := range shards {
+		if read[i] != nil {
+			idx.add(read[i], damaged[i])
 		}
-		if k.newest == 0 {
-			continue
-		}
-		s, err := readFleetShardAt(ctx, store, root, sh, k.newest)
-		if err != nil && !errors.Is(err, table.ErrCorruptObject) {
-			return nil, fmt.Errorf("read fleet index: %w", err)
-		}
-		idx.add(s, err != nil)
 	}
 	return idx, nil
 }

@@ -159,8 +159,9 @@ func testStaleFloor(t *testing.T, n int) {
 	// (floorOfThisHistory; before it the cleaner deleted the new history's
 	// versions 1-3, retained by keep-last and grace).
 	old1 := maintenance.RangeMessage{V: 1, Table: tblName, Root: e.ref.Root, From: 1, To: 3}
-	clean := *e.clean
-	clean.Store = fst // objects dated as the store dated them
+	clean := &maintenance.Cleaner{ // objects dated as the store dated them
+		Store: fst, Tables: e.clean.Tables, Requeue: e.clean.Requeue, Logger: e.clean.Logger, OpenOpts: e.clean.OpenOpts,
+	}
 	_, cerr = clean.Clean(ctx, old1.Encode())
 	if !errors.Is(cerr, maintenance.ErrStaleFloor) {
 		t.Fatalf("old range on the re-created table: %v, want ErrStaleFloor", cerr)
