@@ -45,15 +45,17 @@ func (r InlineRow) id() inlineID { return inlineID{r.Version, r.Seq} }
 // retried with its rows in a data file.
 var errInlineFull = errors.New("inline bound exceeded")
 
-// inlineBytes is what the bound counts: the encoded inline rows and every
-// fragment's inline deletion positions, as stored.
+// inlineBytes is what the bound counts: the encoded inline rows and the
+// inline deletion positions of every fragment that has some, as stored.
 func inlineBytes(m *Manifest) uint64 {
 	var n uint64
 	for _, r := range m.Inline {
 		n += uint64(len(appendInlineRow(nil, r)))
 	}
 	for _, f := range m.Fragments {
-		n += uint64(len(appendPositions(nil, f.Inline)))
+		if len(f.Inline) > 0 {
+			n += uint64(len(appendPositions(nil, f.Inline)))
+		}
 	}
 	return n
 }

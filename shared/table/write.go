@@ -59,7 +59,7 @@ type writeOp struct {
 	// is re-applied with inline false.
 	inline     bool
 	inlineRows [][]byte
-	toFile     func(ctx context.Context) error
+	toFile     func(ctx context.Context, base *Manifest) error
 	release    func() // after the commit
 	// fold (a flush) are the inline rows moved to op.added[0], which holds
 	// them first, in order.
@@ -126,7 +126,7 @@ func (t *Table) commit(ctx context.Context, op *writeOp, base *Manifest) (*Commi
 			// the fragments they touch).
 			op.inline = false
 			if op.toFile != nil {
-				if err := op.toFile(ctx); err != nil {
+				if err := op.toFile(ctx, base); err != nil {
 					return nil, err
 				}
 			}
@@ -370,7 +370,7 @@ func (op *writeOp) apply(ctx context.Context, t *Table, base *Manifest) (*Manife
 		a := op.added[0]
 		a.Inline = gone
 		added = []Fragment{a}
-		if len(gone) == len(op.fold) {
+		if uint64(len(gone)) == a.Rows {
 			added = nil // every row gone: no fragment
 		}
 	}
@@ -397,7 +397,15 @@ func (op *writeOp) apply(ctx context.Context, t *Table, base *Manifest) (*Manife
 		frags = append(frags, a)
 	}
 	if op.fold != nil {
-		next.Op.RowsAdded, next.Op.RowsDeleted = 0, 0 // rows moved, none added or removed
+		// Rows moved are neither added nor removed.
+		moved := uint64(0)
+		for _, a := range added {
+			moved = uint64(len(op.fold) - len(a.Inline))
+		}
+		next.Op.RowsAdded -= moved
+		if op.kind == OpFlush {
+			next.Op.RowsDeleted = 0
+		}
 	}
 	if op.inline {
 		for i, data := range op.inlineRows {
@@ -662,12 +670,32 @@ func (t *Table) Upsert(ctx context.Context, rec arrow.RecordBatch) (*CommitResul
 // if they fit its bound (a data file is written only if the commit's
 // result does not fit after all), else written as a data file now.
 func (t *Table) prepareRows(ctx context.Context, op *writeOp, base *Manifest, rec arrow.RecordBatch) error {
-	toFile := func(ctx context.Context) error {
-		f, err := t.putData(ctx, base, rec)
+	toFile := func(ctx context.Context, cur *Manifest) error {
+		if len(cur.Inline) == 0 || cur.Format < 3 {
+			f, err := t.putData(ctx, cur, rec)
+			if err != nil {
+				return err
+			}
+			op.added = []Fragment{f}
+			return nil
+		}
+		// The inline rows are full: flush them with this write's rows, in
+		// one data file (the base's rows first: op.fold).
+		fold := slices.Clone(cur.Inline)
+		rows := slices.Clone(fold)
+		for _, d := range op.inlineRows {
+			rows = append(rows, InlineRow{Data: d})
+		}
+		all, err := inlineBatch(cur.Schema, rows, nil)
 		if err != nil {
 			return err
 		}
-		op.added = []Fragment{f}
+		defer all.Release()
+		f, err := t.putData(ctx, cur, all)
+		if err != nil {
+			return err
+		}
+		op.fold, op.added = fold, []Fragment{f}
 		return nil
 	}
 	if base.Format >= 3 {
@@ -688,7 +716,7 @@ func (t *Table) prepareRows(ctx context.Context, op *writeOp, base *Manifest, re
 			return nil
 		}
 	}
-	return toFile(ctx)
+	return toFile(ctx, &Manifest{Schema: base.Schema, KeyColumn: base.KeyColumn})
 }
 
 // Delete removes the rows with the given keys (string or int64 values for
