@@ -60,6 +60,9 @@ func inlineBytes(m *Manifest) uint64 {
 	return n
 }
 
+// InlineBytes is what the inline bound counts (InlineMaxBytes).
+func (m *Manifest) InlineBytes() uint64 { return inlineBytes(m) }
+
 // appendPositions writes sorted distinct positions: a uvarint count, then
 // the first position and the deltas as uvarints (a deletion vector's body).
 func appendPositions(buf []byte, p []uint32) []byte {

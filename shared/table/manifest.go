@@ -158,6 +158,47 @@ type Manifest struct {
 	// Inline are the rows kept in the manifest (format 3), oldest first:
 	// live rows newer than every fragment row with the same key.
 	Inline []InlineRow
+	// RecordsFrom and Records (format 3) index change records: of the
+	// versions [RecordsFrom, Version], exactly those in Records (sorted)
+	// added or removed a file and so have a change record. At most
+	// MaxRecordIndex entries: the oldest drop out, raising RecordsFrom.
+	RecordsFrom uint64
+	Records     []uint64
+}
+
+// MaxRecordIndex bounds Manifest.Records.
+const MaxRecordIndex = 64
+
+// HasRecord reports, for a version v at most m.Version, whether its
+// commit wrote a change record (known: the index covers v). Without an
+// index (formats 1 and 2, or v below RecordsFrom) known is false: every
+// version of such a table has a record.
+func (m *Manifest) HasRecord(v uint64) (has, known bool) {
+	if m.Format < 3 || m.RecordsFrom == 0 || v < m.RecordsFrom || v > m.Version {
+		return false, false
+	}
+	_, has = slices.BinarySearch(m.Records, v)
+	return has, true
+}
+
+// indexRecord carries base's record index to next, adding next.Version if
+// its commit writes a change record (changed).
+func indexRecord(base, next *Manifest, changed bool) {
+	if next.Format < 3 {
+		return
+	}
+	next.RecordsFrom = base.RecordsFrom
+	if next.RecordsFrom == 0 {
+		next.RecordsFrom = next.Version // a table upgraded here: indexed from now on
+	}
+	next.Records = slices.Clone(base.Records)
+	if changed {
+		next.Records = append(next.Records, next.Version)
+	}
+	if n := len(next.Records) - MaxRecordIndex; n > 0 {
+		next.RecordsFrom = next.Records[n-1] + 1
+		next.Records = slices.Delete(next.Records, 0, n)
+	}
 }
 
 // Rows is the number of live rows.
@@ -276,6 +317,13 @@ func encodeManifest(m *Manifest) []byte {
 		for _, r := range m.Inline {
 			buf = appendInlineRow(buf, r)
 		}
+		buf = binary.AppendUvarint(buf, m.RecordsFrom)
+		buf = binary.AppendUvarint(buf, uint64(len(m.Records)))
+		prev := m.RecordsFrom
+		for _, v := range m.Records {
+			buf = binary.AppendUvarint(buf, v-prev)
+			prev = v
+		}
 	}
 	return seal(buf)
 }
@@ -370,6 +418,21 @@ func decodeManifest(key string, b []byte) (*Manifest, error) {
 		}
 		for i := uint64(0); r.err == nil && i < n; i++ {
 			m.Inline = append(m.Inline, InlineRow{Version: r.uvarint(), Seq: r.uvarint(), Data: slices.Clone(r.bytes())})
+		}
+		m.RecordsFrom = r.uvarint()
+		nr := r.uvarint()
+		if r.err == nil && nr > MaxRecordIndex {
+			r.fail("record index beyond its bound")
+		}
+		prev := m.RecordsFrom
+		for i := uint64(0); r.err == nil && i < nr; i++ {
+			d := r.uvarint()
+			if (i > 0 && d == 0) || d > m.Version-prev || prev > m.Version {
+				r.fail("record index not increasing within the versions")
+				break
+			}
+			prev += d
+			m.Records = append(m.Records, prev)
 		}
 	}
 	r.done()

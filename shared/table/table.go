@@ -219,6 +219,7 @@ func Create(ctx context.Context, store objstore.Store, root string, schema *arro
 	}
 	if m.Format >= 3 {
 		m.InlineMaxBytes = t.opts.InlineMaxBytes
+		m.RecordsFrom = 1 // version 1 adds no file: no record
 	}
 	// A table exists once any manifest does: refuse to create over one.
 	page, err := store.List(ctx, objstore.ListOptions{Prefix: t.key(versionsDir), MaxKeys: 1})

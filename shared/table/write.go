@@ -156,6 +156,8 @@ func (t *Table) commit(ctx context.Context, op *writeOp, base *Manifest) (*Commi
 			return nil, fmt.Errorf("%w: a file of this write was uploaded at %s, grace %s", ErrStaleRead, up.Format(time.RFC3339), grace)
 		}
 		next.Version, next.Parent, next.CommitTime = base.Version+1, base.Version, now
+		change := diffManifests(base, next)
+		indexRecord(base, next, len(change.Added) > 0 || len(change.Removed) > 0)
 		k := t.key(manifestKey(next.Version))
 		err = t.putManifest(ctx, k, encodeManifest(next))
 		retryable := errors.Is(err, objstore.ErrExists)
@@ -198,7 +200,7 @@ func (t *Table) commit(ctx context.Context, op *writeOp, base *Manifest) (*Commi
 		}
 		if err == nil {
 			t.setLatest(next, now)
-			t.writeChange(ctx, next, diffManifests(base, next))
+			t.writeChange(ctx, next, change) // next may be the landed copy: the same manifest
 			return &CommitResult{Committed: true, Version: next.Version, RowsAdded: next.Op.RowsAdded, RowsDeleted: next.Op.RowsDeleted, Attempts: attempt}, nil
 		}
 		if !retryable {
