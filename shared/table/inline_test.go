@@ -289,3 +289,13 @@ func TestInlineNoChangeRecord(t *testing.T) {
 		t.Errorf("version 2: %v", err)
 	}
 }
+
+// TestInlineStatsCountRows: stats count inline rows and inline deletions.
+func TestInlineStatsCountRows(t *testing.T) {
+	tbl := inlineTable(t, newMemStore())
+	upsertRows(t, tbl, regRow(900), row{Name: regRow(1).Name, URI: "x", At: 1})
+	s := StatsOf(tbl.Cached())
+	if s.Rows != 101 || s.DeletedRows != 1 {
+		t.Errorf("stats rows %d deleted %d, want 101 and 1", s.Rows, s.DeletedRows)
+	}
+}
