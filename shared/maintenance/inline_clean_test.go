@@ -1,8 +1,11 @@
 package maintenance_test
 
 import (
+	"errors"
+
 	"context"
 	"fmt"
+	"github.com/tablekeep/tablekeep/shared/maintenance"
 	"strings"
 	"sync"
 	"testing"
@@ -75,5 +78,66 @@ func TestCleanerReadsNothingForInlineVersions(t *testing.T) {
 	}
 	if err := diffRows(latestRows(t, e.open(t)), model); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestInlineRecordIndexRepairsFileVersions: a format-3 version that did
+// add or remove a file and whose change record is missing (a committer
+// crashed between its manifest and its record) is still repaired by the
+// planner: the record index lists it.
+func TestInlineRecordIndexRepairsFileVersions(t *testing.T) {
+	ctx := context.Background()
+	p := testPolicy()
+	e := newEnv(t, t.TempDir(), p, queue.EmbeddedOptions{})
+	e.format, e.inlineMax = 3, 60
+	tb := e.create(t)
+	var fileVersions []uint64
+	for i := range 30 {
+		res := upsert(t, tb, fmt.Sprintf("k%02d", i%9), fmt.Sprint("v", i))
+		if has, known := tb.Cached().HasRecord(res.Version); known && has {
+			fileVersions = append(fileVersions, res.Version)
+		}
+	}
+	if len(fileVersions) < 2 {
+		t.Fatalf("only %d file-changing versions", len(fileVersions))
+	}
+	lost := fileVersions[0]
+	if err := e.disk.Delete(ctx, []string{e.ref.Root + table.ChangeKey(lost)}); err != nil {
+		t.Fatal(err)
+	}
+	e.clock.Advance(2 * time.Hour)
+	rep, err := e.runner.MaintainTable(ctx, e.ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Prune.Repaired != 1 {
+		t.Errorf("repaired %d change records, want 1 (version %d)", rep.Prune.Repaired, lost)
+	}
+	e.drain(t)
+	if err := diffRows(latestRows(t, e.open(t)), latestRows(t, tb)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestRangeMessageRecordsChecked: a message's records must ascend within
+// [From+1, To+1] and number at most MaxMessageRecords.
+func TestRangeMessageRecordsChecked(t *testing.T) {
+	for _, body := range []string{
+		`{"v":1,"table":"t","root":"r/","from":5,"to":9,"records":[5]}`,
+		`{"v":1,"table":"t","root":"r/","from":5,"to":9,"records":[11]}`,
+		`{"v":1,"table":"t","root":"r/","from":5,"to":9,"records":[7,7]}`,
+		`{"v":1,"table":"t","root":"r/","from":5,"to":9,"records":[8,6]}`,
+	} {
+		if _, err := maintenance.DecodeRangeMessage([]byte(body)); !errors.Is(err, maintenance.ErrInvalidMessage) {
+			t.Errorf("%s: %v", body, err)
+		}
+	}
+	m, err := maintenance.DecodeRangeMessage([]byte(`{"v":1,"table":"t","root":"r/","from":5,"to":9,"records":[6,10]}`))
+	if err != nil || m.Records == nil || len(*m.Records) != 2 {
+		t.Errorf("valid records: %+v %v", m, err)
+	}
+	m, err = maintenance.DecodeRangeMessage([]byte(`{"v":1,"table":"t","root":"r/","from":5,"to":9,"records":[]}`))
+	if err != nil || m.Records == nil || len(*m.Records) != 0 {
+		t.Errorf("empty records: %+v %v", m, err)
 	}
 }
