@@ -35,8 +35,10 @@ type RangeMessage struct {
 }
 
 // MaxMessageRecords bounds RangeMessage.Records; a range with more
-// records is sent without the field (its cleaner reads every version).
-const MaxMessageRecords = 256
+// records, or whose message would then take more than half of
+// MaxMessageBytes, is sent without the field (its cleaner reads every
+// version). 64 versions of 20 digits take 1,344 bytes.
+const MaxMessageRecords = 64
 
 // MaxMessageBytes bounds a cleanup message body; real ones are ~100 bytes.
 const MaxMessageBytes = 4096
@@ -534,7 +536,9 @@ func (plan *PrunePlan) apply(ctx context.Context, at applyTarget, q Enqueuer) er
 		bodies := make([][]byte, len(plan.Ranges))
 		for i, r := range plan.Ranges {
 			if at.records != nil {
-				r.Records = at.records(i)
+				if r.Records = at.records(i); len(r.Encode()) > MaxMessageBytes/2 {
+					r.Records = nil // room for a continuation's re-encoding
+				}
 			}
 			bodies[i] = r.Encode()
 		}
