@@ -299,3 +299,78 @@ func TestInlineStatsCountRows(t *testing.T) {
 		t.Errorf("stats rows %d deleted %d, want 101 and 1", s.Rows, s.DeletedRows)
 	}
 }
+
+// TestCrashAtEveryRequestOfInlineFlush: a format-3 upsert that reaches the
+// inline bound flushes the inline rows with its own into one data file;
+// failing each of its requests (before it is sent, and after it was
+// applied) leaves the table at its previous rows or the whole commit, and
+// a retry converges.
+func TestCrashAtEveryRequestOfInlineFlush(t *testing.T) {
+	ctx := context.Background()
+	for _, after := range []bool{false, true} {
+		for _, batch := range [][]row{{{"d", "4", 4}}, {{"b", "22", 22}, {"d", "4", 4}}} {
+			covered := false
+			for n := int64(1); !covered; n++ {
+				st := newMemStore()
+				f := objstore.NewFaulty(st)
+				tbl, err := Create(ctx, f, "t", regSchema, "name", Options{Sleep: noSleep, Format: 3, InlineMaxBytes: 45})
+				if err != nil {
+					t.Fatal(err)
+				}
+				base := map[string]row{}
+				for _, r := range []row{{"a", "1", 1}, {"b", "2", 2}, {"c", "3", 3}} {
+					if _, err := tbl.Append(ctx, regBatch(r)); err != nil {
+						t.Fatal(err)
+					}
+					base[r.Name] = r
+				}
+				if m := tbl.Cached(); len(m.Inline) != 3 || len(m.Fragments) != 0 {
+					t.Fatalf("base: %d inline rows, %d fragments", len(m.Inline), len(m.Fragments))
+				}
+				want := cloneRows(base)
+				for _, r := range batch {
+					want[r.Name] = r
+				}
+				f.Reset()
+				fault := objstore.FailNth(n, objstore.ErrInjected)
+				if after {
+					f.SetAfter(fault)
+				} else {
+					f.SetBefore(fault)
+				}
+				_, opErr := tbl.Upsert(ctx, regBatch(batch...))
+				sent := f.Requests()
+				f.SetBefore(nil)
+				f.SetAfter(nil)
+				label := fmt.Sprintf("after=%v batch=%d n=%d", after, len(batch), n)
+				fresh, err := Open(ctx, st, "t", Options{})
+				if err != nil {
+					t.Fatalf("%s: reopen: %v", label, err)
+				}
+				got := rowsOf(t, fresh.Snapshot())
+				if sameRows(got, base) != nil && sameRows(got, want) != nil {
+					t.Fatalf("%s: half a commit visible: %v", label, got)
+				}
+				if opErr != nil {
+					if sameRows(got, base) != nil {
+						t.Fatalf("%s: op failed (%v) but its commit is visible", label, opErr)
+					}
+					if _, err := fresh.Upsert(ctx, regBatch(batch...)); err != nil {
+						t.Fatalf("%s: retry: %v", label, err)
+					}
+				}
+				m := fresh.Cached()
+				if err := sameRows(rowsOf(t, fresh.Snapshot()), want); err != nil || m.Rows() != uint64(len(want)) {
+					t.Fatalf("%s: %v (count %d)", label, err, m.Rows())
+				}
+				if len(m.Fragments) != 1 || m.InlineBytes() > m.InlineMaxBytes {
+					t.Fatalf("%s: %d fragments, inline bytes %d: not flushed", label, len(m.Fragments), m.InlineBytes())
+				}
+				if len(batch) == 1 && len(m.Inline) != 0 {
+					t.Fatalf("%s: %d inline rows left: the writer did not flush", label, len(m.Inline))
+				}
+				covered = sent < n
+			}
+		}
+	}
+}
