@@ -229,6 +229,7 @@ Reads every file's deletion vector (and, to do so, the file).`,
 			for i, f := range m.Fragments {
 				files[i] = fileJSON{Path: base + f.File.DataKey(), Rows: f.Rows, LiveRows: f.LiveRows(), Bytes: f.Bytes, Deleted: []uint32{}}
 				if f.Deletion == nil {
+					files[i].Deleted = append(files[i].Deleted, f.Inline...) // format 3: in the manifest
 					continue
 				}
 				g.Go(func() error {

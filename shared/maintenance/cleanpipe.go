@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -180,8 +181,9 @@ func scanRange(ctx context.Context, rd rangeReader, msg RangeMessage, o scanOpts
 	end := msg.To + 1
 
 	type got struct {
-		cr  *table.ChangeRecord
-		err error
+		cr   *table.ChangeRecord
+		err  error
+		none bool // the version has no change record (msg.Records)
 	}
 	gctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -204,9 +206,15 @@ func scanRange(ctx context.Context, rd rangeReader, msg RangeMessage, o scanOpts
 			}
 			ch := make(chan got, 1)
 			slots <- ch // never blocks: tokens bound the slots
+			if msg.Records != nil {
+				if _, has := slices.BinarySearch(*msg.Records, r); !has {
+					ch <- got{none: true} // no change record (format 3): nothing read
+					continue
+				}
+			}
 			g.Go(func() error {
 				cr, err := readChange(gctx, rd, r, o.limit, o.retries)
-				ch <- got{cr, err}
+				ch <- got{cr: cr, err: err}
 				return nil
 			})
 		}
@@ -229,6 +237,7 @@ func scanRange(ctx context.Context, rd rangeReader, msg RangeMessage, o scanOpts
 		}
 		r := last + 1
 		switch {
+		case res.none:
 		case errors.Is(res.err, objstore.ErrNotExist):
 			// Processed and deleted by an earlier delivery, or never written
 			// and not repairable now: the orphan sweep covers what remains.

@@ -59,7 +59,7 @@ func (sp SizePlanner) Plan(m *table.Manifest, p Policy) CompactionPlan {
 	var cur CompactionGroup
 	var totalBytes uint64
 	flush := func() {
-		worth := len(cur.Fragments) > 1 || (len(cur.Fragments) == 1 && cur.Fragments[0].Deletion != nil)
+		worth := len(cur.Fragments) > 1 || (len(cur.Fragments) == 1 && (cur.Fragments[0].Deletion != nil || len(cur.Fragments[0].Inline) > 0))
 		if worth && len(plan.Groups) < p.MaxGroups && totalBytes+cur.InputBytes <= p.MaxInputBytes {
 			plan.Groups = append(plan.Groups, cur)
 			totalBytes += cur.InputBytes
@@ -68,7 +68,7 @@ func (sp SizePlanner) Plan(m *table.Manifest, p Policy) CompactionPlan {
 	}
 	for _, f := range m.Fragments {
 		candidate := f.LiveRows() < p.TargetRows ||
-			(f.Deletion != nil && float64(f.Deletion.Rows) > p.DeletedThreshold*float64(f.Rows))
+			float64(f.Rows-f.LiveRows()) > p.DeletedThreshold*float64(f.Rows) // vector and inline deletions
 		if !candidate {
 			flush()
 			continue
@@ -97,6 +97,7 @@ type CompactionResult struct {
 	BytesWritten uint64
 	Versions     []uint64 // versions committed
 	Stopped      string   // why the run stopped early ("" if it finished)
+	FlushedRows  uint64   // inline rows (format 3) flushed to a data file first
 }
 
 // Compactor executes compaction plans group by group, committing each group
@@ -164,6 +165,19 @@ func (c *Compactor) Run(ctx context.Context, t *table.Table, p Policy) (Compacti
 		var err error
 		if m, err = t.Refresh(ctx); err != nil {
 			return res, err
+		}
+	}
+	// A format-3 table's inline rows at half their bound or more are
+	// flushed to a data file first, which this run may then fold into
+	// fragments like any other (the writers flush at the bound itself).
+	if m.Format >= 3 && len(m.Inline) > 0 && 2*m.InlineBytes() >= m.InlineMaxBytes {
+		fr, err := t.FlushInline(ctx)
+		if err != nil {
+			return res, fmt.Errorf("flush inline rows: %w", err)
+		}
+		if fr.Committed {
+			res.FlushedRows = uint64(len(m.Inline))
+			m, readAt = t.Cached(), c.Clock()
 		}
 	}
 	plan := c.Planner.Plan(m, p)

@@ -44,6 +44,15 @@ func modelAt(ops []committedOp, v uint64) map[string]string {
 // replayed in commit-version order, and every retained version reads
 // exactly the model at that version.
 func TestConcurrentWritersDuringMaintenance(t *testing.T) {
+	for _, format := range []uint64{2, 3} {
+		t.Run(fmt.Sprintf("format=%d", format), func(t *testing.T) { concurrentWritersDuringMaintenance(t, format) })
+	}
+}
+
+// concurrentWritersDuringMaintenance: format 3 with a 60-byte inline
+// bound, so that inline rows, writer flushes, compaction flushes and
+// files all race the maintenance runs.
+func concurrentWritersDuringMaintenance(t *testing.T, format uint64) {
 	ctx := context.Background()
 	p := testPolicy()
 	p.KeepLast = 10
@@ -57,6 +66,9 @@ func TestConcurrentWritersDuringMaintenance(t *testing.T) {
 	e.disk = ts
 	e.faulty = objstore.NewFaulty(ts)
 	e.runner.Store, e.clean.Store = e.faulty, e.faulty
+	if format == 3 {
+		e.format, e.inlineMax = 3, 60
+	}
 	e.create(t)
 	// Each maintenance cycle advances the clock by just over grace/2.
 	step := p.Grace/2 + time.Minute

@@ -87,9 +87,7 @@ func TableHealth(ctx context.Context, t *table.Table, ref TableRef, now time.Tim
 	}
 	m := t.Cached()
 	h.Fragments = len(m.Fragments)
-	for _, f := range m.Fragments {
-		h.Rows += f.LiveRows()
-	}
+	h.Rows = m.Rows() // fragments and (format 3) inline rows
 	all := p
 	all.MaxGroups, all.MaxInputBytes = math.MaxInt, math.MaxUint64
 	cp := SizePlanner{}.Plan(m, all)

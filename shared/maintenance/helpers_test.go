@@ -193,6 +193,8 @@ type env struct {
 	ref    maintenance.TableRef
 	runner *maintenance.Runner
 	clean  *maintenance.Cleaner
+	// format and inlineMax are what create makes (0: the defaults).
+	format, inlineMax uint64
 }
 
 const tblName = "tbl"
@@ -228,7 +230,8 @@ func newEnv(t testing.TB, dir string, p maintenance.Policy, qopts queue.Embedded
 }
 
 func (e *env) opts() table.Options {
-	return table.Options{Clock: e.clock.Now, Grace: e.ref.Policy.Grace, Sleep: func(context.Context, time.Duration) error { return nil }}
+	return table.Options{Clock: e.clock.Now, Grace: e.ref.Policy.Grace, Sleep: func(context.Context, time.Duration) error { return nil },
+		Format: e.format, InlineMaxBytes: e.inlineMax}
 }
 
 func (e *env) create(t testing.TB) *table.Table {

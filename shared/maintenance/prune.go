@@ -26,7 +26,19 @@ type RangeMessage struct {
 	From   uint64 `json:"from"`
 	To     uint64 `json:"to"`
 	Cursor uint64 `json:"cursor,omitempty"`
+	// Records, if set (a format-3 table), are the versions of [From+1,
+	// To+1] that have a change record, ascending: the cleaner reads only
+	// those (a version that added and removed no file has none). Unset:
+	// every version has one. A cleaner that does not know the field
+	// refuses the message: deploy cleaners first.
+	Records *[]uint64 `json:"records,omitempty"`
 }
+
+// MaxMessageRecords bounds RangeMessage.Records; a range with more
+// records, or whose message would then take more than half of
+// MaxMessageBytes, is sent without the field (its cleaner reads every
+// version). 64 versions of 20 digits take 1,344 bytes.
+const MaxMessageRecords = 64
 
 // MaxMessageBytes bounds a cleanup message body; real ones are ~100 bytes.
 const MaxMessageBytes = 4096
@@ -56,6 +68,17 @@ func DecodeRangeMessage(body []byte) (RangeMessage, error) {
 		return m, fmt.Errorf("%w: range [%d, %d] too large", ErrInvalidMessage, m.From, m.To)
 	case m.Cursor != 0 && (m.Cursor < m.From || m.Cursor > m.To+1):
 		return m, fmt.Errorf("%w: cursor %d outside [%d, %d]", ErrInvalidMessage, m.Cursor, m.From, m.To+1)
+	case m.Records != nil && len(*m.Records) > MaxMessageRecords:
+		return m, fmt.Errorf("%w: %d records", ErrInvalidMessage, len(*m.Records))
+	}
+	if m.Records != nil {
+		prev := m.From
+		for _, v := range *m.Records {
+			if v <= prev || v > m.To+1 {
+				return m, fmt.Errorf("%w: records not ascending within [%d, %d]", ErrInvalidMessage, m.From+1, m.To+1)
+			}
+			prev = v
+		}
 	}
 	// JSON escaping can grow a body up to 6x on re-encoding (a continuation
 	// is one): refuse what could not be re-sent (found by FuzzDecodeRangeMessage).
@@ -463,11 +486,24 @@ type Enqueuer interface {
 // first: from then on checkout, tag and restore below it fail, before any
 // cleaner can delete anything.
 func ApplyPrune(ctx context.Context, t *table.Table, plan *PrunePlan, q Enqueuer) error {
+	var have [][]uint64
 	return plan.apply(ctx, applyTarget{
 		root: t.Root(), tags: t.Tags, state: t,
 		// The plan's floor read stands in for SetFloor's own (same lock).
 		setFloor: func(ctx context.Context, f uint64) error { return t.SetFloorFrom(ctx, f, plan.floorRead) },
-		ensure:   func(ctx context.Context, spans [][2]uint64) (int, error) { return ensureChangeRecords(ctx, t, spans) },
+		ensure: func(ctx context.Context, spans [][2]uint64) (int, error) {
+			var n int
+			var err error
+			n, have, err = ensureChangeRecordsIndexed(ctx, t, spans)
+			return n, err
+		},
+		records: func(i int) *[]uint64 {
+			if m := t.Cached(); m == nil || m.Format < 3 || i >= len(have) || len(have[i]) > MaxMessageRecords {
+				return nil
+			}
+			recs := append([]uint64{}, have[i]...) // [] (not null) when none has one
+			return &recs
+		},
 	}, q)
 }
 
@@ -478,7 +514,10 @@ type applyTarget struct {
 	setFloor func(context.Context, uint64) error
 	tags     func(context.Context) (map[string]uint64, error)
 	ensure   func(context.Context, [][2]uint64) (int, error) // the ranges' change records exist
-	state    stateLocation
+	// records, if set, is range i's RangeMessage.Records after ensure (nil:
+	// the cleaner reads every version).
+	records func(i int) *[]uint64
+	state   stateLocation
 }
 
 // apply is ApplyPrune's order, for every format: the floor, the tags read
@@ -518,6 +557,11 @@ func (plan *PrunePlan) apply(ctx context.Context, at applyTarget, q Enqueuer) er
 		}
 		bodies := make([][]byte, len(plan.Ranges))
 		for i, r := range plan.Ranges {
+			if at.records != nil {
+				if r.Records = at.records(i); len(r.Encode()) > MaxMessageBytes/2 {
+					r.Records = nil // room for a continuation's re-encoding
+				}
+			}
 			bodies[i] = r.Encode()
 		}
 		if err := plan.checkFence(ctx); err != nil {
@@ -552,14 +596,31 @@ func (plan *PrunePlan) checkFence(ctx context.Context) error {
 // at once (each bounded by Concurrency); the requests are those of a
 // serial run: one listing per span, one repair per missing record.
 func ensureChangeRecords(ctx context.Context, t *table.Table, spans [][2]uint64) (int, error) {
+	n, _, err := ensureChangeRecordsIndexed(ctx, t, spans)
+	return n, err
+}
+
+// ensureChangeRecordsIndexed is ensureChangeRecords that also returns, per
+// span, the versions that have a record afterwards. On a format-3 table a
+// missing record whose version the latest manifest's record index says
+// added and removed no file is not repaired: that version has none.
+func ensureChangeRecordsIndexed(ctx context.Context, t *table.Table, spans [][2]uint64) (int, [][]uint64, error) {
 	missing := make([][]uint64, len(spans))
+	have := make([][]uint64, len(spans))
+	latest := t.Cached()
 	err := forEach(ctx, len(spans), func(ctx context.Context, i int) error {
 		var err error
-		missing[i], err = missingChangeRecords(ctx, t, spans[i][0], spans[i][1])
+		missing[i], have[i], err = missingChangeRecords(ctx, t, spans[i][0], spans[i][1])
+		if latest != nil {
+			missing[i] = slices.DeleteFunc(missing[i], func(v uint64) bool {
+				has, known := latest.HasRecord(v)
+				return known && !has
+			})
+		}
 		return err
 	})
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	var todo []uint64
 	for _, m := range missing {
@@ -579,18 +640,23 @@ func ensureChangeRecords(ctx context.Context, t *table.Table, spans [][2]uint64)
 		repaired.Add(1)
 		return nil
 	})
-	return int(repaired.Load()), err
+	for i := range have {
+		have[i] = append(have[i], missing[i]...)
+		slices.Sort(have[i])
+		have[i] = slices.Compact(have[i])
+	}
+	return int(repaired.Load()), have, err
 }
 
 // missingChangeRecords lists the change records of [from, through] and
 // returns the versions whose record is missing.
-func missingChangeRecords(ctx context.Context, t *table.Table, from, through uint64) ([]uint64, error) {
+func missingChangeRecords(ctx context.Context, t *table.Table, from, through uint64) (missing, present []uint64, err error) {
 	have := map[uint64]bool{}
 	startAfter := t.Root() + table.ChangeKey(from-1)
 	if from <= 1 {
 		startAfter = ""
 	}
-	err := objstore.ListAll(ctx, t.Store(), t.Root()+table.ChangesPrefix, startAfter, func(o objstore.ObjectInfo) error {
+	err = objstore.ListAll(ctx, t.Store(), t.Root()+table.ChangesPrefix, startAfter, func(o objstore.ObjectInfo) error {
 		v, ok := table.ParseChangeKey(strings.TrimPrefix(o.Key, t.Root()))
 		if ok {
 			if v > through {
@@ -601,15 +667,16 @@ func missingChangeRecords(ctx context.Context, t *table.Table, from, through uin
 		return nil
 	})
 	if err != nil && !errors.Is(err, errStopList) {
-		return nil, err
+		return nil, nil, err
 	}
-	var missing []uint64
 	for v := max(from, 1); v <= through; v++ {
 		if !have[v] {
 			missing = append(missing, v)
+		} else {
+			present = append(present, v)
 		}
 	}
-	return missing, nil
+	return missing, present, nil
 }
 
 var errStopList = errors.New("stop listing")

@@ -190,6 +190,9 @@ func retainedReferences(ctx context.Context, t *table.Table) (map[string]bool, [
 	err = forEach(ctx, records+len(names), func(ctx context.Context, i int) error {
 		if i < records {
 			r := first + uint64(i)
+			if has, known := m.HasRecord(r); known && !has {
+				return nil // format 3: removed no file, has no record (docs/format.md 4.7)
+			}
 			cr, err := t.ChangeRecord(ctx, r)
 			if errors.Is(err, objstore.ErrNotExist) {
 				if cr, err = t.ComputeChangeRecord(ctx, r); err != nil {

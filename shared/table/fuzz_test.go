@@ -68,6 +68,15 @@ func fuzzManifests() []*Manifest {
 				{Name: "x", Type: arrow.BinaryTypes.Binary, Nullable: true},
 			}, nil),
 			Op: Operation{Kind: OpRestore, RestoredFrom: 3}, Fragments: []Fragment{}},
+		// Format 3: inline rows, inline deletions, a record index.
+		{Version: 12, Parent: 11, CommitTime: ts, Schema: regSchema, KeyColumn: "name", NextFragmentID: 4,
+			Op: Operation{Kind: OpUpsert, TxnID: 9, RowsAdded: 1, RowsDeleted: 1}, WriterGrace: DefaultGrace,
+			Format: 3, InlineMaxBytes: 2048, RecordsFrom: 1, Records: []uint64{2, 9},
+			Fragments: []Fragment{{ID: 3, File: 7, Rows: 10, Bytes: 999, CreatedVersion: 9, MinKey: []byte("a"), MaxKey: []byte("k"), Inline: []uint32{0, 4}}},
+			Inline: []InlineRow{
+				{Version: 11, Seq: 0, Data: []byte{3, 1, 1, 'b', 1, 1, 'u', 1, 2}, Key: []byte("b")},
+				{Version: 12, Seq: 0, Data: []byte{3, 1, 1, 'c', 1, 0, 1, 3}, Key: []byte("c")},
+			}},
 	}
 }
 

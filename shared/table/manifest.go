@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -13,10 +14,15 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 )
 
-// FormatVersion is the manifest format this code writes. It reads manifests
-// of format 1 (no writer grace field, 32-bit deletion ids, which decode with
-// WriterGrace = DefaultGrace) and 2.
-const FormatVersion = 2
+// FormatVersion is the newest manifest format this code writes: tables
+// created by this build are format 3 (inline writes, docs/format.md 4.6). It
+// reads manifests of format 1 (no writer grace field, 32-bit deletion ids,
+// which decode with WriterGrace = DefaultGrace), 2 and 3. A table keeps its
+// format: commits on a format-1 or -2 table write format 2, as before.
+const FormatVersion = 3
+
+// legacyFormat is what commits on a format-1 or -2 table write.
+const legacyFormat = 2
 
 // changeFormatVersion is the change-record format, written and read.
 const changeFormatVersion = 1
@@ -51,6 +57,8 @@ const (
 	// OpAddColumns appends nullable columns to the schema (AddColumns);
 	// fragments are unchanged.
 	OpAddColumns OpKind = 7
+	// OpFlush moves a format-3 manifest's inline rows into a data file.
+	OpFlush OpKind = 8
 )
 
 func (k OpKind) String() string {
@@ -69,6 +77,8 @@ func (k OpKind) String() string {
 		return "restore"
 	case OpAddColumns:
 		return "add-columns"
+	case OpFlush:
+		return "flush"
 	}
 	return "op(" + strconv.Itoa(int(k)) + ")"
 }
@@ -106,6 +116,9 @@ type Fragment struct {
 	CreatedVersion uint64 // first version that referenced the data file
 	Deletion       *Deletion
 	MinKey, MaxKey []byte // bounds of the key column (empty without a key column)
+	// Inline are row positions deleted in the manifest itself (format 3),
+	// sorted, distinct and disjoint from the deletion vector's.
+	Inline []uint32
 
 	// uploadedAt is when this handle started uploading the data file (zero
 	// if it did not): a writer bounds the age of what it uploaded. Never
@@ -115,10 +128,11 @@ type Fragment struct {
 
 // LiveRows is Rows minus deleted rows.
 func (f Fragment) LiveRows() uint64 {
+	n := f.Rows - uint64(len(f.Inline))
 	if f.Deletion == nil {
-		return f.Rows
+		return n
 	}
-	return f.Rows - f.Deletion.Rows
+	return n - f.Deletion.Rows
 }
 
 // Manifest is one version of a table.
@@ -134,6 +148,57 @@ type Manifest struct {
 	// carried forward by every commit (DefaultGrace for format-1 manifests).
 	WriterGrace time.Duration
 	Fragments   []Fragment
+
+	// Format is 3 for a format-3 manifest, else 0 (format 1 or 2): commits
+	// on it write format 3, or 2.
+	Format uint64
+	// InlineMaxBytes (format 3) bounds inlineBytes: the encoded inline rows
+	// plus the fragments' inline deletion positions.
+	InlineMaxBytes uint64
+	// Inline are the rows kept in the manifest (format 3), oldest first:
+	// live rows newer than every fragment row with the same key.
+	Inline []InlineRow
+	// RecordsFrom and Records (format 3) index change records: of the
+	// versions [RecordsFrom, Version], exactly those in Records (sorted)
+	// added or removed a file and so have a change record. At most
+	// MaxRecordIndex entries: the oldest drop out, raising RecordsFrom.
+	RecordsFrom uint64
+	Records     []uint64
+}
+
+// MaxRecordIndex bounds Manifest.Records.
+const MaxRecordIndex = 64
+
+// HasRecord reports, for a version v at most m.Version, whether its
+// commit wrote a change record (known: the index covers v). Without an
+// index (formats 1 and 2, or v below RecordsFrom) known is false: every
+// version of such a table has a record.
+func (m *Manifest) HasRecord(v uint64) (has, known bool) {
+	if m.Format < 3 || m.RecordsFrom == 0 || v < m.RecordsFrom || v > m.Version {
+		return false, false
+	}
+	_, has = slices.BinarySearch(m.Records, v)
+	return has, true
+}
+
+// indexRecord carries base's record index to next, adding next.Version if
+// its commit writes a change record (changed).
+func indexRecord(base, next *Manifest, changed bool) {
+	if next.Format < 3 {
+		return
+	}
+	next.RecordsFrom = base.RecordsFrom
+	if next.RecordsFrom == 0 {
+		next.RecordsFrom = next.Version // a table upgraded here: indexed from now on
+	}
+	next.Records = slices.Clone(base.Records)
+	if changed {
+		next.Records = append(next.Records, next.Version)
+	}
+	if n := len(next.Records) - MaxRecordIndex; n > 0 {
+		next.RecordsFrom = next.Records[n-1] + 1
+		next.Records = slices.Delete(next.Records, 0, n)
+	}
 }
 
 // Rows is the number of live rows.
@@ -142,7 +207,7 @@ func (m *Manifest) Rows() uint64 {
 	for _, f := range m.Fragments {
 		n += f.LiveRows()
 	}
-	return n
+	return n + uint64(len(m.Inline))
 }
 
 // manifestKey names version v so that the newest sorts first: one List with
@@ -221,7 +286,11 @@ func IsDataKey(rel string) bool {
 func encodeManifest(m *Manifest) []byte {
 	buf := make([]byte, 0, 64+len(m.Fragments)*40)
 	buf = append(buf, manifestMagic...)
-	buf = binary.AppendUvarint(buf, FormatVersion)
+	fv := uint64(legacyFormat)
+	if m.Format >= 3 {
+		fv = 3
+	}
+	buf = binary.AppendUvarint(buf, fv)
 	buf = binary.AppendUvarint(buf, m.Version)
 	buf = binary.AppendUvarint(buf, m.Parent)
 	buf = binary.AppendVarint(buf, m.CommitTime.UnixNano())
@@ -240,12 +309,26 @@ func encodeManifest(m *Manifest) []byte {
 	buf = binary.AppendUvarint(buf, uint64(grace))
 	buf = binary.AppendUvarint(buf, uint64(len(m.Fragments)))
 	for _, f := range m.Fragments {
-		buf = appendFragment(buf, f)
+		buf = appendFragment(buf, f, fv)
+	}
+	if fv >= 3 {
+		buf = binary.AppendUvarint(buf, m.InlineMaxBytes)
+		buf = binary.AppendUvarint(buf, uint64(len(m.Inline)))
+		for _, r := range m.Inline {
+			buf = appendInlineRow(buf, r)
+		}
+		buf = binary.AppendUvarint(buf, m.RecordsFrom)
+		buf = binary.AppendUvarint(buf, uint64(len(m.Records)))
+		prev := m.RecordsFrom
+		for _, v := range m.Records {
+			buf = binary.AppendUvarint(buf, v-prev)
+			prev = v
+		}
 	}
 	return seal(buf)
 }
 
-func appendFragment(buf []byte, f Fragment) []byte {
+func appendFragment(buf []byte, f Fragment, fv uint64) []byte {
 	buf = binary.AppendUvarint(buf, f.ID)
 	buf = binary.LittleEndian.AppendUint64(buf, uint64(f.File))
 	buf = binary.AppendUvarint(buf, f.Rows)
@@ -260,7 +343,11 @@ func appendFragment(buf []byte, f Fragment) []byte {
 		buf = binary.AppendUvarint(buf, f.Deletion.CreatedVersion)
 	}
 	buf = appendBytes(buf, f.MinKey)
-	return appendBytes(buf, f.MaxKey)
+	buf = appendBytes(buf, f.MaxKey)
+	if fv >= 3 {
+		buf = appendPositions(buf, f.Inline)
+	}
+	return buf
 }
 
 // decodeManifest parses a manifest object; key names it in errors.
@@ -274,8 +361,8 @@ func decodeManifest(key string, b []byte) (*Manifest, error) {
 	if n <= 0 {
 		return nil, objErr(key, ErrCorruptManifest, "bad format version")
 	}
-	if fv != 1 && fv != FormatVersion {
-		return nil, objErr(key, ErrUnsupportedFormat, fmt.Sprintf("format version %d; this build reads 1 and %d", fv, FormatVersion))
+	if fv < 1 || fv > FormatVersion {
+		return nil, objErr(key, ErrUnsupportedFormat, fmt.Sprintf("format version %d; this build reads 1 to %d", fv, FormatVersion))
 	}
 	body, ok := unseal(b)
 	if !ok {
@@ -283,6 +370,9 @@ func decodeManifest(key string, b []byte) (*Manifest, error) {
 	}
 	r := &reader{b: body[len(manifestMagic)+n:]}
 	m := &Manifest{}
+	if fv >= 3 {
+		m.Format = fv
+	}
 	m.Version = r.uvarint()
 	m.Parent = r.uvarint()
 	m.CommitTime = time.Unix(0, r.varint()).UTC()
@@ -317,10 +407,50 @@ func decodeManifest(key string, b []byte) (*Manifest, error) {
 			m.Fragments = append(m.Fragments, readFragment(r, fv))
 		}
 	}
+	if fv >= 3 {
+		m.InlineMaxBytes = r.uvarint()
+		if r.err == nil && m.InlineMaxBytes > MaxInlineMaxBytes {
+			r.fail("inline bound above the maximum")
+		}
+		n := r.uvarint()
+		if r.err == nil && n > uint64(len(r.b))/3 {
+			r.fail("inline row count beyond object size")
+		}
+		for i := uint64(0); r.err == nil && i < n; i++ {
+			m.Inline = append(m.Inline, InlineRow{Version: r.uvarint(), Seq: r.uvarint(), Data: slices.Clone(r.bytes())})
+		}
+		m.RecordsFrom = r.uvarint()
+		nr := r.uvarint()
+		if r.err == nil && nr > MaxRecordIndex {
+			r.fail("record index beyond its bound")
+		}
+		prev := m.RecordsFrom
+		for i := uint64(0); r.err == nil && i < nr; i++ {
+			d := r.uvarint()
+			if (i > 0 && d == 0) || d > m.Version-prev || prev > m.Version {
+				r.fail("record index not increasing within the versions")
+				break
+			}
+			prev += d
+			m.Records = append(m.Records, prev)
+		}
+	}
 	r.done()
 	if r.err == nil && m.Schema != nil {
 		if err := validateSchema(m.Schema, m.KeyColumn); err != nil {
 			r.fail(err.Error())
+		}
+	}
+	for i := range m.Inline {
+		if r.err != nil || m.Schema == nil {
+			break
+		}
+		vals, err := decodeRowValues(m.Schema, m.Inline[i].Data)
+		if err == nil {
+			m.Inline[i].Key, err = inlineKey(m.Schema, m.KeyColumn, vals)
+		}
+		if err != nil {
+			r.fail(fmt.Sprintf("inline row %d: %v", i, err))
 		}
 	}
 	if r.err != nil {
@@ -357,6 +487,16 @@ func readFragment(r *reader, fv uint64) Fragment {
 	}
 	f.MinKey = r.bytes()
 	f.MaxKey = r.bytes()
+	if fv >= 3 {
+		f.Inline = readPositions(r, f.Rows)
+		dv := uint64(0)
+		if f.Deletion != nil {
+			dv = f.Deletion.Rows
+		}
+		if r.err == nil && (dv > f.Rows || uint64(len(f.Inline)) > f.Rows-dv) {
+			r.fail("inline deletions beyond the fragment's live rows")
+		}
+	}
 	return f
 }
 

@@ -68,7 +68,16 @@ func (s *Snapshot) Scan(ctx context.Context, opts ScanOptions, fn func(arrow.Rec
 			return err
 		}
 	}
-	return nil
+	if len(s.m.Inline) == 0 {
+		return nil
+	}
+	// The inline rows (format 3) come last, as one batch.
+	rec, err := inlineBatch(s.m.Schema, s.m.Inline, cols)
+	if err != nil {
+		return err
+	}
+	defer rec.Release()
+	return fn(rec)
 }
 
 // Get returns the live row with the given key as a one-row batch, or an
@@ -82,6 +91,13 @@ func (s *Snapshot) Get(ctx context.Context, key any) (arrow.RecordBatch, error) 
 	want, err := KeyOf(s.m.Schema.Field(keyIdx).Type, key)
 	if err != nil {
 		return nil, err
+	}
+	// Inline rows are newer than any fragment row: found there, no
+	// fragment is read.
+	for i := len(s.m.Inline) - 1; i >= 0; i-- {
+		if string(s.m.Inline[i].Key) == string(want) {
+			return inlineBatch(s.m.Schema, s.m.Inline[i:i+1], nil)
+		}
 	}
 	pred := newKeySet([][]byte{want})
 	for i := len(s.m.Fragments) - 1; i >= 0; i-- {
@@ -164,6 +180,9 @@ func (t *Table) ReadFragment(ctx context.Context, schema *arrow.Schema, f Fragme
 	}
 	if dvErr != nil {
 		return nil, nil, dvErr
+	}
+	if len(f.Inline) > 0 {
+		deleted = unionPositions(deleted, f.Inline)
 	}
 	out, err := filterDeleted(ctx, rec, deleted)
 	if err != nil {

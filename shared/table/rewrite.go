@@ -274,6 +274,7 @@ func (rw *Rewrite) remap(ctx context.Context, t *Table, gi int, g RewriteGroup, 
 	out.uploadedAt = time.Time{}
 	out.CreatedVersion = version
 	out.Deletion = nil
+	out.Inline = nil
 	var live uint64
 	for _, in := range g.Inputs {
 		live += in.Fragment.Rows - uint64(len(in.Deleted))
@@ -304,7 +305,10 @@ func (rw *Rewrite) remap(ctx context.Context, t *Table, gi int, g RewriteGroup, 
 		if cur.Deletion != nil {
 			sig = fmt.Appendf(sig, "%d:%d,", in.Fragment.ID, cur.Deletion.ID)
 		}
-		if !sameDeletion(cur.Deletion, in.Fragment.Deletion) {
+		if len(cur.Inline) > 0 {
+			sig = fmt.Appendf(sig, "%d:i%v,", in.Fragment.ID, cur.Inline)
+		}
+		if !sameDeletion(cur.Deletion, in.Fragment.Deletion) || !slices.Equal(cur.Inline, in.Fragment.Inline) {
 			changed = true
 		}
 	}
@@ -340,6 +344,7 @@ func (rw *Rewrite) remap(ctx context.Context, t *Table, gi int, g RewriteGroup, 
 				return out, false, err
 			}
 		}
+		now = unionPositions(now, cur.Inline) // what is deleted now, vector and inline
 		for _, p := range now {
 			if _, was := slices.BinarySearch(in.Deleted, p); was {
 				continue

@@ -8,7 +8,7 @@ type Stats struct {
 	Versions            int    `json:"versions"` // manifests stored
 	Fragments           int    `json:"fragments"`
 	Rows                uint64 `json:"rows"`
-	DeletedRows         uint64 `json:"deleted_rows"` // rows masked by deletion vectors in the latest version
+	DeletedRows         uint64 `json:"deleted_rows"` // rows masked by deletion vectors (and inline deletions) in the latest version
 	DeletionFiles       int    `json:"deletion_files"`
 	ManifestBytes       int64  `json:"manifest_bytes"` // all stored manifests
 	LatestManifestBytes int64  `json:"latest_manifest_bytes"`
@@ -42,10 +42,12 @@ func StatsOf(m *Manifest) Stats {
 	for _, f := range m.Fragments {
 		s.Rows += f.LiveRows()
 		s.DataBytes += f.Bytes
+		s.DeletedRows += uint64(len(f.Inline)) // format 3: deleted in the manifest
 		if f.Deletion != nil {
 			s.DeletedRows += f.Deletion.Rows
 			s.DeletionFiles++
 		}
 	}
+	s.Rows += uint64(len(m.Inline)) // format 3: rows kept in the manifest
 	return s
 }

@@ -51,6 +51,14 @@ type Options struct {
 	// Fence, if set, is called right before every manifest write; an error
 	// aborts the commit. Maintenance sets it to its lease's fencing check.
 	Fence func(ctx context.Context) error
+	// Format is the manifest format Create writes: 0 or 2 (the default:
+	// what releases before format 3 read and write), or 3 (inline writes,
+	// docs/format.md 4.6; releases before it refuse such a table). Ignored
+	// on an existing table, which keeps its format.
+	Format uint64
+	// InlineMaxBytes is the inline bound Create stores in a format-3 table
+	// (default DefaultInlineMaxBytes, at most MaxInlineMaxBytes).
+	InlineMaxBytes uint64
 }
 
 func (o Options) withDefaults() Options {
@@ -78,6 +86,12 @@ func (o Options) withDefaults() Options {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
+	if o.Format == 0 {
+		o.Format = legacyFormat
+	}
+	if o.InlineMaxBytes == 0 {
+		o.InlineMaxBytes = DefaultInlineMaxBytes
+	}
 	return o
 }
 
@@ -93,6 +107,65 @@ type Table struct {
 	mu       sync.Mutex
 	latest   *Manifest
 	loadedAt time.Time
+
+	// Key columns of data files and deletion vectors this handle read for
+	// writes (both immutable): a warm handle's small upsert reads nothing.
+	// Bounded by keyCacheBytes (emptied when full).
+	keyCache   map[FileID][][]byte
+	dvCache    map[string][]uint32
+	cacheBytes int
+}
+
+// keyCacheBytes bounds a handle's cache of key columns and deletion vectors.
+const keyCacheBytes = 16 << 20
+
+func (t *Table) cachePut(size int, put func()) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.cacheBytes+size > keyCacheBytes || t.keyCache == nil {
+		t.keyCache, t.dvCache, t.cacheBytes = map[FileID][][]byte{}, map[string][]uint32{}, 0
+	}
+	if size <= keyCacheBytes {
+		put()
+		t.cacheBytes += size
+	}
+}
+
+// cachedKeys is readKeys through the handle's cache.
+func (t *Table) cachedKeys(ctx context.Context, schema *arrow.Schema, keyCol string, f Fragment) ([][]byte, error) {
+	t.mu.Lock()
+	keys, ok := t.keyCache[f.File]
+	t.mu.Unlock()
+	if ok {
+		return keys, nil
+	}
+	keys, err := t.readKeys(ctx, schema, keyCol, f)
+	if err != nil {
+		return nil, err
+	}
+	size := 0
+	for _, k := range keys {
+		size += len(k) + 24
+	}
+	t.cachePut(size, func() { t.keyCache[f.File] = keys })
+	return keys, nil
+}
+
+// cachedDeletion is readDeletion through the handle's cache.
+func (t *Table) cachedDeletion(ctx context.Context, f Fragment) ([]uint32, error) {
+	k := DeletionKey(f.File, f.Deletion.ID)
+	t.mu.Lock()
+	v, ok := t.dvCache[k]
+	t.mu.Unlock()
+	if ok {
+		return v, nil
+	}
+	v, err := t.readDeletion(ctx, f)
+	if err != nil {
+		return nil, err
+	}
+	t.cachePut(4*len(v)+len(k), func() { t.dvCache[k] = v })
+	return v, nil
 }
 
 // NormalizeRoot turns "a/b", "/a/b/" or "" into the "a/b/" prefix form.
@@ -132,11 +205,21 @@ func Create(ctx context.Context, store objstore.Store, root string, schema *arro
 	if t.opts.Grace > MaxGrace {
 		return nil, objErr(t.name(), ErrInvalidGrace, fmt.Sprintf("writer grace %s above the maximum %s", t.opts.Grace, MaxGrace))
 	}
+	if t.opts.Format != 3 && t.opts.Format != legacyFormat {
+		return nil, fmt.Errorf("%w: create format %d; this build creates %d or %d", ErrUnsupportedFormat, t.opts.Format, legacyFormat, FormatVersion)
+	}
+	if t.opts.InlineMaxBytes > MaxInlineMaxBytes {
+		return nil, fmt.Errorf("%w: inline bound %d above the maximum %d", ErrInvalidSchema, t.opts.InlineMaxBytes, MaxInlineMaxBytes)
+	}
 	now := t.opts.Clock()
 	m := &Manifest{
 		Version: 1, CommitTime: now, Schema: normalizeSchema(schema), KeyColumn: keyColumn,
 		NextFragmentID: 1, Op: Operation{Kind: OpCreate, TxnID: rand.Uint64()},
-		WriterGrace: t.opts.Grace,
+		WriterGrace: t.opts.Grace, Format: t.opts.Format,
+	}
+	if m.Format >= 3 {
+		m.InlineMaxBytes = t.opts.InlineMaxBytes
+		m.RecordsFrom = 1 // version 1 adds no file: no record
 	}
 	// A table exists once any manifest does: refuse to create over one.
 	page, err := store.List(ctx, objstore.ListOptions{Prefix: t.key(versionsDir), MaxKeys: 1})
@@ -152,7 +235,7 @@ func Create(ctx context.Context, store objstore.Store, root string, schema *arro
 		}
 		return nil, fmt.Errorf("create %s: %w", t.root, err)
 	}
-	t.writeChange(ctx, diffManifests(nil, m))
+	t.writeChange(ctx, m, diffManifests(nil, m))
 	t.setLatest(m, now)
 	return t, nil
 }
@@ -726,7 +809,13 @@ func (t *Table) RepairChangeRecord(ctx context.Context, v uint64) (*ChangeRecord
 	return c, nil
 }
 
-func (t *Table) writeChange(ctx context.Context, c *ChangeRecord) {
+// writeChange writes version m's change record c, except on a format-3
+// table for a version that added and removed no file: that version has no
+// record (docs/format.md 5), and nothing reads one.
+func (t *Table) writeChange(ctx context.Context, m *Manifest, c *ChangeRecord) {
+	if m.Format >= 3 && len(c.Added) == 0 && len(c.Removed) == 0 {
+		return
+	}
 	if err := t.store.Put(ctx, t.key(changeKey(c.Version)), encodeChange(c)); err != nil {
 		// The commit stands; maintenance rebuilds missing records (RepairChangeRecord).
 		t.opts.Logger.WarnContext(ctx, "change record not written", "table", t.root, "version", c.Version, "err", err)

@@ -103,10 +103,16 @@ type committedOp struct {
 // order, every successful commit is its own version, every version reads
 // back exactly the model at that version, and no conflict error escapes.
 func TestConcurrentWriters(t *testing.T) {
+	for _, format := range []uint64{2, 3} {
+		t.Run(fmt.Sprintf("format=%d", format), func(t *testing.T) { concurrentWriters(t, format) })
+	}
+}
+
+func concurrentWriters(t *testing.T, format uint64) {
 	storeKinds(t, func(t *testing.T, newStore func(*testing.T) objstore.Store) {
 		ctx := context.Background()
 		st := newStore(t)
-		opts := Options{BackoffBase: 100 * time.Microsecond, BackoffMax: 5 * time.Millisecond}
+		opts := Options{BackoffBase: 100 * time.Microsecond, BackoffMax: 5 * time.Millisecond, Format: format}
 		h1, err := Create(ctx, st, "t", regSchema, "name", opts)
 		if err != nil {
 			t.Fatal(err)
@@ -250,13 +256,19 @@ func TestTimeTravel(t *testing.T) {
 // its previous version or shows the whole commit, never a part, and a retry
 // converges to the model.
 func TestCrashAtEveryRequest(t *testing.T) {
+	for _, format := range []uint64{2, 3} {
+		t.Run(fmt.Sprintf("format=%d", format), func(t *testing.T) { crashAtEveryRequest(t, format) })
+	}
+}
+
+func crashAtEveryRequest(t *testing.T, format uint64) {
 	storeKinds(t, func(t *testing.T, newStore func(*testing.T) objstore.Store) {
 		ctx := context.Background()
 		for _, after := range []bool{false, true} {
 			for n := int64(1); ; n++ {
 				st := newStore(t)
 				f := objstore.NewFaulty(st)
-				tbl, err := Create(ctx, f, "t", regSchema, "name", Options{Sleep: noSleep})
+				tbl, err := Create(ctx, f, "t", regSchema, "name", Options{Sleep: noSleep, Format: format})
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -52,6 +53,20 @@ type writeOp struct {
 	// addFields, if set, are appended to the base's schema (AddColumns).
 	addFields []arrow.Field
 
+	// inline: the op keeps its rows (inlineRows) and deletion positions in
+	// the manifest (format 3). If the result would exceed the inline
+	// bound, toFile writes its rows as a data file (op.added) and the op
+	// is re-applied with inline false.
+	inline     bool
+	inlineRows [][]byte
+	toFile     func(ctx context.Context, base *Manifest) error
+	release    func() // after the commit
+	// fold (a flush) are the inline rows moved to op.added[0], which holds
+	// them first, in order.
+	fold []InlineRow
+	// restoreInline are the restored version's inline rows.
+	restoreInline []InlineRow
+
 	// caches that make re-applying on a new base cheap
 	matches map[FileID][]uint32      // rows of a data file matching pred
 	vectors map[string][]uint32      // deletion vector contents by key
@@ -67,6 +82,7 @@ type writtenKey struct {
 	file    FileID
 	hasBase bool
 	baseID  uint64
+	inline  string // the fragment's inline deletions, folded into the vector
 }
 
 func (t *Table) newOp(kind OpKind) *writeOp {
@@ -93,6 +109,9 @@ func (t *Table) base(ctx context.Context) (*Manifest, time.Time, error) {
 // commit applies op to the latest version and writes the next manifest by
 // put-if-absent, rebasing and retrying with jittered backoff on conflict.
 func (t *Table) commit(ctx context.Context, op *writeOp, base *Manifest) (*CommitResult, error) {
+	if op.release != nil {
+		defer op.release()
+	}
 	var lastErr error
 	started := t.opts.Clock()
 	unsure := map[uint64]bool{} // versions whose manifest write had an unknown outcome
@@ -101,6 +120,18 @@ func (t *Table) commit(ctx context.Context, op *writeOp, base *Manifest) (*Commi
 			return nil, err
 		}
 		next, err := op.apply(ctx, t, base)
+		if errors.Is(err, errInlineFull) {
+			// Too big to keep in the manifest: rows to a data file,
+			// deletions to vectors (which fold the inline positions of
+			// the fragments they touch).
+			op.inline = false
+			if op.toFile != nil {
+				if err := op.toFile(ctx, base); err != nil {
+					return nil, err
+				}
+			}
+			next, err = op.apply(ctx, t, base)
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -125,6 +156,8 @@ func (t *Table) commit(ctx context.Context, op *writeOp, base *Manifest) (*Commi
 			return nil, fmt.Errorf("%w: a file of this write was uploaded at %s, grace %s", ErrStaleRead, up.Format(time.RFC3339), grace)
 		}
 		next.Version, next.Parent, next.CommitTime = base.Version+1, base.Version, now
+		change := diffManifests(base, next)
+		indexRecord(base, next, len(change.Added) > 0 || len(change.Removed) > 0)
 		k := t.key(manifestKey(next.Version))
 		err = t.putManifest(ctx, k, encodeManifest(next))
 		retryable := errors.Is(err, objstore.ErrExists)
@@ -167,7 +200,7 @@ func (t *Table) commit(ctx context.Context, op *writeOp, base *Manifest) (*Commi
 		}
 		if err == nil {
 			t.setLatest(next, now)
-			t.writeChange(ctx, diffManifests(base, next))
+			t.writeChange(ctx, next, change) // next may be the landed copy: the same manifest
 			return &CommitResult{Committed: true, Version: next.Version, RowsAdded: next.Op.RowsAdded, RowsDeleted: next.Op.RowsDeleted, Attempts: attempt}, nil
 		}
 		if !retryable {
@@ -268,7 +301,10 @@ func (op *writeOp) apply(ctx context.Context, t *Table, base *Manifest) (*Manife
 	next := &Manifest{
 		Schema: base.Schema, KeyColumn: base.KeyColumn, NextFragmentID: base.NextFragmentID,
 		Op:          Operation{Kind: op.kind, TxnID: op.txn, RestoredFrom: op.restoredFrom},
-		WriterGrace: base.WriterGrace,
+		WriterGrace: base.WriterGrace, Format: base.Format, InlineMaxBytes: base.InlineMaxBytes,
+	}
+	if base.Format < 3 {
+		op.inline = false
 	}
 	if op.addFields != nil {
 		var err error
@@ -277,6 +313,7 @@ func (op *writeOp) apply(ctx context.Context, t *Table, base *Manifest) (*Manife
 		}
 	}
 	var frags []Fragment
+	added := op.added
 	if op.rewrite != nil {
 		var err error
 		if frags, err = op.rewrite.apply(ctx, t, base, version); err != nil {
@@ -299,11 +336,56 @@ func (op *writeOp) apply(ctx context.Context, t *Table, base *Manifest) (*Manife
 			}
 			frags = append(frags, f)
 		}
+		// Inline rows the predicate matches are dropped from the manifest.
+		for _, r := range base.Inline {
+			if op.pred != nil && op.pred.match(r.Key) {
+				deleted++
+				continue
+			}
+			next.Inline = append(next.Inline, r)
+		}
 		next.Op.RowsDeleted = deleted
 	} else {
 		next.Op.RowsDeleted = base.Rows()
 	}
-	for _, a := range op.added {
+	if op.rewrite != nil {
+		next.Inline = base.Inline // a compaction leaves the inline rows alone
+	}
+	if op.fold != nil {
+		// A flush: the folded rows still inline move to the data file;
+		// those gone since (replaced or deleted, or moved by another
+		// flush) are deleted in it, so each row stays live in one place.
+		present := make(map[inlineID]bool, len(next.Inline))
+		for _, r := range next.Inline {
+			present[r.id()] = true
+		}
+		folded := make(map[inlineID]bool, len(op.fold))
+		var gone []uint32
+		for i, r := range op.fold {
+			if present[r.id()] {
+				folded[r.id()] = true
+			} else {
+				gone = append(gone, uint32(i))
+			}
+		}
+		next.Inline = slices.DeleteFunc(slices.Clone(next.Inline), func(r InlineRow) bool { return folded[r.id()] })
+		a := op.added[0]
+		a.Inline = gone
+		added = []Fragment{a}
+		if uint64(len(gone)) == a.Rows {
+			added = nil // every row gone: no fragment
+		}
+	}
+	if op.replaceAll {
+		// A restore keeps the restored version's inline rows, renamed as
+		// this version's.
+		for i, r := range op.restoreInline {
+			r.Version, r.Seq = version, uint64(i)
+			next.Inline = append(next.Inline, r)
+			next.Op.RowsAdded++
+		}
+	}
+	for _, a := range added {
 		a.ID = next.NextFragmentID
 		next.NextFragmentID++
 		a.CreatedVersion = version
@@ -316,10 +398,38 @@ func (op *writeOp) apply(ctx context.Context, t *Table, base *Manifest) (*Manife
 		next.Op.RowsAdded += a.LiveRows()
 		frags = append(frags, a)
 	}
+	if op.fold != nil {
+		// Rows moved are neither added nor removed.
+		moved := uint64(0)
+		for _, a := range added {
+			moved = uint64(len(op.fold) - len(a.Inline))
+		}
+		next.Op.RowsAdded -= moved
+		if op.kind == OpFlush {
+			next.Op.RowsDeleted = 0
+		}
+	}
+	if op.inline {
+		for i, data := range op.inlineRows {
+			r := InlineRow{Version: version, Seq: uint64(i), Data: data}
+			vals, err := decodeRowValues(next.Schema, data)
+			if err == nil {
+				r.Key, err = inlineKey(next.Schema, next.KeyColumn, vals)
+			}
+			if err != nil {
+				return nil, err
+			}
+			next.Inline = append(next.Inline, r)
+			next.Op.RowsAdded++
+		}
+	}
 	if op.rewrite != nil {
 		next.NextFragmentID = max(next.NextFragmentID, op.rewrite.nextID)
 	}
 	next.Fragments = frags
+	if op.inline && inlineBytes(next) > next.InlineMaxBytes {
+		return nil, errInlineFull
+	}
 	op.applied.deleted = next.Op.RowsDeleted
 	return next, nil
 }
@@ -330,7 +440,7 @@ func (op *writeOp) apply(ctx context.Context, t *Table, base *Manifest) (*Manife
 func (op *writeOp) deleteFrom(ctx context.Context, t *Table, schema *arrow.Schema, keyCol string, f Fragment, version uint64) (*Fragment, uint64, error) {
 	match, ok := op.matches[f.File]
 	if !ok {
-		keys, err := t.readKeys(ctx, schema, keyCol, f)
+		keys, err := t.cachedKeys(ctx, schema, keyCol, f)
 		if err != nil {
 			return nil, 0, err
 		}
@@ -344,15 +454,16 @@ func (op *writeOp) deleteFrom(ctx context.Context, t *Table, schema *arrow.Schem
 	if len(match) == 0 {
 		return &f, 0, nil
 	}
-	var cur []uint32
-	wk := writtenKey{file: f.File}
+	var dv []uint32
+	wk := writtenKey{file: f.File, inline: fmt.Sprint(f.Inline)}
 	if f.Deletion != nil {
 		wk.hasBase, wk.baseID = true, f.Deletion.ID
 		var err error
-		if cur, err = op.vector(ctx, t, f); err != nil {
+		if dv, err = op.vector(ctx, t, f); err != nil {
 			return nil, 0, err
 		}
 	}
+	cur := unionPositions(dv, f.Inline)
 	merged := unionPositions(cur, match)
 	newly := uint64(len(merged) - len(cur))
 	if newly == 0 {
@@ -360,6 +471,12 @@ func (op *writeOp) deleteFrom(ctx context.Context, t *Table, schema *arrow.Schem
 	}
 	if uint64(len(merged)) >= f.Rows {
 		return nil, newly, nil
+	}
+	if op.inline {
+		// Kept in the manifest: the positions beyond the vector's.
+		nf := f
+		nf.Inline = subtractPositions(merged, dv)
+		return &nf, newly, nil
 	}
 	d, ok := op.written[wk]
 	if !ok {
@@ -372,6 +489,7 @@ func (op *writeOp) deleteFrom(ctx context.Context, t *Table, schema *arrow.Schem
 	}
 	nf := f
 	nf.Deletion = &Deletion{ID: d.ID, Rows: d.Rows, CreatedVersion: version}
+	nf.Inline = nil // folded into the vector
 	return &nf, newly, nil
 }
 
@@ -380,12 +498,23 @@ func (op *writeOp) vector(ctx context.Context, t *Table, f Fragment) ([]uint32, 
 	if v, ok := op.vectors[k]; ok {
 		return v, nil
 	}
-	v, err := t.readDeletion(ctx, f)
+	v, err := t.cachedDeletion(ctx, f)
 	if err != nil {
 		return nil, err
 	}
 	op.vectors[k] = v
 	return v, nil
+}
+
+// subtractPositions returns the sorted positions of a not in b.
+func subtractPositions(a, b []uint32) []uint32 {
+	var out []uint32
+	for _, p := range a {
+		if _, found := slices.BinarySearch(b, p); !found {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // putDeletion writes a deletion vector under a fresh random name, and
@@ -514,11 +643,9 @@ func (t *Table) Append(ctx context.Context, rec arrow.RecordBatch) (*CommitResul
 	}
 	op := t.newOp(OpAppend)
 	op.readAt = at
-	f, err := t.putData(ctx, base, rec)
-	if err != nil {
+	if err := t.prepareRows(ctx, op, base, rec); err != nil {
 		return nil, err
 	}
-	op.added = []Fragment{f}
 	return t.commit(ctx, op, base)
 }
 
@@ -535,12 +662,63 @@ func (t *Table) Upsert(ctx context.Context, rec arrow.RecordBatch) (*CommitResul
 	op := t.newOp(OpUpsert)
 	op.readAt = at
 	op.pred = newKeySet(keys)
-	f, err := t.putData(ctx, base, rec)
-	if err != nil {
+	if err := t.prepareRows(ctx, op, base, rec); err != nil {
 		return nil, err
 	}
-	op.added = []Fragment{f}
 	return t.commit(ctx, op, base)
+}
+
+// prepareRows readies rec as op's new rows: kept inline on a format-3 table
+// if they fit its bound (a data file is written only if the commit's
+// result does not fit after all), else written as a data file now.
+func (t *Table) prepareRows(ctx context.Context, op *writeOp, base *Manifest, rec arrow.RecordBatch) error {
+	toFile := func(ctx context.Context, cur *Manifest) error {
+		if len(cur.Inline) == 0 || cur.Format < 3 {
+			f, err := t.putData(ctx, cur, rec)
+			if err != nil {
+				return err
+			}
+			op.added = []Fragment{f}
+			return nil
+		}
+		// The inline rows are full: flush them with this write's rows, in
+		// one data file (the base's rows first: op.fold).
+		fold := slices.Clone(cur.Inline)
+		rows := slices.Clone(fold)
+		for _, d := range op.inlineRows {
+			rows = append(rows, InlineRow{Data: d})
+		}
+		all, err := inlineBatch(cur.Schema, rows, nil)
+		if err != nil {
+			return err
+		}
+		defer all.Release()
+		f, err := t.putData(ctx, cur, all)
+		if err != nil {
+			return err
+		}
+		op.fold, op.added = fold, []Fragment{f}
+		return nil
+	}
+	if base.Format >= 3 {
+		conformed, err := conformTo(ctx, base.Schema, rec)
+		if err != nil {
+			return err
+		}
+		rows, n, err := encodeInlineRows(conformed)
+		conformed.Release()
+		if err != nil {
+			return err
+		}
+		if n <= base.InlineMaxBytes {
+			rec.Retain() // held until the commit returns (toFile may need it)
+			op.inline, op.inlineRows = true, rows
+			op.toFile = toFile
+			op.release = rec.Release
+			return nil
+		}
+	}
+	return toFile(ctx, &Manifest{Schema: base.Schema, KeyColumn: base.KeyColumn})
 }
 
 // Delete removes the rows with the given keys (string or int64 values for
@@ -576,8 +754,13 @@ func (t *Table) DeleteWhere(ctx context.Context, pred Predicate) (*CommitResult,
 	op := t.newOp(OpDelete)
 	op.readAt = at
 	op.pred = pred.(keyPredicate)
+	op.inline = base.Format >= 3
 	// Evaluate on the read version first: nothing to delete, nothing to commit.
 	next, err := op.apply(ctx, t, base)
+	if errors.Is(err, errInlineFull) {
+		op.inline = false
+		next, err = op.apply(ctx, t, base)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -620,6 +803,7 @@ func (t *Table) restore(ctx context.Context, snap *Snapshot) (*CommitResult, err
 		}
 		op.added = append(op.added, nf)
 	}
+	op.restoreInline = snap.m.Inline
 	return t.commit(ctx, op, base)
 }
 
@@ -680,4 +864,33 @@ func conformTo(ctx context.Context, s *arrow.Schema, rec arrow.RecordBatch) (arr
 		c.Release()
 	}
 	return out, nil
+}
+
+// FlushInline moves the latest version's inline rows (format 3) into one
+// data file, in one commit (OpFlush); compaction calls it first, so the
+// rows then fold into fragments like any others. Rows replaced or deleted
+// while the file was written are deleted in it at commit (apply), so every
+// row stays live in exactly one place. No inline rows: nothing committed.
+func (t *Table) FlushInline(ctx context.Context) (*CommitResult, error) {
+	base, at, err := t.base(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if len(base.Inline) == 0 {
+		return &CommitResult{Version: base.Version}, nil
+	}
+	op := t.newOp(OpFlush)
+	op.readAt = at
+	op.fold = slices.Clone(base.Inline)
+	rec, err := inlineBatch(base.Schema, op.fold, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer rec.Release()
+	f, err := t.putData(ctx, base, rec)
+	if err != nil {
+		return nil, err
+	}
+	op.added = []Fragment{f}
+	return t.commit(ctx, op, base)
 }
