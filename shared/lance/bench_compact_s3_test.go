@@ -148,7 +148,7 @@ func BenchmarkLanceCompactionS3(b *testing.B) {
 		"| run | time | fragments after | latest manifest after | requests | open + get by key (LanceDB, best of 5) |",
 		"|---|---|---|---|---|---|",
 		fmt.Sprintf("| before | - | %d | %d B | - | %.1f ms |", fb, vb.Size, ogBefore),
-		fmt.Sprintf("| tablekeep compaction (%d group) | %s | %d | %d B | %s | %.1f ms |", rep.Committed, tkDur.Round(time.Millisecond), fa, va.Size, tkReqs, ogTK),
+		fmt.Sprintf("| tablekeep compaction (%d group, %s) | %s | %d | %d B | %s | %.1f ms |", rep.Committed, pagesOf(rep), tkDur.Round(time.Millisecond), fa, va.Size, tkReqs, ogTK),
 		fmt.Sprintf("| LanceDB optimize() (compaction + index update) | %.0f ms | %d | %d B | %s | %.1f ms |", lr.MS, lr.Fragments, vl.Size, ldReqs, ogLD),
 	}
 	for _, r := range rows {

@@ -84,7 +84,7 @@ func BenchmarkLanceCompaction(b *testing.B) {
 		"| run | time | fragments after | latest manifest after | requests | open + get by key (LanceDB, best of 5) |",
 		"|---|---|---|---|---|---|",
 		fmt.Sprintf("| before | - | %d | %d B | - | %.1f ms |", fb, vb.Size, ogBefore.MS),
-		fmt.Sprintf("| tablekeep compaction (%d groups, %d fragments skipped: %v) | %s | %d | %d B | %d: %s | %.1f ms |", rep.Committed, skippedTotal(rep.Skipped), rep.Skipped,
+		fmt.Sprintf("| tablekeep compaction (%d groups, %s, %d fragments skipped: %v) | %s | %d | %d B | %d: %s | %.1f ms |", rep.Committed, pagesOf(rep), skippedTotal(rep.Skipped), rep.Skipped,
 			tkDur.Round(time.Millisecond), fa, va.Size, c.Total(), c, ogTK.MS),
 		fmt.Sprintf("| LanceDB optimize() (compaction + index update) | %.0f ms | %d | %d B | (not countable on disk) | %.1f ms |", lr.MS, lr.Fragments, vl.Size, ogLD.MS),
 	}
@@ -101,4 +101,13 @@ func skippedTotal(m map[string]int) int {
 		n += v
 	}
 	return n
+}
+
+// pagesOf sums the pages the compaction's groups read and wrote.
+func pagesOf(rep *lance.CompactReport) string {
+	in, out, unmerged := 0, 0, 0
+	for _, g := range rep.Groups {
+		in, out, unmerged = in+g.PagesIn, out+g.Pages, unmerged+len(g.Unmerged)
+	}
+	return fmt.Sprintf("pages %d -> %d, %d columns unmerged", in, out, unmerged)
 }

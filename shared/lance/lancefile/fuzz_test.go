@@ -6,8 +6,8 @@ import (
 )
 
 // FuzzParse: any bytes give a parsed file or a typed error; a parsed file
-// that is spliceable splices with itself into a file that parses back
-// with twice its rows.
+// that is spliceable splices with itself, pages copied and pages merged,
+// into a file that parses back with twice its rows.
 func FuzzParse(f *testing.F) {
 	for _, name := range seeds {
 		f.Add(seed(f, name))
@@ -23,16 +23,21 @@ func FuzzParse(f *testing.F) {
 		if Spliceable("fuzz", file) != nil || file.Rows > 1<<40 {
 			return
 		}
-		res, err := Splice([]string{"a", "b"}, []*File{file, file})
-		if err != nil {
-			return
-		}
-		g, err := Parse("spliced", res.Data)
-		if err != nil {
-			t.Fatalf("spliced file does not parse: %v", err)
-		}
-		if g.Rows != 2*file.Rows || len(g.Columns) != len(file.Columns) {
-			t.Fatalf("spliced: %d rows, %d columns", g.Rows, len(g.Columns))
+		for _, merge := range []bool{false, true} {
+			res, err := SpliceWith([]string{"a", "b"}, []*File{file, file}, SpliceOptions{MergePages: merge})
+			if err != nil {
+				return
+			}
+			g, err := Parse("spliced", res.Data)
+			if err != nil {
+				t.Fatalf("spliced file (merge %v) does not parse: %v", merge, err)
+			}
+			if g.Rows != 2*file.Rows || len(g.Columns) != len(file.Columns) {
+				t.Fatalf("spliced (merge %v): %d rows, %d columns", merge, g.Rows, len(g.Columns))
+			}
+			if err := Spliceable("spliced", g); err != nil {
+				t.Fatalf("spliced (merge %v): %v", merge, err)
+			}
 		}
 	})
 }

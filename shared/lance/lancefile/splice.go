@@ -7,6 +7,8 @@ import (
 	"math"
 
 	"google.golang.org/protobuf/encoding/protowire"
+
+	"github.com/tablekeep/tablekeep/shared/lance/lanceenc"
 )
 
 // Spliceable reports, as an error wrapping ErrUnsupported, what stops the
@@ -59,12 +61,29 @@ func Spliceable(name string, f *File) error {
 type SpliceResult struct {
 	Data []byte
 	Rows uint64
-	// Pages is the number of pages copied.
-	Pages int
+	// Pages is the number of pages written, PagesIn the inputs' pages.
+	Pages, PagesIn int
+	// MergedColumns counts the columns whose pages lanceenc merged;
+	// Unmerged says, for each column whose pages were copied as they are
+	// although merging was asked, why (nil without merging).
+	MergedColumns int
+	Unmerged      []string
 }
 
 // MaxSpliceBytes bounds a spliced file (it is built in memory).
 const MaxSpliceBytes = 1 << 31
+
+// SpliceOptions choose how Splice writes pages.
+type SpliceOptions struct {
+	// MergePages: each column's pages (of every file, in order) go through
+	// lanceenc.MergeRuns, so that runs of decodable pages become few large
+	// pages and the others are kept byte for byte. A column MergeRuns
+	// refuses, or whose pages would decode to more than the merge budget,
+	// is copied byte for byte (Unmerged says why).
+	MergePages bool
+	// Limits are MergeRuns' (zero: lanceenc.DefaultLimits).
+	Limits lanceenc.Limits
+}
 
 // Splice writes one file holding the rows of files, in order: each page's
 // buffers copied byte for byte (each padded to 64 bytes with PadByte, as
@@ -74,6 +93,20 @@ const MaxSpliceBytes = 1 << 31
 // footer, in the Lance writer's order. Every file must be Spliceable and
 // have the same version, column count and schema bytes (ErrMismatch).
 func Splice(names []string, files []*File) (*SpliceResult, error) {
+	return SpliceWith(names, files, SpliceOptions{})
+}
+
+// outPage is a page as it is written: its buffers, rows, raw Encoding
+// message and priority.
+type outPage struct {
+	bufs     [][]byte
+	rows     uint64
+	encoding []byte
+	priority uint64
+}
+
+// SpliceWith is Splice, merging pages if opt.MergePages.
+func SpliceWith(names []string, files []*File, opt SpliceOptions) (*SpliceResult, error) {
 	if len(files) == 0 || len(names) != len(files) {
 		return nil, fmt.Errorf("lancefile: splice of %d files (%d names)", len(files), len(names))
 	}
@@ -100,52 +133,76 @@ func Splice(names []string, files []*File) (*SpliceResult, error) {
 		total += f.Rows
 		size += f.Size
 	}
+	lim := opt.Limits
+	if lim == (lanceenc.Limits{}) {
+		lim = lanceenc.DefaultLimits
+	}
+	// The merge budget bounds what the merged columns may decode to, all
+	// columns together (their merged pages are about that size): the
+	// inputs' bytes plus 32 bytes a row and column. Only constant pages
+	// decode to more than their bytes plus a fixed size a row.
+	budget := uint64(MaxSpliceBytes)
+	if cols := uint64(max(first.NumColumns, 1)); total <= (MaxSpliceBytes-size)/32/cols {
+		budget = size + 32*total*cols
+	}
+	res := &SpliceResult{Rows: total}
 	out := bytes.NewBuffer(make([]byte, 0, size))
 	pad := bytes.Repeat([]byte{PadByte}, Alignment)
 	metas := make([][]byte, first.NumColumns)
-	pages := 0
 	for c := range first.Columns {
 		var cm []byte
 		if enc := first.Columns[c].Encoding; enc != nil {
 			cm = protowire.AppendTag(cm, 1, protowire.BytesType)
 			cm = protowire.AppendBytes(cm, enc)
 		}
-		var base uint64
-		for _, f := range files {
-			for _, p := range f.Columns[c].Pages {
-				var offs, sizes []byte
-				for _, b := range p.Buffers {
-					offs = protowire.AppendVarint(offs, uint64(out.Len()))
-					sizes = protowire.AppendVarint(sizes, b.Size)
-					out.Write(f.data[b.Offset : b.Offset+b.Size])
-					if r := b.Size % Alignment; r != 0 {
-						out.Write(pad[:Alignment-r])
-					}
-				}
-				var pg []byte
-				if len(p.Buffers) > 0 {
-					pg = protowire.AppendTag(pg, 1, protowire.BytesType)
-					pg = protowire.AppendBytes(pg, offs)
-					pg = protowire.AppendTag(pg, 2, protowire.BytesType)
-					pg = protowire.AppendBytes(pg, sizes)
-				}
-				if p.Length != 0 {
-					pg = protowire.AppendTag(pg, 3, protowire.VarintType)
-					pg = protowire.AppendVarint(pg, p.Length)
-				}
-				if p.Encoding != nil {
-					pg = protowire.AppendTag(pg, 4, protowire.BytesType)
-					pg = protowire.AppendBytes(pg, p.Encoding)
-				}
-				if prio := base + p.Priority; prio != 0 {
-					pg = protowire.AppendTag(pg, 5, protowire.VarintType)
-					pg = protowire.AppendVarint(pg, prio)
-				}
-				cm = protowire.AppendTag(cm, 2, protowire.BytesType)
-				cm = protowire.AppendBytes(cm, pg)
-				pages++
+		copied := copyPages(files, c)
+		res.PagesIn += len(copied)
+		pages := copied
+		if opt.MergePages {
+			merged, est, why := mergePages(files, c, lim, budget)
+			if why == "" {
+				pages = merged
+				budget -= est
+				res.MergedColumns++
+			} else {
+				res.Unmerged = append(res.Unmerged, fmt.Sprintf("column %d: %s", c, why))
 			}
-			base += f.Rows
+		}
+		for _, p := range pages {
+			var offs, sizes []byte
+			for _, b := range p.bufs {
+				offs = protowire.AppendVarint(offs, uint64(out.Len()))
+				sizes = protowire.AppendVarint(sizes, uint64(len(b)))
+				out.Write(b)
+				if r := len(b) % Alignment; r != 0 {
+					out.Write(pad[:Alignment-r])
+				}
+			}
+			var pg []byte
+			if len(p.bufs) > 0 {
+				pg = protowire.AppendTag(pg, 1, protowire.BytesType)
+				pg = protowire.AppendBytes(pg, offs)
+				pg = protowire.AppendTag(pg, 2, protowire.BytesType)
+				pg = protowire.AppendBytes(pg, sizes)
+			}
+			if p.rows != 0 {
+				pg = protowire.AppendTag(pg, 3, protowire.VarintType)
+				pg = protowire.AppendVarint(pg, p.rows)
+			}
+			if p.encoding != nil {
+				pg = protowire.AppendTag(pg, 4, protowire.BytesType)
+				pg = protowire.AppendBytes(pg, p.encoding)
+			}
+			if p.priority != 0 {
+				pg = protowire.AppendTag(pg, 5, protowire.VarintType)
+				pg = protowire.AppendVarint(pg, p.priority)
+			}
+			cm = protowire.AppendTag(cm, 2, protowire.BytesType)
+			cm = protowire.AppendBytes(cm, pg)
+			res.Pages++
+		}
+		if out.Len() > MaxSpliceBytes {
+			return nil, fmt.Errorf("%s: %w: spliced file over %d bytes", names[0], ErrUnsupported, uint64(MaxSpliceBytes))
 		}
 		metas[c] = cm
 	}
@@ -177,7 +234,127 @@ func Splice(names []string, files []*File) (*SpliceResult, error) {
 	tail = binary.LittleEndian.AppendUint16(tail, first.Minor)
 	tail = append(tail, Magic...)
 	out.Write(tail)
-	return &SpliceResult{Data: out.Bytes(), Rows: total, Pages: pages}, nil
+	res.Data = out.Bytes()
+	return res, nil
+}
+
+// copyPages is column c's pages of every file, as they are: buffers byte
+// for byte, priorities raised by the rows of the files before.
+func copyPages(files []*File, c int) []outPage {
+	var pages []outPage
+	var base uint64
+	for _, f := range files {
+		for _, p := range f.Columns[c].Pages {
+			bufs := make([][]byte, len(p.Buffers))
+			for i, b := range p.Buffers {
+				bufs[i] = f.data[b.Offset : b.Offset+b.Size]
+			}
+			pages = append(pages, outPage{bufs: bufs, rows: p.Length, encoding: p.Encoding, priority: base + p.Priority})
+		}
+		base += f.Rows
+	}
+	return pages
+}
+
+// mergePages is column c's pages of every file through lanceenc.MergeRuns,
+// with priority = first row; est is what the column was estimated to
+// decode to. A reason (why != "") means the column is to be copied: a page
+// whose encoding is not a plain direct one or whose priority is not its
+// first row (list pages), an estimate over the budget, MergeRuns' error,
+// or nothing merged.
+func mergePages(files []*File, c int, lim lanceenc.Limits, budget uint64) (out []outPage, est uint64, why string) {
+	ma, mi := files[0].Version()
+	v := lanceenc.Version{Major: ma, Minor: mi}
+	var in []lanceenc.Page
+	var base, rows uint64
+	for _, f := range files {
+		for _, p := range f.Columns[c].Pages {
+			anyb, ok := directEncoding(p.Encoding)
+			if !ok || !bytes.Equal(wrapDirect(anyb), p.Encoding) {
+				return nil, 0, "a page encoding that is not a direct encoding"
+			}
+			if base+p.Priority != rows {
+				return nil, 0, "a page whose priority is not its first row"
+			}
+			bufs := make([][]byte, len(p.Buffers))
+			var n uint64
+			for i, b := range p.Buffers {
+				bufs[i] = f.data[b.Offset : b.Offset+b.Size]
+				n += b.Size
+			}
+			// What the page may decode to: its bytes, offsets, validity
+			// and fixed values of up to 16 bytes a row; a constant page
+			// (the all-null layout's field) repeats its value every row.
+			per := uint64(25)
+			if p.Layout == LayoutAllNull {
+				per = min(per+n, budget+1) // saturates
+			}
+			if (p.Length != 0 && per > (budget-est)/p.Length) || n > budget-est-per*p.Length {
+				return nil, 0, "its pages would decode to more than the merge budget"
+			}
+			est += n + per*p.Length
+			in = append(in, lanceenc.Page{Rows: p.Length, Buffers: bufs, Encoding: anyb})
+			rows += p.Length
+		}
+		base += f.Rows
+	}
+	merged, kept, err := lanceenc.MergeRuns(v, in, lim)
+	if err != nil {
+		return nil, 0, err.Error()
+	}
+	if len(merged) == len(in) {
+		all := true
+		for _, k := range kept {
+			all = all && k
+		}
+		if all {
+			return nil, 0, "no page decodable"
+		}
+	}
+	var at uint64
+	for _, p := range merged {
+		out = append(out, outPage{bufs: p.Buffers, rows: p.Rows, encoding: wrapDirect(p.Encoding), priority: at})
+		at += p.Rows
+	}
+	if at != rows {
+		return nil, 0, fmt.Sprintf("merged pages hold %d rows, not %d", at, rows)
+	}
+	return out, est, ""
+}
+
+// directEncoding is the Any of an Encoding message's direct encoding
+// (Encoding.direct.encoding).
+func directEncoding(enc []byte) ([]byte, bool) {
+	var direct []byte
+	found := false
+	if walk("", "Encoding", enc, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
+		if num == 2 && typ == protowire.BytesType {
+			direct, found = v, true
+		}
+		return nil
+	}) != nil || !found {
+		return nil, false
+	}
+	var anyb []byte
+	found = false
+	if walk("", "DirectEncoding", direct, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
+		if num == 1 && typ == protowire.BytesType {
+			anyb, found = v, true
+		}
+		return nil
+	}) != nil {
+		return nil, false
+	}
+	return anyb, found
+}
+
+// wrapDirect is the Encoding message of a direct encoding, as prost writes
+// it: Encoding{direct: DirectEncoding{encoding: any}}.
+func wrapDirect(anyb []byte) []byte {
+	d := protowire.AppendTag(nil, 1, protowire.BytesType)
+	d = protowire.AppendBytes(d, anyb)
+	e := protowire.AppendTag(nil, 2, protowire.BytesType)
+	return protowire.AppendBytes(e, d)
 }
 
 // rewriteLength copies a FileDescriptor with its length (field 2) set.
