@@ -73,6 +73,12 @@ type SpliceResult struct {
 // MaxSpliceBytes bounds a spliced file (it is built in memory).
 const MaxSpliceBytes = 1 << 31
 
+// MaxMergeSlack bounds how much more than its inputs' bytes the merged
+// columns of one splice may decode to (the merge budget): with a group's
+// inputs bounded by the compaction's MaxGroupBytes, one splice holds at
+// most about 2 x MaxGroupBytes + MaxMergeSlack.
+const MaxMergeSlack = 64 << 20
+
 // SpliceOptions choose how Splice writes pages.
 type SpliceOptions struct {
 	// MergePages: each column's pages (of every file, in order) go through
@@ -141,10 +147,15 @@ func SpliceWith(names []string, files []*File, opt SpliceOptions) (*SpliceResult
 	// columns together (their merged pages are about that size): the
 	// inputs' bytes plus 32 bytes a row and column. Only constant pages
 	// decode to more than their bytes plus a fixed size a row.
+	// It is also at most MaxMergeSlack above the inputs' bytes, so a group
+	// of constant pages of many rows and columns (1M rows x 100 columns:
+	// 3.2 GB by the first bound) cannot outgrow the function's memory: its
+	// columns past the budget are copied byte for byte instead.
 	budget := uint64(MaxSpliceBytes)
 	if cols := uint64(max(first.NumColumns, 1)); total <= (MaxSpliceBytes-size)/32/cols {
 		budget = size + 32*total*cols
 	}
+	budget = min(budget, size+MaxMergeSlack)
 	res := &SpliceResult{Rows: total}
 	out := bytes.NewBuffer(make([]byte, 0, size))
 	pad := bytes.Repeat([]byte{PadByte}, Alignment)
