@@ -53,11 +53,26 @@ type CompactOptions struct {
 	DryRun bool
 	// CommitAttempts bounds the conditional puts lost to concurrent writers.
 	CommitAttempts int
-	// Now is the manifest timestamp's clock (time.Now if nil).
+	// Now is the manifest timestamp's clock (time.Now if nil), and the
+	// clock of MaxRunDuration.
 	Now func() time.Time
+	// MaxRunDuration bounds a run from its first upload to its manifest
+	// PUT (default DefaultMaxRunDuration): no group is started once half
+	// of it has passed, and nothing is committed after it, so a file the
+	// run uploaded is committed within MaxRunDuration or never, far below
+	// the orphan sweep's 7 days (docs/reliability.md), however often the
+	// lease was renewed meanwhile.
+	MaxRunDuration time.Duration
 	// ReadConcurrency bounds a group's parallel GETs (default 16).
 	ReadConcurrency int
 }
+
+// DefaultMaxRunDuration is CompactOptions.MaxRunDuration's default.
+const DefaultMaxRunDuration = time.Hour
+
+// ErrRunTooLong: a compaction run passed MaxRunDuration before its
+// manifest PUT; nothing was committed (its files are the sweep's).
+var ErrRunTooLong = errors.New("compaction run passed its MaxRunDuration")
 
 func (o CompactOptions) withDefaults() CompactOptions {
 	if o.TargetRows == 0 {
@@ -84,6 +99,9 @@ func (o CompactOptions) withDefaults() CompactOptions {
 	}
 	if o.Now == nil {
 		o.Now = time.Now
+	}
+	if o.MaxRunDuration <= 0 {
+		o.MaxRunDuration = DefaultMaxRunDuration
 	}
 	if o.ReadConcurrency <= 0 {
 		o.ReadConcurrency = 16
@@ -172,9 +190,14 @@ func (d *Dataset) Compact(ctx context.Context, opts CompactOptions) (*CompactRep
 	}
 	// Write each group's spliced file (the commit assigns ids).
 	var done []*groupOut
+	start := o.Now()
 	for i, g := range plan {
 		if err := ctx.Err(); err != nil {
 			rep.Stopped = "context: " + err.Error()
+			break
+		}
+		if o.Now().Sub(start) >= o.MaxRunDuration/2 {
+			rep.Stopped = fmt.Sprintf("run duration: %d of %d groups written in %s (half of MaxRunDuration)", i, len(plan), o.MaxRunDuration/2)
 			break
 		}
 		if o.Fence != nil {
@@ -204,7 +227,7 @@ func (d *Dataset) Compact(ctx context.Context, opts CompactOptions) (*CompactRep
 	if len(done) == 0 {
 		return rep, nil
 	}
-	return rep, d.commitRewrite(ctx, rm, scheme, done, o, rep)
+	return rep, d.commitRewrite(ctx, rm, scheme, done, o, rep, start)
 }
 
 // latestFile finds the latest manifest: inverted names sort newest first,
@@ -436,7 +459,8 @@ func newUUID() string {
 // same consecutive run; a transaction that replaced, restored or reshaped
 // the dataset drops every group. A lost conditional put re-reads and
 // retries, at most CommitAttempts times.
-func (d *Dataset) commitRewrite(ctx context.Context, planned *rawManifest, scheme NamingScheme, done []*groupOut, o CompactOptions, rep *CompactReport) error {
+// start is when the run began uploading (MaxRunDuration counts from it).
+func (d *Dataset) commitRewrite(ctx context.Context, planned *rawManifest, scheme NamingScheme, done []*groupOut, o CompactOptions, rep *CompactReport, start time.Time) error {
 	base := planned
 	checked := planned.m.Version // versions up to this one are rebased on
 	live := done
@@ -633,6 +657,10 @@ func (d *Dataset) commitRewrite(ctx context.Context, planned *rawManifest, schem
 				rep.Stopped = "lease: nothing committed: " + err.Error()
 				return nil
 			}
+		}
+		if el := o.Now().Sub(start); el > o.MaxRunDuration {
+			rep.Stopped = fmt.Sprintf("run duration: nothing committed: %v (%s since the first upload)", ErrRunTooLong, el)
+			return nil
 		}
 		rep.Attempts++
 		err = d.store.PutIfAbsent(ctx, d.root+VersionsDir+ManifestName(next, scheme), manifest)

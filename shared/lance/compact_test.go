@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/tablekeep/tablekeep/shared/lance"
 	"github.com/tablekeep/tablekeep/shared/lock"
@@ -252,6 +253,51 @@ func TestCompactRefusesCorruptGroup(t *testing.T) {
 	for _, id := range plan.Groups[0].Fragments {
 		if !ids[id] {
 			t.Fatalf("fragment %d of the refused group is gone", id)
+		}
+	}
+}
+
+// TestCompactRunDurationBound: a run commits within MaxRunDuration of its
+// first upload or not at all (docs/reliability.md: the sweep's bound then
+// holds however often the lease was renewed). The clock passes the bound
+// exactly at the manifest PUT's check: nothing is committed; 1 ns less and
+// the same run commits.
+func TestCompactRunDurationBound(t *testing.T) {
+	base, _ := mixedDataset(t, 12)
+	ctx := context.Background()
+	const bound = time.Hour
+	for _, over := range []bool{true, false} {
+		dir := t.TempDir()
+		copyDir(t, base, dir)
+		t0 := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+		now, fenceCalls := t0, 0
+		// The fence is checked before each group and before the PUT: the
+		// clock jumps at the last check, past (or exactly to) the bound.
+		fence := func(context.Context) error {
+			fenceCalls++
+			return nil
+		}
+		clock := func() time.Time {
+			if fenceCalls >= 2 { // the group was written; the commit is next
+				if over {
+					return t0.Add(bound + time.Nanosecond)
+				}
+				return t0.Add(bound)
+			}
+			return now
+		}
+		ds := lance.Open(mustDisk(t, dir), "t.lance")
+		before, _ := ds.ListVersions(ctx)
+		rep, err := ds.Compact(ctx, lance.CompactOptions{TargetRows: 10000, Fence: fence, Now: clock, MaxRunDuration: bound, MaxGroups: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		after, _ := ds.ListVersions(ctx)
+		if over && (rep.Version != 0 || len(after) != len(before) || !strings.Contains(rep.Stopped, "run duration")) {
+			t.Fatalf("past MaxRunDuration: committed %d (%d versions, %d before), stopped %q", rep.Version, len(after), len(before), rep.Stopped)
+		}
+		if !over && (rep.Version == 0 || len(after) != len(before)+1) {
+			t.Fatalf("at MaxRunDuration: %+v", rep)
 		}
 	}
 }
