@@ -20,6 +20,8 @@ import (
 	"time"
 
 	"google.golang.org/protobuf/encoding/protowire"
+
+	"github.com/tablekeep/tablekeep/shared/lance/internal/pbwire"
 )
 
 // Sentinel errors.
@@ -297,37 +299,11 @@ func message(key string, b []byte, pos uint64) ([]byte, error) {
 // fields walks a message, calling fn with each field's number, type, and
 // its bytes (length-delimited) or value (varint, fixed).
 func fields(key, what string, b []byte, fn func(num protowire.Number, typ protowire.Type, v []byte, u uint64) error) error {
-	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 {
-			return corrupt(key, "%s: bad tag", what)
-		}
-		b = b[n:]
-		var v []byte
-		var u uint64
-		switch typ {
-		case protowire.VarintType:
-			u, n = protowire.ConsumeVarint(b)
-		case protowire.BytesType:
-			v, n = protowire.ConsumeBytes(b)
-		case protowire.Fixed32Type:
-			var x uint32
-			x, n = protowire.ConsumeFixed32(b)
-			u = uint64(x)
-		case protowire.Fixed64Type:
-			u, n = protowire.ConsumeFixed64(b)
-		default:
-			return corrupt(key, "%s field %d: wire type %d", what, num, typ)
-		}
-		if n < 0 {
-			return corrupt(key, "%s field %d: truncated", what, num)
-		}
-		b = b[n:]
-		if err := fn(num, typ, v, u); err != nil {
-			return err
-		}
+	err := pbwire.Walk(b, fn)
+	if pe, ok := err.(*pbwire.Error); ok {
+		return corrupt(key, "%s", pe.In(what))
 	}
-	return nil
+	return err
 }
 
 func decodeTimestamp(key string, b []byte) (time.Time, error) {

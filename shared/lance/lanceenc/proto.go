@@ -2,6 +2,8 @@ package lanceenc
 
 import (
 	"google.golang.org/protobuf/encoding/protowire"
+
+	"github.com/tablekeep/tablekeep/shared/lance/internal/pbwire"
 )
 
 // The protobuf messages of protos/encodings_v2_1.proto (package
@@ -31,34 +33,14 @@ type field struct {
 // parseFields splits a message into its fields; groups are refused.
 func parseFields(b []byte) ([]field, error) {
 	var out []field
-	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 {
-			return nil, corrupt("protobuf tag: %v", protowire.ParseError(n))
-		}
-		b = b[n:]
-		f := field{num: num, typ: typ}
-		switch typ {
-		case protowire.VarintType:
-			f.u, n = protowire.ConsumeVarint(b)
-		case protowire.Fixed32Type:
-			var v uint32
-			v, n = protowire.ConsumeFixed32(b)
-			f.u = uint64(v)
-		case protowire.Fixed64Type:
-			f.u, n = protowire.ConsumeFixed64(b)
-		case protowire.BytesType:
-			f.b, n = protowire.ConsumeBytes(b)
-		default:
-			return nil, corrupt("protobuf wire type %d (field %d)", typ, num)
-		}
-		if n < 0 {
-			return nil, corrupt("protobuf field %d: %v", num, protowire.ParseError(n))
-		}
-		b = b[n:]
-		out = append(out, f)
+	err := pbwire.Walk(b, func(num protowire.Number, typ protowire.Type, v []byte, u uint64) error {
+		out = append(out, field{num: num, typ: typ, u: u, b: v})
+		return nil
+	})
+	if pe, ok := err.(*pbwire.Error); ok {
+		return nil, corrupt("%s", pe.In("protobuf"))
 	}
-	return out, nil
+	return out, err
 }
 
 func (f field) wantVarint(msg string) error {

@@ -24,6 +24,8 @@ import (
 	"math"
 
 	"google.golang.org/protobuf/encoding/protowire"
+
+	"github.com/tablekeep/tablekeep/shared/lance/internal/pbwire"
 )
 
 // Sentinel errors.
@@ -377,35 +379,9 @@ func appendUints(name string, dst *[]uint64, typ protowire.Type, v []byte, u uin
 // walk calls fn for each field of a message: its bytes (length-delimited)
 // or value (varint, fixed).
 func walk(name, what string, b []byte, fn func(num protowire.Number, typ protowire.Type, v []byte, u uint64) error) error {
-	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 {
-			return corrupt(name, "%s: bad tag", what)
-		}
-		b = b[n:]
-		var v []byte
-		var u uint64
-		switch typ {
-		case protowire.VarintType:
-			u, n = protowire.ConsumeVarint(b)
-		case protowire.BytesType:
-			v, n = protowire.ConsumeBytes(b)
-		case protowire.Fixed32Type:
-			var x uint32
-			x, n = protowire.ConsumeFixed32(b)
-			u = uint64(x)
-		case protowire.Fixed64Type:
-			u, n = protowire.ConsumeFixed64(b)
-		default:
-			return corrupt(name, "%s field %d: wire type %d", what, num, typ)
-		}
-		if n < 0 {
-			return corrupt(name, "%s field %d: truncated", what, num)
-		}
-		b = b[n:]
-		if err := fn(num, typ, v, u); err != nil {
-			return err
-		}
+	err := pbwire.Walk(b, fn)
+	if pe, ok := err.(*pbwire.Error); ok {
+		return corrupt(name, "%s", pe.In(what))
 	}
-	return nil
+	return err
 }
