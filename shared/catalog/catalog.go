@@ -193,6 +193,9 @@ func (c *Catalog) RegisterBatch(ctx context.Context, regs []Registration) error 
 		others = others || f != ""
 		regs[i] = Registration{Name: name, Rel: rel, Policy: p, Format: f}
 	}
+	if err := c.checkRoots(ctx, regs); err != nil {
+		return err
+	}
 	for attempt := 0; ; attempt++ {
 		snap, err := c.registry.Latest(ctx)
 		if err != nil {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"path"
+	"slices"
 	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -70,9 +71,15 @@ func (c *Catalog) CheckRoot(ctx context.Context, name, rel string) error {
 	if err != nil {
 		return fmt.Errorf("register: read %s: %w", RegistryName, err)
 	}
+	return c.rootConflict(refs, name, rel)
+}
+
+// rootConflict is CheckRoot's rule against the registered refs (not the
+// system directory test).
+func (c *Catalog) rootConflict(refs []maintenance.TableRef, name, rel string) error {
 	root := c.TableRoot(rel)
 	for _, ref := range refs {
-		if ref.Name == name {
+		if ref.Name == name || ref.Name == RegistryName || ref.Name == StatsName {
 			continue
 		}
 		other := strings.TrimSuffix(strings.TrimPrefix(ref.Root, c.root), "/")
@@ -84,6 +91,43 @@ func (c *Catalog) CheckRoot(ctx context.Context, name, rel string) error {
 			return fmt.Errorf("%w: %s lies inside %s, registered as %s", ErrNestedRoot, rel, other, ref.Name)
 		case strings.HasPrefix(ref.Root, root):
 			return fmt.Errorf("%w: %s holds %s, registered as %s", ErrNestedRoot, rel, other, ref.Name)
+		}
+	}
+	return nil
+}
+
+// checkRoots applies CheckRoot's one-root-one-name rule to a batch, against
+// the registry (one scan, whatever the batch's size) and within the batch
+// (sorted roots: a root nested in another sorts between it and every root
+// after it that it prefixes, so adjacent pairs suffice). Every registration
+// path passes here, not only the CLI's.
+func (c *Catalog) checkRoots(ctx context.Context, regs []Registration) error {
+	var mine []Registration
+	for _, r := range regs {
+		if r.Name != RegistryName && r.Name != StatsName {
+			mine = append(mine, r)
+		}
+	}
+	if len(mine) == 0 {
+		return nil
+	}
+	refs, err := c.Tables(ctx)
+	if err != nil {
+		return fmt.Errorf("register: read %s: %w", RegistryName, err)
+	}
+	batch := make([]maintenance.TableRef, 0, len(mine))
+	for _, r := range mine {
+		if err := c.rootConflict(refs, r.Name, r.Rel); err != nil {
+			return err
+		}
+		batch = append(batch, maintenance.TableRef{Name: r.Name, Root: c.TableRoot(r.Rel)})
+	}
+	slices.SortFunc(batch, func(a, b maintenance.TableRef) int { return strings.Compare(a.Root, b.Root) })
+	for i := 1; i < len(batch); i++ {
+		a, b := batch[i-1], batch[i]
+		if a.Name != b.Name && strings.HasPrefix(b.Root, a.Root) {
+			rel := strings.TrimSuffix(strings.TrimPrefix(b.Root, c.root), "/")
+			return c.rootConflict([]maintenance.TableRef{a}, b.Name, rel)
 		}
 	}
 	return nil

@@ -98,3 +98,48 @@ func TestCheckRootAndThreshold(t *testing.T) {
 		}
 	}
 }
+
+// TestRegisterBatchOneRootOneName: the library's Register and RegisterBatch
+// (embedded, the bench, any Go caller) refuse a second name on a root and
+// nested roots as the CLI does, against the registry and within a batch;
+// before, only the CLI's path checked (RegisterTable), so two names on one
+// root went in through catalog.Register and the harshest policy won.
+func TestRegisterBatchOneRootOneName(t *testing.T) {
+	ctx := context.Background()
+	c := openCatalog(t, diskStore(t))
+	p := maintenance.DefaultPolicy()
+	if err := c.Register(ctx, "prod", "t", p); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Register(ctx, "scratch", "t", p); !errors.Is(err, ErrAlreadyRegistered) {
+		t.Fatalf("second name on t: %v, want ErrAlreadyRegistered", err)
+	}
+	if err := c.Register(ctx, "inner", "t/x", p); !errors.Is(err, ErrNestedRoot) {
+		t.Fatalf("root inside t: %v, want ErrNestedRoot", err)
+	}
+	if err := c.Register(ctx, "prod", "t", p); err != nil {
+		t.Fatalf("prod again at its own root: %v", err)
+	}
+	for _, regs := range [][]Registration{
+		{{Name: "a", Rel: "u"}, {Name: "b", Rel: "u"}},
+		{{Name: "a", Rel: "u"}, {Name: "v", Rel: "v"}, {Name: "b", Rel: "u/w"}},
+	} {
+		if err := c.RegisterBatch(ctx, regs); !errors.Is(err, ErrAlreadyRegistered) && !errors.Is(err, ErrNestedRoot) {
+			t.Fatalf("batch %v: %v, want a refusal", regs, err)
+		}
+	}
+	if err := c.RegisterBatch(ctx, []Registration{{Name: "a", Rel: "u"}, {Name: "b", Rel: "u2"}}); err != nil {
+		t.Fatalf("batch of distinct roots (u, u2: not nested): %v", err)
+	}
+	refs, err := c.Tables(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots := map[string]string{}
+	for _, r := range refs {
+		if other, dup := roots[r.Root]; dup {
+			t.Fatalf("root %s registered as %s and %s", r.Root, other, r.Name)
+		}
+		roots[r.Root] = r.Name
+	}
+}
