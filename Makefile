@@ -85,7 +85,8 @@ FUZZTIME ?= 20000x
 FUZZ_TARGETS := FuzzManifestDecode:./shared/table FuzzChangeDecode:./shared/table \
 	FuzzDeletionDecode:./shared/table FuzzDecodeRangeMessage:./shared/maintenance \
 	FuzzParseScheduled:./shared/awsfn FuzzParseSQS:./shared/awsfn FuzzCleanEvent:./shared/awsfn \
-	FuzzCompactionQueueBody:./shared/awsfn FuzzLanceManifest:./shared/lance
+	FuzzCompactionQueueBody:./shared/awsfn FuzzLanceManifest:./shared/lance \
+	FuzzRewriteManifest:./shared/lance FuzzParse:./shared/lance/lancefile FuzzDecodeMerge:./shared/lance/lanceenc
 fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do \
 	  name=$${t%%:*}; pkg=$${t#*:}; echo "fuzz: $$name ($$pkg, $(FUZZTIME))"; \
