@@ -842,6 +842,12 @@ func (g CompactGroup) String() string {
 		span = fmt.Sprintf("fragments %d..%d (%d)", ids[0], ids[len(ids)-1], len(ids))
 	}
 	s := fmt.Sprintf("%s: %d rows (%d deleted), %d bytes", span, g.Rows, g.Deleted, g.Bytes)
+	if g.DroppedRows > 0 {
+		s += fmt.Sprintf(", %d deleted rows dropped", g.DroppedRows)
+	}
+	if g.DropRefused != "" {
+		s += ", deleted rows kept: " + g.DropRefused
+	}
 	if g.Outcome != "" {
 		s += ": " + g.Outcome
 	}
