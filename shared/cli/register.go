@@ -23,20 +23,17 @@ type policyJSON struct {
 	Format   string `json:"format"` // "tablekeep" or "lance"
 	KeepLast int    `json:"keep_last"`
 	Grace    string `json:"grace"`
-	// Compaction settings: omitted for a Lance dataset (tablekeep does not
-	// compact it).
+	// Compaction settings (a Lance dataset's too: its compaction folds
+	// fragments of fewer live rows than TargetRows and drops the deleted
+	// rows of a group whose deleted share reaches DeletedThreshold).
 	TargetRows       uint64  `json:"target_rows,omitempty"`
 	DeletedThreshold float64 `json:"deleted_threshold,omitempty"`
 }
 
 func policyOf(ref maintenance.TableRef) policyJSON {
 	p := ref.Policy.WithDefaults()
-	pj := policyJSON{Table: ref.Name, Root: ref.Root, Format: formatName(ref.Format), KeepLast: p.KeepLast, Grace: shortDuration(p.Grace),
+	return policyJSON{Table: ref.Name, Root: ref.Root, Format: formatName(ref.Format), KeepLast: p.KeepLast, Grace: shortDuration(p.Grace),
 		TargetRows: p.TargetRows, DeletedThreshold: p.DeletedThreshold}
-	if ref.Format != "" {
-		pj.TargetRows, pj.DeletedThreshold = 0, 0 // not compacted: they do not apply
-	}
-	return pj
 }
 
 // formatTablekeep is how listings name tablekeep's own format (TableRef.Format "").
@@ -52,9 +49,6 @@ func formatName(f string) string {
 
 // policyText is the policy in one phrase.
 func policyText(p policyJSON) string {
-	if p.TargetRows == 0 { // a Lance dataset: pruned only
-		return fmt.Sprintf("keep-last %d, grace %s", p.KeepLast, p.Grace)
-	}
 	return fmt.Sprintf("keep-last %d, grace %s, target %d rows, deleted-threshold %g", p.KeepLast, p.Grace, p.TargetRows, p.DeletedThreshold)
 }
 
@@ -100,11 +94,9 @@ timestamp, tags). See docs/lance.md.`,
 			case "", formatTablekeep:
 				format = ""
 			case formats.Lance:
-				for _, f := range []string{"target-rows", "deleted-threshold"} {
-					if cmd.Flags().Changed(f) {
-						return Usagef("--%s is not settable for a Lance dataset: its compaction folds runs of small unindexed fragments with the default policy (docs/lance.md \"Compaction\")", f)
-					}
-				}
+				// --target-rows and --deleted-threshold apply (docs/lance.md
+				// "Compaction"): fragments of fewer live rows are folded, a
+				// group's deleted rows dropped past the threshold.
 			default:
 				return Usagef("--format %q: want %s (a tablekeep table) or %s (a Lance dataset, as LanceDB writes it)", format, formatTablekeep, formats.Lance)
 			}
@@ -140,7 +132,7 @@ timestamp, tags). See docs/lance.md.`,
 	f.IntVar(&p.KeepLast, "keep-last", p.KeepLast, "newest versions always kept (at least 1)")
 	f.DurationVar(&p.Grace, "grace", p.Grace, "keep versions superseded less than this long ago, and unreferenced files younger than this (at least the writers' 1h, at most 100 years)")
 	f.Uint64Var(&p.TargetRows, "target-rows", p.TargetRows, "compaction target rows per fragment (at least 1)")
-	f.Float64Var(&p.DeletedThreshold, "deleted-threshold", p.DeletedThreshold, "rewrite fragments with more than this share of deleted rows, in (0, 1]")
+	f.Float64Var(&p.DeletedThreshold, "deleted-threshold", p.DeletedThreshold, "rewrite fragments with more than this share of deleted rows, in (0, 1] (a Lance dataset: drop the deleted rows of a compaction group with at least this share)")
 	return cmd
 }
 
@@ -202,9 +194,6 @@ func newTablesCmd(app *App) *cobra.Command {
 			for _, ref := range refs {
 				pj := policyOf(ref)
 				target, threshold := strconv.FormatUint(pj.TargetRows, 10), strconv.FormatFloat(pj.DeletedThreshold, 'g', -1, 64)
-				if pj.TargetRows == 0 {
-					target, threshold = "-", "-" // not compacted
-				}
 				rows = append(rows, []string{pj.Table, pj.Format, pj.Root, strconv.Itoa(pj.KeepLast), shortDuration(ref.Policy.WithDefaults().Grace),
 					target, threshold})
 			}

@@ -222,18 +222,17 @@ func TestLanceRound3(t *testing.T) {
 	}
 
 	// High 2.
-	// Compaction settings do not apply to a Lance dataset: refused, not
-	// printed, not listed.
-	fails(t, 2, "--target-rows is not settable for a Lance dataset", "",
-		"register", "ds", "lance/ds.lance", w, "--format", "lance", "--target-rows", "5")
-	if out := ok(t, "", "register", "ds", "lance/ds.lance", w, "--format", "lance", "--keep-last", "3"); !strings.HasSuffix(out, "; keep-last 3, grace 1h)\n") {
+	// Compaction settings apply to a Lance dataset (its compaction folds
+	// fragments of fewer live rows than --target-rows and drops the deleted
+	// rows of a group past --deleted-threshold): accepted, printed, listed.
+	if out := ok(t, "", "register", "ds", "lance/ds.lance", w, "--format", "lance", "--keep-last", "3", "--target-rows", "5000", "--deleted-threshold", "0.25"); !strings.HasSuffix(out, "; keep-last 3, grace 1h, target 5000 rows, deleted-threshold 0.25)\n") {
 		t.Fatalf("register --format lance: %q", out)
 	}
-	if out := ok(t, "", "tables", w); !regexpMatch(`(?m)^ds +lance +lance/ds\.lance/ +3 +1h +- +-$`, out) {
+	if out := ok(t, "", "tables", w); !regexpMatch(`(?m)^ds +lance +lance/ds\.lance/ +3 +1h +5000 +0\.25$`, out) {
 		t.Fatalf("tables:\n%s", out)
 	}
-	if js := ok(t, "", "tables", w, "-o", "json"); strings.Contains(js, `"table":"ds","root":"lance/ds.lance/","format":"lance","keep_last":3,"grace":"1h","target_rows"`) {
-		t.Fatalf("tables -o json lists compaction settings for a Lance dataset:\n%s", js)
+	if js := ok(t, "", "tables", w, "-o", "json"); !strings.Contains(js, `"table":"ds","root":"lance/ds.lance/","format":"lance","keep_last":3,"grace":"1h","target_rows":5000,"deleted_threshold":0.25`) {
+		t.Fatalf("tables -o json does not list the Lance dataset's compaction settings:\n%s", js)
 	}
 	// Its cleanup counts keys, not bytes: "-", not "0 B".
 	if out := ok(t, "", "maintain", w, "--table", "ds", "--clock-ahead", "2h"); !regexpMatch(`(?m)^ds +\d+ +\d+ +\d+ +\d+ +\d+ +- +lance: \d+ fragments? folded`, out) ||

@@ -38,9 +38,10 @@ type lanceSource struct{ *lance.Source }
 
 // CompactSource runs the Lance compaction with the policy's bounds: fragments
 // with fewer live rows than TargetRows folded, at most MaxGroups groups and
-// MaxInputBytes of input a run.
+// MaxInputBytes of input a run; a group whose deleted rows reach
+// DeletedThreshold of its rows is written without them.
 func (s lanceSource) CompactSource(ctx context.Context, p maintenance.Policy, fence func(context.Context) error, dryRun bool) (maintenance.SourceCompaction, error) {
-	rep, err := s.Compact(ctx, lance.CompactOptions{TargetRows: p.TargetRows, MaxGroups: p.MaxGroups, MaxInputBytes: p.MaxInputBytes, Fence: fence, DryRun: dryRun})
+	rep, err := s.Compact(ctx, lance.CompactOptions{TargetRows: p.TargetRows, DropDeletedAt: p.DeletedThreshold, MaxGroups: p.MaxGroups, MaxInputBytes: p.MaxInputBytes, Fence: fence, DryRun: dryRun})
 	res := maintenance.CompactionResult{Planned: len(rep.Groups), Committed: rep.Committed, Dropped: rep.Conflicts + rep.Refused, BytesRead: rep.BytesRead, BytesWritten: rep.BytesWritten, Stopped: rep.Stopped}
 	var lines []string
 	left := rep.LeftFragments
@@ -54,7 +55,7 @@ func (s lanceSource) CompactSource(ctx context.Context, p maintenance.Policy, fe
 			if g.NewID != 0 {
 				res.OutputFrags++
 			}
-			res.RowsWritten += g.Rows
+			res.RowsWritten += g.Rows - g.DroppedRows
 		}
 	}
 	if rep.Version != 0 {

@@ -65,6 +65,13 @@ type CompactOptions struct {
 	MaxRunDuration time.Duration
 	// ReadConcurrency bounds a group's parallel GETs (default 16).
 	ReadConcurrency int
+	// DropDeletedAt: a group whose deleted rows are at least this share of
+	// its physical rows is written without them (every column's pages
+	// filtered by lanceenc.Filter), and its new fragment has no deletion
+	// file; 0 never drops (the deletion vectors are carried). A group with
+	// a page that cannot be filtered keeps its rows and carries the
+	// deletion vector (CompactGroup.DropRefused says why).
+	DropDeletedAt float64
 }
 
 // DefaultMaxRunDuration is CompactOptions.MaxRunDuration's default.
@@ -127,6 +134,11 @@ type CompactGroup struct {
 	// pages were copied as they are, and why.
 	PagesIn, Pages int
 	Unmerged       []string
+	// DroppedRows: deleted rows not written to the new file (the group
+	// passed DropDeletedAt); DropRefused: why they were kept although it
+	// passed it (a column lanceenc cannot filter).
+	DroppedRows uint64
+	DropRefused string
 }
 
 // CompactReport is one compaction run's outcome.
@@ -220,6 +232,7 @@ func (d *Dataset) Compact(ctx context.Context, opts CompactOptions) (*CompactRep
 		}
 		out.idx = i
 		rep.Groups[i].PagesIn, rep.Groups[i].Pages, rep.Groups[i].Unmerged = out.pagesIn, out.pages, out.unmerged
+		rep.Groups[i].DroppedRows, rep.Groups[i].DropRefused = out.droppedRows(), out.dropRefused
 		rep.BytesRead += out.bytesRead
 		rep.BytesWritten += uint64(out.size)
 		done = append(done, out)
@@ -367,6 +380,51 @@ type groupOut struct {
 	// pagesIn, pages, unmerged: lancefile.SpliceResult's.
 	pagesIn, pages int
 	unmerged       []string
+	// dropped: the rows of the concatenated source files that were not
+	// written (nil if none were dropped); a source row at concatenated
+	// offset p not in dropped is at p - |dropped below p| in the new file.
+	dropped     *roaring.Bitmap
+	dropRefused string
+}
+
+func (g *groupOut) droppedRows() uint64 {
+	if g.dropped == nil {
+		return 0
+	}
+	return g.dropped.GetCardinality()
+}
+
+// newOffset is where row off of the group's k-th source fragment is in the
+// new file; ok is false if that row was dropped (it was deleted already:
+// it cannot be deleted again).
+func (g *groupOut) newOffset(k int, off uint64) (uint64, bool) {
+	p := g.bases[k] + off
+	if g.dropped == nil {
+		return p, true
+	}
+	if g.dropped.Contains(uint32(p)) {
+		return 0, false
+	}
+	return p - g.droppedBelow(p), true
+}
+
+// droppedBelow counts the dropped rows at concatenated offsets < p.
+func (g *groupOut) droppedBelow(p uint64) uint64 {
+	if g.dropped == nil || p == 0 {
+		return 0
+	}
+	return g.dropped.Rank(uint32(p - 1))
+}
+
+// deleteSourceRange marks deleted the new rows of source fragment k's
+// offsets [0, n) (a fragment a Delete removed whole): the kept rows of a
+// contiguous source range are contiguous in the new file.
+func (g *groupOut) deleteSourceRange(k int, n uint64) {
+	lo, hi := g.bases[k], g.bases[k]+n
+	nlo, nhi := lo-g.droppedBelow(lo), hi-g.droppedBelow(hi)
+	if nhi > nlo {
+		g.deleted.AddRange(nlo, nhi)
+	}
 }
 
 // writeGroup reads a group's data and deletion files, splices the data
@@ -418,16 +476,32 @@ func (d *Dataset) writeGroup(ctx context.Context, rm *rawManifest, g plannedGrou
 		}
 		base += f.physicalRows
 	}
-	res, err := lancefile.SpliceWith(names, files, lancefile.SpliceOptions{MergePages: true})
-	if err != nil {
-		return nil, err
+	if n := out.deleted.GetCardinality(); n >= base {
+		out.rows = base
+		return out, nil // every row deleted: no new fragment, nothing written
+	}
+	var res *lancefile.SpliceResult
+	var err error
+	if n := out.deleted.GetCardinality(); o.DropDeletedAt > 0 && n > 0 && float64(n) >= o.DropDeletedAt*float64(base) {
+		res, err = lancefile.SpliceWith(names, files, lancefile.SpliceOptions{MergePages: true, Drop: out.deleted})
+		switch {
+		case err == nil:
+			out.dropped, out.deleted = out.deleted, roaring.New()
+		case errors.Is(err, lancefile.ErrUnfilterable):
+			out.dropRefused = err.Error() // keep the rows and the deletion vector
+			res, err = nil, nil
+		default:
+			return nil, err
+		}
+	}
+	if res == nil {
+		if res, err = lancefile.SpliceWith(names, files, lancefile.SpliceOptions{MergePages: true}); err != nil {
+			return nil, err
+		}
 	}
 	out.pagesIn, out.pages, out.unmerged = res.PagesIn, res.Pages, res.Unmerged
 	out.rows = res.Rows
 	out.size = len(res.Data)
-	if out.deleted.GetCardinality() >= out.rows {
-		return out, nil // every row deleted: no new fragment
-	}
 	out.path = newName() + ".lance"
 	if err := d.store.PutIfAbsent(ctx, d.root+DataDir+out.path, res.Data); err != nil {
 		return nil, err
@@ -567,7 +641,7 @@ func (d *Dataset) commitRewrite(ctx context.Context, planned *rawManifest, schem
 				i, ok := pos[f.id]
 				switch {
 				case !ok:
-					g.deleted.AddRange(g.bases[k], g.bases[k]+f.physicalRows)
+					g.deleteSourceRange(k, f.physicalRows)
 				case base.fragments[i].deletion != nil:
 					bm, err := d.readDeletion(ctx, base.fragments[i])
 					if err != nil {
@@ -575,7 +649,10 @@ func (d *Dataset) commitRewrite(ctx context.Context, planned *rawManifest, schem
 					}
 					it := bm.Iterator()
 					for it.HasNext() {
-						g.deleted.Add(uint32(g.bases[k] + uint64(it.Next())))
+						// readDeletion bounds the offsets by the fragment's rows.
+						if p, ok := g.newOffset(k, uint64(it.Next())); ok { // a dropped row is deleted already
+							g.deleted.Add(uint32(p))
+						}
 					}
 				}
 				rep.Groups[g.idx].Remapped = true
@@ -765,6 +842,12 @@ func (g CompactGroup) String() string {
 		span = fmt.Sprintf("fragments %d..%d (%d)", ids[0], ids[len(ids)-1], len(ids))
 	}
 	s := fmt.Sprintf("%s: %d rows (%d deleted), %d bytes", span, g.Rows, g.Deleted, g.Bytes)
+	if g.DroppedRows > 0 {
+		s += fmt.Sprintf(", %d deleted rows dropped", g.DroppedRows)
+	}
+	if g.DropRefused != "" {
+		s += ", deleted rows kept: " + g.DropRefused
+	}
 	if g.Outcome != "" {
 		s += ": " + g.Outcome
 	}

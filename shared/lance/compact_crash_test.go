@@ -15,12 +15,20 @@ import (
 // faults. At every crash point LanceDB reads every version exactly as
 // before the compaction (the crashed run committed its version or
 // nothing), and after the rerun exactly one compaction version exists.
+// "drop": a group past DropDeletedAt, its deleted rows dropped.
 func TestCrashAtEveryRequestOfLanceCompaction(t *testing.T) {
+	mixed, _ := mixedDataset(t, 10)
+	crashEveryRequest(t, mixed, lance.CompactOptions{TargetRows: 10000})
+	t.Run("drop", func(t *testing.T) {
+		dels, _ := deletesDataset(t, 6, 4, "")
+		crashEveryRequest(t, dels, lance.CompactOptions{TargetRows: 10000, DropDeletedAt: 0.3})
+	})
+}
+
+func crashEveryRequest(t *testing.T, base string, opts lance.CompactOptions) {
 	ctx := context.Background()
-	base, _ := mixedDataset(t, 10)
 	before := dumpDataset(t, base)
 	latest := before.Versions[len(before.Versions)-1]
-	opts := lance.CompactOptions{TargetRows: 10000}
 	for _, mode := range []struct {
 		name string
 		set  func(f *objstore.Faulty, fn objstore.FaultFunc)
@@ -37,7 +45,7 @@ func TestCrashAtEveryRequestOfLanceCompaction(t *testing.T) {
 				reached := faulty.Requests() >= n
 				label := fmt.Sprintf("%s fault at request %d (err %v)", mode.name, n, ferr)
 				if !reached {
-					if ferr != nil || rep.Version != latest+1 {
+					if ferr != nil || rep.Version != latest+1 || (opts.DropDeletedAt > 0 && rep.Groups[0].DroppedRows == 0) {
 						t.Fatalf("%s: the run without a fault: %+v", label, rep)
 					}
 					total = int(n - 1)

@@ -2,9 +2,11 @@ package lancefile
 
 import (
 	"bytes"
+	"errors"
 	"strings"
 	"testing"
 
+	"github.com/RoaringBitmap/roaring/v2"
 	"github.com/tablekeep/tablekeep/shared/lance/lanceenc"
 )
 
@@ -166,5 +168,68 @@ func TestSpliceMergeFallsBack(t *testing.T) {
 	}
 	if _, est, why := mergePages(files, 0, lanceenc.DefaultLimits, 1<<20); why != "" || est == 0 {
 		t.Fatalf("budget 1 MiB: %q (est %d)", why, est)
+	}
+}
+
+// TestSpliceDrop: SpliceOptions.Drop leaves out exactly those rows of the
+// concatenated files, in every column, the kept rows in order (the
+// descriptor's length is theirs); dropping a row past the rows is
+// ErrUnfilterable (a page lanceenc cannot decode: TestCompactDropFallback).
+func TestSpliceDrop(t *testing.T) {
+	names := append(repeat("twenty-rows.lance", 3), seeds...)
+	files := make([]*File, len(names))
+	for i, n := range names {
+		f, err := Parse(n, seed(t, n))
+		if err != nil {
+			t.Fatal(err)
+		}
+		files[i] = f
+	}
+	plainRes, err := Splice(names, files)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain, _ := Parse("copied", plainRes.Data)
+	drop := roaring.New()
+	for r := uint64(0); r < plainRes.Rows; r++ {
+		if r%3 == 1 || r == 0 || r == plainRes.Rows-1 || (r >= 20 && r < 40) {
+			drop.Add(uint32(r))
+		}
+	}
+	res, err := SpliceWith(names, files, SpliceOptions{MergePages: true, Drop: drop})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Rows != plainRes.Rows-drop.GetCardinality() {
+		t.Fatalf("rows %d, want %d", res.Rows, plainRes.Rows-drop.GetCardinality())
+	}
+	g, err := Parse("dropped", res.Data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g.Rows != res.Rows {
+		t.Fatalf("descriptor says %d rows, want %d", g.Rows, res.Rows)
+	}
+	for c := range g.Columns {
+		all := columnValues(t, plain, c)
+		var want [][]byte
+		for r := range all {
+			if !drop.Contains(uint32(r)) {
+				want = append(want, all[r])
+			}
+		}
+		got := columnValues(t, g, c)
+		if len(got) != len(want) {
+			t.Fatalf("column %d: %d rows, want %d", c, len(got), len(want))
+		}
+		for r := range got {
+			if !bytes.Equal(got[r], want[r]) || (got[r] == nil) != (want[r] == nil) {
+				t.Fatalf("column %d row %d: %q, want %q", c, r, got[r], want[r])
+			}
+		}
+	}
+	past := roaring.BitmapOf(uint32(plainRes.Rows))
+	if _, err := SpliceWith(names, files, SpliceOptions{MergePages: true, Drop: past}); !errors.Is(err, ErrUnfilterable) {
+		t.Fatalf("a row past the rows: %v, want ErrUnfilterable", err)
 	}
 }

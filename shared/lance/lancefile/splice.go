@@ -3,9 +3,11 @@ package lancefile
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math"
 
+	"github.com/RoaringBitmap/roaring/v2"
 	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/tablekeep/tablekeep/shared/lance/lanceenc"
@@ -89,7 +91,19 @@ type SpliceOptions struct {
 	MergePages bool
 	// Limits are MergeRuns' (zero: lanceenc.DefaultLimits).
 	Limits lanceenc.Limits
+	// Drop, if set, holds rows of the spliced file (offsets in the
+	// concatenation of the files) that are not written: every page of
+	// every column goes through lanceenc.Filter, then MergeRuns. If any
+	// column cannot be filtered (a page lanceenc does not decode, a page
+	// that is not a plain direct encoding, list pages), SpliceWith fails
+	// with ErrUnfilterable and writes nothing: the caller splices without
+	// dropping instead.
+	Drop *roaring.Bitmap
 }
+
+// ErrUnfilterable: SpliceOptions.Drop was set and a column's pages cannot
+// be filtered (the rows would be kept).
+var ErrUnfilterable = errors.New("lancefile: rows cannot be dropped")
 
 // Splice writes one file holding the rows of files, in order: each page's
 // buffers copied byte for byte (each padded to 64 bytes with PadByte, as
@@ -157,6 +171,12 @@ func SpliceWith(names []string, files []*File, opt SpliceOptions) (*SpliceResult
 	}
 	budget = min(budget, size+MaxMergeSlack)
 	res := &SpliceResult{Rows: total}
+	if opt.Drop != nil {
+		if m, ok := opt.Drop.Maximum(), !opt.Drop.IsEmpty(); ok && uint64(m) >= total {
+			return nil, fmt.Errorf("%s: %w: row %d to drop beyond the %d rows", names[0], ErrUnfilterable, m, total)
+		}
+		res.Rows = total - opt.Drop.GetCardinality()
+	}
 	out := bytes.NewBuffer(make([]byte, 0, size))
 	pad := bytes.Repeat([]byte{PadByte}, Alignment)
 	metas := make([][]byte, first.NumColumns)
@@ -169,7 +189,15 @@ func SpliceWith(names []string, files []*File, opt SpliceOptions) (*SpliceResult
 		copied := copyPages(files, c)
 		res.PagesIn += len(copied)
 		pages := copied
-		if opt.MergePages {
+		if opt.Drop != nil {
+			filtered, est, err := filterPages(files, c, lim, budget, opt.Drop)
+			if err != nil {
+				return nil, fmt.Errorf("%s: column %d: %w: %w", names[0], c, ErrUnfilterable, err)
+			}
+			pages = filtered
+			budget -= est
+			res.MergedColumns++
+		} else if opt.MergePages {
 			merged, est, why := mergePages(files, c, lim, budget)
 			if why == "" {
 				pages = merged
@@ -221,7 +249,7 @@ func SpliceWith(names []string, files []*File, opt SpliceOptions) (*SpliceResult
 	// length. From 2.1 on it must start at a multiple of 64 (it does: every
 	// page buffer before it is padded).
 	fdPos := uint64(out.Len())
-	out.Write(rewriteLength(first.Descriptor, total))
+	out.Write(rewriteLength(first.Descriptor, res.Rows))
 	fdLen := uint64(out.Len()) - fdPos
 	cmStart := uint64(out.Len())
 	cmo := make([]byte, 0, 16*len(metas))
@@ -331,6 +359,76 @@ func mergePages(files []*File, c int, lim lanceenc.Limits, budget uint64) (out [
 		return nil, 0, fmt.Sprintf("merged pages hold %d rows, not %d", at, rows)
 	}
 	return out, est, ""
+}
+
+// filterPages is column c's pages of every file without the rows in drop
+// (lanceenc.Filter page by page), then merged (lanceenc.MergeRuns: every
+// page is then decodable). Any page it cannot filter is an error.
+func filterPages(files []*File, c int, lim lanceenc.Limits, budget uint64, drop *roaring.Bitmap) (out []outPage, est uint64, err error) {
+	ma, mi := files[0].Version()
+	v := lanceenc.Version{Major: ma, Minor: mi}
+	var in []lanceenc.Page
+	var base, rows, kept uint64
+	for _, f := range files {
+		for _, p := range f.Columns[c].Pages {
+			anyb, ok := directEncoding(p.Encoding)
+			if !ok || !bytes.Equal(wrapDirect(anyb), p.Encoding) {
+				return nil, 0, errors.New("a page encoding that is not a direct encoding")
+			}
+			if base+p.Priority != rows {
+				return nil, 0, errors.New("a page whose priority is not its first row")
+			}
+			bufs := make([][]byte, len(p.Buffers))
+			var n uint64
+			for i, b := range p.Buffers {
+				bufs[i] = f.data[b.Offset : b.Offset+b.Size]
+				n += b.Size
+			}
+			per := uint64(25)
+			if p.Layout == LayoutAllNull {
+				per = min(per+n, budget+1) // saturates
+			}
+			if (p.Length != 0 && per > (budget-est)/p.Length) || n > budget-est-per*p.Length {
+				return nil, 0, errors.New("its pages would decode to more than the merge budget")
+			}
+			est += n + per*p.Length
+			pg := lanceenc.Page{Rows: p.Length, Buffers: bufs, Encoding: anyb}
+			first := rows
+			if drop.IntersectsWithInterval(first, first+p.Length) {
+				fp, err := lanceenc.Filter(v, pg, func(r uint64) bool { return !drop.Contains(uint32(first + r)) })
+				if err != nil {
+					return nil, 0, err
+				}
+				pg = fp
+			}
+			rows += p.Length
+			if pg.Rows == 0 {
+				continue
+			}
+			kept += pg.Rows
+			in = append(in, pg)
+		}
+		base += f.Rows
+	}
+	if want := rows - drop.GetCardinality(); kept != want {
+		return nil, 0, fmt.Errorf("filtered pages hold %d rows, not %d", kept, want)
+	}
+	if len(in) == 0 {
+		return nil, est, nil
+	}
+	merged, _, err := lanceenc.MergeRuns(v, in, lim)
+	if err != nil {
+		return nil, 0, err
+	}
+	var at uint64
+	for _, p := range merged {
+		out = append(out, outPage{bufs: p.Buffers, rows: p.Rows, encoding: wrapDirect(p.Encoding), priority: at})
+		at += p.Rows
+	}
+	if at != kept {
+		return nil, 0, fmt.Errorf("merged pages hold %d rows, not %d", at, kept)
+	}
+	return out, est, nil
 }
 
 // directEncoding is the Any of an Encoding message's direct encoding

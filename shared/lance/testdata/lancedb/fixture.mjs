@@ -20,7 +20,9 @@
 //   verify <dbdir> <table>             the latest version: every id's index query (id = x) and a range query against the scan; fragments
 //   timed-compact <dbdir> <table>      optimize() with a cut-off at the epoch (compaction + index update), timed; fragments after
 //   openget <dbdir> <table> <id>       connect, open and a get by key (id = arg), timed (best of 5)
-//   op <dbdir> <table> add|delete|upsert|restore|optimize <arg>  add row id arg, delete or upsert id arg, restore version arg, LanceDB's optimize()
+//   op <dbdir> <table> add|delete|upsert|restore|optimize <arg>  add row id arg, delete id arg (or where arg), upsert id arg, restore version arg, LanceDB's optimize()
+//   deletes <dbdir> <table> <adds> <rowsPerAdd>  10 rows, a btree index on id, then <adds> adds of <rowsPerAdd>
+//                                      rows, then two deletes (ids >= 10 with id % 4 = 1, then = 2): half of each added fragment deleted
 //   writer <dbdir> <table> <n>         n acknowledged writes (upsert of a new key, delete of an old one), printing what it saw acknowledged
 import * as lancedb from "@lancedb/lancedb";
 import * as arrow from "apache-arrow";
@@ -306,6 +308,23 @@ async function mixed(dir, name, rounds) {
   return { latest: await tbl.version() };
 }
 
+async function deletes(dir, name, adds, per) {
+  // LANCE_FILE_VERSION (e.g. 2.0, 2.2): the new table's data storage version
+  const v = process.env.LANCE_FILE_VERSION;
+  const db = await connect(dir, v ? { new_table_data_storage_version: v } : {});
+  const tbl = await db.createTable(name, rows([0, 1, 2, 3, 4, 5, 6, 7, 8, 9], 0), { mode: "overwrite" });
+  await tbl.createIndex("id", { config: lancedb.Index.btree() });
+  let nextId = 10;
+  for (let i = 0; i < adds; i++) {
+    const ids = [];
+    for (let j = 0; j < per; j++) ids.push(nextId++);
+    await tbl.add(rows(ids, i + 1));
+  }
+  await tbl.delete("id >= 10 AND id % 4 = 1");
+  await tbl.delete("id >= 10 AND id % 4 = 2");
+  return { latest: await tbl.version() };
+}
+
 async function verify(dir, name) {
   const db = await connect(dir);
   const tbl = await db.openTable(name);
@@ -354,7 +373,7 @@ async function op(dir, name, kind, arg) {
   const tbl = await db.openTable(name);
   switch (kind) {
     case "add": await tbl.add(rows([Number(arg)], 5)); break;
-    case "delete": await tbl.delete(`id = ${Number(arg)}`); break;
+    case "delete": await tbl.delete(/^[0-9]+$/.test(arg) ? `id = ${Number(arg)}` : arg); break; // an id, or a predicate
     case "upsert": await tbl.mergeInsert("id").whenMatchedUpdateAll().whenNotMatchedInsertAll().execute(rows([Number(arg)], 55)); break;
     case "restore": await tbl.checkout(Number(arg)); await tbl.restore(); break;
     case "optimize": await tbl.optimize({ cleanupOlderThan: new Date(0) }); break;
@@ -400,6 +419,7 @@ switch (cmd) {
   case "restore": res = await restore(dir, name, arg); break;
   case "mixed": res = await mixed(dir, name, Number(arg)); break;
   case "verify": res = await verify(dir, name); break;
+  case "deletes": res = await deletes(dir, name, Number(arg), Number(arg2)); break;
   case "timed-compact": res = await timedCompact(dir, name); break;
   case "openget": res = await openGet(dir, name, arg); break;
   case "op": res = await op(dir, name, arg, arg2); break;
