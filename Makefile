@@ -19,7 +19,7 @@ RIE_VERSION       := v0.0.0-20261030222936-bef5c4ba774d
 # concurrent `make test`.
 STACK_DIR ?= $(CURDIR)/.stack
 
-.PHONY: all tools build lint stack-up stack-down test demo bench fuzz
+.PHONY: all tools build lint stack-up stack-down test demo bench bench-lance fuzz
 .PHONY: lambda-local cfn-lint aws-resources invoke drain sam-env build-CompactorFunction build-CleanerFunction build-SweeperFunction
 
 all: build
@@ -101,9 +101,18 @@ demo:
 ## bench: one run of cmd/tkbench writes docs/benchmarks.md and docs/benchmarks-churn.png
 ## (under ~10 min on 2 cores); BENCH_ARGS="-churn-ops 3000 -scales 10,1000,5000" to scale,
 ## BENCH_ARGS=-quick for a seconds-long smoke run. The go test benchmarks stay runnable
-## by hand (see shared/*/bench_test.go).
+## by hand (see shared/*/bench_test.go). Then bench-lance.
 bench:
 	$(GO) run ./cmd/tkbench -docs docs $(BENCH_ARGS)
+	$(MAKE) bench-lance
+
+## bench-lance: the Lance compaction figure (BenchmarkLanceCompaction, local disk; LanceDB
+## makes LANCE_BENCH_UPSERTS single-row upserts, default 2000, ~4 min) written into
+## docs/lance.md between the lance-compaction-bench markers. The S3-latency variant
+## (BenchmarkLanceCompactionS3) needs the stack: docs/lance.md "Figures".
+LANCE_BENCH_TIMEOUT ?= 60m
+bench-lance:
+	LANCE_BENCH_DOC=$(CURDIR)/docs/lance.md $(GO) test -count=1 -run '^$$' -bench 'BenchmarkLanceCompaction$$' -benchtime 1x -timeout $(LANCE_BENCH_TIMEOUT) ./shared/lance/
 
 ## Lambda functions (docs/aws.md). SAM's `BuildMethod: makefile` runs
 ## build-<LogicalId> with ARTIFACTS_DIR set. The three functions run one

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -18,9 +19,11 @@ import (
 // key); then, on copies, tablekeep's compaction (counted requests) and
 // LanceDB's optimize(). It reports fragments and latest manifest bytes
 // before and after, the times, the requests by kind, and LanceDB's
-// open + get-by-key on each copy. Run it alone:
+// open + get-by-key on each copy. `make bench` runs it (`make bench-lance`
+// alone) with LANCE_BENCH_DOC set to docs/lance.md: the figures then replace
+// what stands between the lance-compaction-bench markers there. Run it alone:
 //
-//	go test -run '^$' -bench BenchmarkLanceCompaction -benchtime 1x -timeout 60m ./shared/lance/
+//	go test -run '^$' -bench 'BenchmarkLanceCompaction$' -benchtime 1x -timeout 60m ./shared/lance/
 func BenchmarkLanceCompaction(b *testing.B) {
 	n := 2000
 	if s := os.Getenv("LANCE_BENCH_UPSERTS"); s != "" {
@@ -91,8 +94,43 @@ func BenchmarkLanceCompaction(b *testing.B) {
 	for _, r := range rows {
 		b.Log(r)
 	}
+	if doc := os.Getenv("LANCE_BENCH_DOC"); doc != "" {
+		frag := fmt.Sprintf("Last `make bench` run (`BenchmarkLanceCompaction`, local disk, %s; times indicative on a shared machine, request counts exact):\n\n", time.Now().UTC().Format("2006-01-02 15:04 MST"))
+		frag += rows[0] + ".\n\n" + strings.Join(rows[1:], "\n") + "\n"
+		if err := spliceMarked(doc, lanceBenchBegin, lanceBenchEnd, frag); err != nil {
+			b.Fatal(err)
+		}
+		b.Logf("figures written to %s", doc)
+	}
 	b.ReportMetric(tkDur.Seconds(), "tablekeep-s")
 	b.ReportMetric(lr.MS/1000, "lancedb-s")
+}
+
+// The markers in docs/lance.md between which the benchmark writes its figures.
+const (
+	lanceBenchBegin = "<!-- lance-compaction-bench -->"
+	lanceBenchEnd   = "<!-- /lance-compaction-bench -->"
+)
+
+// spliceMarked replaces what stands between the begin and end markers of
+// the file at path with content (the markers stay), by a rename; it fails,
+// writing nothing, unless each marker appears exactly once, begin first.
+func spliceMarked(path, begin, end, content string) error {
+	old, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	s := string(old)
+	i, j := strings.Index(s, begin), strings.Index(s, end)
+	if i < 0 || j < i || strings.Count(s, begin) != 1 || strings.Count(s, end) != 1 {
+		return fmt.Errorf("%s: want one %q before one %q", path, begin, end)
+	}
+	out := s[:i+len(begin)] + "\n" + content + s[j:]
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(out), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
 }
 
 func skippedTotal(m map[string]int) int {

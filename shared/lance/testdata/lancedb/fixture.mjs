@@ -24,6 +24,8 @@
 //   deletes <dbdir> <table> <adds> <rowsPerAdd>  10 rows, a btree index on id, then <adds> adds of <rowsPerAdd>
 //                                      rows, then two deletes (ids >= 10 with id % 4 = 1, then = 2): half of each added fragment deleted
 //   writer <dbdir> <table> <n>         n acknowledged writes (upsert of a new key, delete of an old one), printing what it saw acknowledged
+//   vector <dbdir> <table> <rows> <adds>  <rows> rows (id, vec FixedSizeList<Float32>[8]), an IVF_PQ index on vec, then <adds> one-row adds
+//   vverify <dbdir> <table> <k>        every row's vector search (all partitions, exact re-rank) against a brute-force top-k over the scan
 import * as lancedb from "@lancedb/lancedb";
 import * as arrow from "apache-arrow";
 
@@ -402,6 +404,55 @@ async function openGet(dir, name, id) {
   return { ms: best, rows };
 }
 
+// The "vector" schema: an id and an 8-dimensional float vector, distinct
+// for every id (deterministic).
+const vecDim = 8;
+const vecSchema = new arrow.Schema([
+  new arrow.Field("id", new arrow.Int64(), false),
+  new arrow.Field("vec", new arrow.FixedSizeList(vecDim, new arrow.Field("item", new arrow.Float32(), true)), true),
+]);
+const vecOf = (id) => Array.from({ length: vecDim }, (_, j) => Math.fround(Math.sin(id * 12.9898 + j * 78.233) * 10));
+const vecRows = (ids) => lancedb.makeArrowTable(ids.map((id) => ({ id: BigInt(id), vec: vecOf(id) })), { schema: vecSchema });
+
+async function vector(dir, name, n, adds) {
+  const db = await connect(dir);
+  const ids = [];
+  for (let i = 0; i < n; i++) ids.push(i);
+  const tbl = await db.createTable(name, vecRows(ids), { mode: "overwrite" });
+  await tbl.createIndex("vec", { config: lancedb.Index.ivfPq({ numPartitions: 2, numSubVectors: 2 }) });
+  for (let i = 0; i < adds; i++) await tbl.add(vecRows([n + i]));
+  const idx = await tbl.listIndices();
+  return { latest: await tbl.version(), rows: await tbl.countRows(), indices: idx.map((i) => `${i.name}:${i.indexType}`) };
+}
+
+// vverify: for every row, a vector search for its own vector (every
+// partition probed, candidates re-ranked on the stored vectors) must return
+// that row first and the same top-k ids as a brute force over the full scan;
+// every id it returns must be a row of the scan.
+async function vverify(dir, name, k) {
+  const db = await connect(dir);
+  const tbl = await db.openTable(name);
+  const t = await tbl.query().select(["id", "vec"]).toArrow();
+  const all = [];
+  for (let r = 0; r < t.numRows; r++) all.push({ id: Number(t.getChild("id").get(r)), vec: Array.from(t.getChild("vec").get(r).toArray()) });
+  const ids = new Set(all.map((r) => r.id));
+  const d2 = (a, b) => a.reduce((s, x, j) => s + (x - b[j]) * (x - b[j]), 0);
+  const bad = [];
+  for (const q of all) {
+    const want = all.map((r) => ({ id: r.id, d: d2(q.vec, r.vec) })).sort((a, b) => a.d - b.d || a.id - b.id).slice(0, k).map((r) => r.id);
+    const got = (await tbl.search(q.vec).column("vec").nprobes(2).refineFactor(all.length).limit(k).toArray()).map((r) => Number(r.id));
+    if (got[0] !== q.id || JSON.stringify(got) !== JSON.stringify(want) || got.some((id) => !ids.has(id))) bad.push({ id: q.id, got, want });
+  }
+  const stats = await tbl.stats();
+  const idx = await tbl.listIndices();
+  const istats = idx.length ? await tbl.indexStats(idx[0].name) : null;
+  return {
+    rows: all.length, bad: bad.slice(0, 5), nbad: bad.length, fragments: stats.fragmentStats.numFragments,
+    indices: idx.map((i) => `${i.name}:${i.indexType}`), indexed: istats ? istats.numIndexedRows : 0,
+    unindexed: istats ? istats.numUnindexedRows : 0, version: await tbl.version(),
+  };
+}
+
 const [cmd, dir, name, arg, arg2] = process.argv.slice(2);
 let res;
 switch (cmd) {
@@ -424,6 +475,8 @@ switch (cmd) {
   case "openget": res = await openGet(dir, name, arg); break;
   case "op": res = await op(dir, name, arg, arg2); break;
   case "writer": res = await writer(dir, name, Number(arg)); break;
+  case "vector": res = await vector(dir, name, Number(arg), Number(arg2)); break;
+  case "vverify": res = await vverify(dir, name, Number(arg)); break;
   default:
     console.error(`usage: node fixture.mjs create|dump|write|optimize <dbdir> <table> [arg]`);
     process.exit(2);
