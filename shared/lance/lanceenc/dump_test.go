@@ -6,12 +6,18 @@ import (
 	"testing"
 )
 
+// TestDumpFile reads and prints (-v) the pages of every file LANCEENC_DUMP
+// names (a glob); by default the LanceDB-written files in
+// ../lancefile/testdata, which must all read.
 func TestDumpFile(t *testing.T) {
 	path := os.Getenv("LANCEENC_DUMP")
 	if path == "" {
-		t.Skip("set LANCEENC_DUMP to a .lance data file")
+		path = filepath.Join("..", "lancefile", "testdata", "*.lance")
 	}
 	files, _ := filepath.Glob(path)
+	if len(files) == 0 {
+		t.Fatalf("no file matches %s", path)
+	}
 	for _, p := range files {
 		b, err := os.ReadFile(p)
 		if err != nil {
