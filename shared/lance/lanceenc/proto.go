@@ -135,15 +135,8 @@ func parseCompression(b []byte, depth int) (compression, error) {
 	if depth > 4 {
 		return c, corrupt("CompressiveEncoding nested too deep")
 	}
-	fs, err := parseFields(b)
+	f, err := oneField(b, "CompressiveEncoding")
 	if err != nil {
-		return c, err
-	}
-	if len(fs) != 1 {
-		return c, corrupt("CompressiveEncoding with %d fields, want one", len(fs))
-	}
-	f := fs[0]
-	if err := f.wantBytes("CompressiveEncoding"); err != nil {
 		return c, err
 	}
 	switch f.num {
@@ -291,15 +284,8 @@ type pageLayout struct {
 
 func parsePageLayout(b []byte) (pageLayout, error) {
 	var l pageLayout
-	fs, err := parseFields(b)
+	f, err := oneField(b, "PageLayout")
 	if err != nil {
-		return l, err
-	}
-	if len(fs) != 1 {
-		return l, corrupt("PageLayout with %d fields, want one", len(fs))
-	}
-	f := fs[0]
-	if err := f.wantBytes("PageLayout"); err != nil {
 		return l, err
 	}
 	switch f.num {
