@@ -5,7 +5,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/tablekeep/tablekeep/shared/internal/testenv"
@@ -45,21 +44,7 @@ func TestCompactLanceDBDatasetOnS3(t *testing.T) {
 		t.Fatalf("compact on S3: %+v %v", rep, err)
 	}
 	t.Logf("versitygw: %d fragments folded into %d, requests %s", rep.FragmentsBefore, rep.FragmentsAfter, cnt.Counts())
-	out := t.TempDir()
-	err = objstore.ListAll(ctx, s3, "cds/t.lance/", "", func(o objstore.ObjectInfo) error {
-		b, err := s3.Get(ctx, o.Key)
-		if err != nil {
-			return err
-		}
-		p := filepath.Join(out, filepath.FromSlash(strings.TrimPrefix(o.Key, "cds/")))
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			return err
-		}
-		return os.WriteFile(p, b, 0o644)
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	out := download(t, s3, "cds/")
 	checkCompacted(t, before, dumpDataset(t, out), rep.Version)
 	if va := verifyDataset(t, out); va.Fragments != rep.FragmentsAfter || va.Fragments >= vb.Fragments {
 		t.Fatalf("LanceDB counts %d fragments (%d before, the report %d)", va.Fragments, vb.Fragments, rep.FragmentsAfter)

@@ -60,21 +60,7 @@ func TestPruneLanceDBDatasetOnS3(t *testing.T) {
 	}
 
 	// What is left on S3, downloaded for LanceDB.
-	out := t.TempDir()
-	err = objstore.ListAll(ctx, s3, "ds/t.lance/", "", func(o objstore.ObjectInfo) error {
-		b, err := s3.Get(ctx, o.Key)
-		if err != nil {
-			return err
-		}
-		p := filepath.Join(out, filepath.FromSlash(strings.TrimPrefix(o.Key, "ds/")))
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			return err
-		}
-		return os.WriteFile(p, b, 0o644)
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	out := download(t, s3, "ds/")
 	after := dumpDataset(t, out)
 	lancetest.CheckRetained(t, before, after, lancetest.AtOrAbove(keep, c.Tags))
 	var w struct {
@@ -96,4 +82,27 @@ func TestPruneLanceDBDatasetOnS3(t *testing.T) {
 		t.Fatalf("deleted on S3 %v\ndeleted on disk %v", onS3, onDisk)
 	}
 	t.Logf("versitygw: %d versions, floor %d, %d files deleted, the same as on disk", len(c.Versions), keep, len(onS3))
+}
+
+// download copies the dataset t.lance under prefix on s3 into a temporary
+// directory (as <dir>/t.lance), for LanceDB to read what is left on S3.
+func download(t testing.TB, s3 objstore.Store, prefix string) string {
+	t.Helper()
+	ctx := context.Background()
+	out := t.TempDir()
+	err := objstore.ListAll(ctx, s3, prefix+"t.lance/", "", func(o objstore.ObjectInfo) error {
+		b, err := s3.Get(ctx, o.Key)
+		if err != nil {
+			return err
+		}
+		p := filepath.Join(out, filepath.FromSlash(strings.TrimPrefix(o.Key, prefix)))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			return err
+		}
+		return os.WriteFile(p, b, 0o644)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
