@@ -1,6 +1,6 @@
 // Command bucketpolicy prints the bucket policy that grants each function
 // role's access key exactly the S3 statements of its role in template.yaml
-// (see shared/awsfn/iampolicy.go). infra/aws-resources.sh puts it on the
+// (see shared/iampolicy). infra/aws-resources.sh puts it on the
 // local warehouse bucket, whose versitygw then enforces it:
 //
 //	go run ./infra/bucketpolicy -bucket B -prefix warehouse \
@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	"github.com/tablekeep/tablekeep/shared/awsfn"
+	"github.com/tablekeep/tablekeep/shared/iampolicy"
 )
 
 type principals map[awsfn.Role]string
@@ -49,11 +50,11 @@ func run(tmpl, bucket, prefix string, pr principals) error {
 	if err != nil {
 		return err
 	}
-	stmts, err := awsfn.TemplateS3Statements(b, awsfn.TemplateParams{Bucket: bucket, Prefix: prefix})
+	stmts, err := iampolicy.TemplateS3Statements(b, iampolicy.TemplateParams{Bucket: bucket, Prefix: prefix})
 	if err != nil {
 		return err
 	}
-	pol, err := awsfn.BucketPolicy(stmts, pr)
+	pol, err := iampolicy.BucketPolicy(stmts, pr)
 	if err != nil {
 		return err
 	}

@@ -47,3 +47,20 @@ func TestSAMBuildOnce(t *testing.T) {
 		t.Errorf("samconfig.toml does not build in source:\n%s", b)
 	}
 }
+
+// TestBootstrapImportsNoYAML: the Lambda bootstrap does not link a YAML
+// parser. Reading template.yaml is for tests and tools (shared/iampolicy);
+// `go list -deps ./functions/tablekeep | grep yaml` is empty.
+func TestBootstrapImportsNoYAML(t *testing.T) {
+	cmd := exec.Command("go", "list", "-deps", "./functions/tablekeep")
+	cmd.Dir = repoRoot(t)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list -deps ./functions/tablekeep: %v\n%s", err, out)
+	}
+	for _, dep := range strings.Fields(string(out)) {
+		if strings.Contains(dep, "yaml") || strings.HasSuffix(dep, "/iampolicy") {
+			t.Errorf("functions/tablekeep depends on %s", dep)
+		}
+	}
+}

@@ -29,6 +29,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/tablekeep/tablekeep/shared/awsfn"
+	"github.com/tablekeep/tablekeep/shared/iampolicy"
 	"github.com/tablekeep/tablekeep/shared/internal/testenv"
 	"github.com/tablekeep/tablekeep/shared/objstore"
 )
@@ -84,11 +85,11 @@ func principalsOf(keys map[awsfn.Role]roleKeys) map[awsfn.Role]string {
 // bucket as root.
 func putTemplatePolicy(t *testing.T, st *objstore.S3, template []byte, prefix string, keys map[awsfn.Role]roleKeys) {
 	t.Helper()
-	stmts, err := awsfn.TemplateS3Statements(template, awsfn.TemplateParams{Bucket: st.Bucket(), Prefix: prefix})
+	stmts, err := iampolicy.TemplateS3Statements(template, iampolicy.TemplateParams{Bucket: st.Bucket(), Prefix: prefix})
 	if err != nil {
 		t.Fatal(err)
 	}
-	pol, err := awsfn.BucketPolicy(stmts, principalsOf(keys))
+	pol, err := iampolicy.BucketPolicy(stmts, principalsOf(keys))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,7 +118,7 @@ type s3Request struct {
 }
 
 // Action is the IAM action the request is authorized as.
-func (r s3Request) Action() string { return awsfn.S3ActionOf(r.Operation) }
+func (r s3Request) Action() string { return iampolicy.S3ActionOf(r.Operation) }
 
 func (r s3Request) String() string {
 	return fmt.Sprintf("%s %s (%s)", r.Operation, r.Key, r.Action())

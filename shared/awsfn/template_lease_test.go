@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/tablekeep/tablekeep/shared/awsfn"
+	"github.com/tablekeep/tablekeep/shared/iampolicy"
 	"github.com/tablekeep/tablekeep/shared/lance"
 	"github.com/tablekeep/tablekeep/shared/table"
 )
@@ -16,7 +17,7 @@ import (
 // leases, and neither may write one (readers write leases, with their own
 // credentials).
 func TestTemplateCoversLeases(t *testing.T) {
-	stmts, err := awsfn.TemplateS3Statements(readTemplate(t), awsfn.TemplateParams{Bucket: "bkt", Prefix: "wh"})
+	stmts, err := iampolicy.TemplateS3Statements(readTemplate(t), iampolicy.TemplateParams{Bucket: "bkt", Prefix: "wh"})
 	if err != nil {
 		t.Fatal(err)
 	}

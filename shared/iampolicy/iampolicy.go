@@ -1,4 +1,4 @@
-package awsfn
+package iampolicy
 
 import (
 	"encoding/json"
@@ -8,15 +8,9 @@ import (
 	"strings"
 
 	"gopkg.in/yaml.v3"
-)
 
-// This file turns the S3 grants of template.yaml's function roles into a
-// bucket policy, so a local S3 server that enforces IAM (versitygw with IAM
-// accounts, one per role) checks exactly what AWS will check. On AWS the
-// statements live in each role's identity policy; for S3 authorization a
-// bucket policy statement naming the role's principal with the same actions,
-// resources and conditions decides the same way. Nothing is hand-copied: a
-// grant removed from the template is removed from the generated policy.
+	"github.com/tablekeep/tablekeep/shared/awsfn"
+)
 
 // ErrTemplate marks a template the generator cannot read.
 var ErrTemplate = errors.New("template")
@@ -25,7 +19,7 @@ var ErrTemplate = errors.New("template")
 // actions, with its intrinsic functions resolved for one bucket and prefix.
 // Non-S3 actions of the statement (logs, dynamodb, sqs, kms) are left out.
 type S3Statement struct {
-	Role      Role
+	Role      awsfn.Role
 	RoleID    string // logical id of the AWS::IAM::Role
 	Sid       string
 	Actions   []string
@@ -39,15 +33,6 @@ type S3Statement struct {
 type TemplateParams struct {
 	Bucket string
 	Prefix string
-}
-
-// Roles are the three functions, in template order.
-var Roles = []Role{RoleCompactor, RoleCleaner, RoleSweeper}
-
-// FunctionLogicalID is the template's logical id of role's function.
-func FunctionLogicalID(role Role) string {
-	s := string(role)
-	return strings.ToUpper(s[:1]) + s[1:] + "Function"
 }
 
 // TemplateS3Statements reads the template and returns, for each function,
@@ -67,8 +52,8 @@ func TemplateS3Statements(template []byte, p TemplateParams) ([]S3Statement, err
 	}
 	r := resolver{p: p}
 	var out []S3Statement
-	for _, role := range Roles {
-		fn := FunctionLogicalID(role)
+	for _, role := range awsfn.Roles {
+		fn := awsfn.FunctionLogicalID(role)
 		roleRef := ymap(ymap(ymap(res, fn), "Properties"), "Role")
 		if roleRef == nil {
 			return nil, fmt.Errorf("%w: %s has no Properties.Role", ErrTemplate, fn)
@@ -137,7 +122,7 @@ func attachedPolicies(res *yaml.Node, roleID string) []*yaml.Node {
 // BucketPolicy is the bucket policy granting each role's principal (an IAM
 // user's access key id for versitygw's internal IAM, or an ARN) exactly its
 // statements on bucket. Every role of stmts needs a principal.
-func BucketPolicy(stmts []S3Statement, principals map[Role]string) ([]byte, error) {
+func BucketPolicy(stmts []S3Statement, principals map[awsfn.Role]string) ([]byte, error) {
 	type statement struct {
 		Sid       string
 		Effect    string

@@ -1,12 +1,15 @@
-package awsfn_test
+package iampolicy_test
 
 import (
 	"encoding/json"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/tablekeep/tablekeep/shared/awsfn"
+	"github.com/tablekeep/tablekeep/shared/iampolicy"
 )
 
 // TestTemplateS3Statements: the generator reads every role's S3 statements
@@ -14,7 +17,7 @@ import (
 // it cannot resolve (no services needed; TestLambdaEndToEnd has versitygw
 // enforce the result).
 func TestTemplateS3Statements(t *testing.T) {
-	stmts, err := awsfn.TemplateS3Statements(readTemplate(t), awsfn.TemplateParams{Bucket: "bkt", Prefix: "wh"})
+	stmts, err := iampolicy.TemplateS3Statements(readTemplate(t), iampolicy.TemplateParams{Bucket: "bkt", Prefix: "wh"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,7 +52,7 @@ func TestTemplateS3Statements(t *testing.T) {
 			}
 		}
 	}
-	pol, err := awsfn.BucketPolicy(stmts, map[awsfn.Role]string{"compactor": "K1", "cleaner": "K2", "sweeper": "K3"})
+	pol, err := iampolicy.BucketPolicy(stmts, map[awsfn.Role]string{"compactor": "K1", "cleaner": "K2", "sweeper": "K3"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,11 +62,20 @@ func TestTemplateS3Statements(t *testing.T) {
 	if err := json.Unmarshal(pol, &doc); err != nil || len(doc.Statement) != len(stmts) {
 		t.Fatalf("policy %s: %v", pol, err)
 	}
-	if _, err := awsfn.BucketPolicy(stmts, map[awsfn.Role]string{"compactor": "K1"}); err == nil {
+	if _, err := iampolicy.BucketPolicy(stmts, map[awsfn.Role]string{"compactor": "K1"}); err == nil {
 		t.Error("a role without a principal was accepted")
 	}
 	bad := strings.Replace(string(readTemplate(t)), `"arn:${AWS::Partition}:s3:::${Bucket}/${WarehousePrefix}/*"`, `"arn:${AWS::Partition}:s3:::${Bucket}/${Unknown}/*"`, 1)
-	if _, err := awsfn.TemplateS3Statements([]byte(bad), awsfn.TemplateParams{Bucket: "bkt", Prefix: "wh"}); !errors.Is(err, awsfn.ErrTemplate) || !strings.Contains(err.Error(), "Unknown") {
+	if _, err := iampolicy.TemplateS3Statements([]byte(bad), iampolicy.TemplateParams{Bucket: "bkt", Prefix: "wh"}); !errors.Is(err, iampolicy.ErrTemplate) || !strings.Contains(err.Error(), "Unknown") {
 		t.Errorf("unresolvable reference: %v", err)
 	}
+}
+
+func readTemplate(t *testing.T) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "..", "template.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
