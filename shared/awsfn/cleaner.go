@@ -14,6 +14,7 @@ import (
 	"github.com/tablekeep/tablekeep/shared/formats"
 	"github.com/tablekeep/tablekeep/shared/maintenance"
 	"github.com/tablekeep/tablekeep/shared/queue"
+	"github.com/tablekeep/tablekeep/shared/telemetry"
 )
 
 // minCleanerWindow is the least time between an invocation's start and
@@ -90,11 +91,11 @@ func (d *Deps) Clean(ctx context.Context, raw json.RawMessage) (events.SQSEventR
 	wctx, cancel := d.workContext(ctx, max(d.Config.Margin/4, time.Millisecond))
 	defer cancel()
 	resp, err := handleConcurrently(wctx, ev, h, log, CleanerMessagesInFlight)
-	m.Count("MessagesCleaned", int(ok.Load()))
-	m.Count("MessagesDropped", int(dropped.Load()))
-	m.Count("MessagesRetried", len(resp.BatchItemFailures))
-	m.Count("MessagesContinued", int(continued.Load()))
-	m.Count("MessagesDeferred", int(deferred.Load()))
+	m.Count(telemetry.MessagesCleaned, int(ok.Load()))
+	m.Count(telemetry.MessagesDropped, int(dropped.Load()))
+	m.Count(telemetry.MessagesRetried, len(resp.BatchItemFailures))
+	m.Count(telemetry.MessagesContinued, int(continued.Load()))
+	m.Count(telemetry.MessagesDeferred, int(deferred.Load()))
 	if merr := m.Flush(); merr != nil {
 		log.WarnContext(ctx, "metrics not written", "err", merr)
 	}

@@ -152,11 +152,11 @@ func (d *Deps) Compact(ctx context.Context, raw json.RawMessage) (CompactSummary
 		sum.Idle, sum.BackingOff = rep.Idle, rep.BackingOff
 	}
 	sum.ElapsedMS = time.Since(start).Milliseconds()
-	m.Count("TablesMaintained", len(rep.Tables)-sum.Errors-sum.Busy)
-	m.Count("TablesBusy", sum.Busy)
-	m.Count("TableErrors", sum.Errors)
-	m.Count("TablesNotReached", sum.NotReached)
-	m.Count("RangesEnqueued", ranges)
+	m.Count(telemetry.TablesMaintained, len(rep.Tables)-sum.Errors-sum.Busy)
+	m.Count(telemetry.TablesBusy, sum.Busy)
+	m.Count(telemetry.TableErrors, sum.Errors)
+	m.Count(telemetry.TablesNotReached, sum.NotReached)
+	m.Count(telemetry.RangesEnqueued, ranges)
 	if err := m.Flush(); err != nil {
 		log.WarnContext(ctx, "metrics not written", "err", err)
 	}

@@ -76,7 +76,7 @@ func (d *Deps) compactFanout(ctx, wctx context.Context, r *maintenance.Runner, c
 	if err != nil {
 		log.ErrorContext(ctx, "compactor scan failed", "err", err)
 		sum.Stopped = err.Error()
-		m.Count("TableErrors", 1)
+		m.Count(telemetry.TableErrors, 1)
 		return
 	}
 	sum.Registered, sum.Idle, sum.BackingOff = sc.Tables, sc.Idle, sc.BackingOff
@@ -225,13 +225,13 @@ func (d *Deps) compactFanout(ctx, wctx context.Context, r *maintenance.Runner, c
 	for _, ts := range sum.Tables {
 		ranges += ts.RangesEnqueued
 	}
-	m.Count("TablesMaintained", len(sum.Tables)-sum.Errors-sum.Busy)
-	m.Count("TablesBusy", sum.Busy)
-	m.Count("TableErrors", sum.Errors)
-	m.Count("TablesNotReached", sum.NotReached)
-	m.Count("RangesEnqueued", ranges)
-	m.Count("JobsEnqueued", sum.JobsEnqueued)
-	m.Count("TablesInRetry", sum.InRetry)
+	m.Count(telemetry.TablesMaintained, len(sum.Tables)-sum.Errors-sum.Busy)
+	m.Count(telemetry.TablesBusy, sum.Busy)
+	m.Count(telemetry.TableErrors, sum.Errors)
+	m.Count(telemetry.TablesNotReached, sum.NotReached)
+	m.Count(telemetry.RangesEnqueued, ranges)
+	m.Count(telemetry.JobsEnqueued, sum.JobsEnqueued)
+	m.Count(telemetry.TablesInRetry, sum.InRetry)
 }
 
 // sendJobs sends jobs, counting them in sum; it returns how many were not
@@ -487,7 +487,7 @@ func (d *Deps) CompactJobs(ctx context.Context, raw json.RawMessage) (events.SQS
 		longest = max(longest, d.Clock.Now().Sub(start))
 		if err != nil {
 			log.ErrorContext(ctx, "maintenance failed", "table", name, "attempt", w.attempt, "err", err)
-			m.Count("TableErrors", 1)
+			m.Count(telemetry.TableErrors, 1)
 		}
 		if j, ok := d.followUp(ctx, log, name, w.attempt, tr, err); ok {
 			outs = append(outs, j)
@@ -543,12 +543,12 @@ func (d *Deps) CompactJobs(ctx context.Context, raw json.RawMessage) (events.SQS
 			resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: it.rec.MessageId})
 		}
 	}
-	m.Count("JobsDone", s.Done)
-	m.Count("JobsRetried", s.Retried)
-	m.Count("JobsContinued", s.Continued)
-	m.Count("JobsDeferred", s.Deferred)
-	m.Count("MessagesDropped", s.Dropped)
-	m.Count("NotificationsIgnored", s.Ignored)
+	m.Count(telemetry.JobsDone, s.Done)
+	m.Count(telemetry.JobsRetried, s.Retried)
+	m.Count(telemetry.JobsContinued, s.Continued)
+	m.Count(telemetry.JobsDeferred, s.Deferred)
+	m.Count(telemetry.MessagesDropped, s.Dropped)
+	m.Count(telemetry.NotificationsIgnored, s.Ignored)
 	if merr := m.Flush(); merr != nil {
 		log.WarnContext(ctx, "metrics not written", "err", merr)
 	}

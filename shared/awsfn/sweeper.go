@@ -9,6 +9,7 @@ import (
 
 	"github.com/tablekeep/tablekeep/shared/formats"
 	"github.com/tablekeep/tablekeep/shared/maintenance"
+	"github.com/tablekeep/tablekeep/shared/telemetry"
 )
 
 // SweepTable is one table's sweep.
@@ -99,9 +100,9 @@ func (d *Deps) Sweep(ctx context.Context, raw json.RawMessage) (SweepSummary, er
 		sum.Tables = append(sum.Tables, st)
 	}
 	sum.ElapsedMS = time.Since(start).Milliseconds()
-	m.Count("OrphansDeleted", sum.Deleted)
-	m.Count("TableErrors", sum.Errors)
-	m.Count("TablesNotReached", sum.NotReached)
+	m.Count(telemetry.OrphansDeleted, sum.Deleted)
+	m.Count(telemetry.TableErrors, sum.Errors)
+	m.Count(telemetry.TablesNotReached, sum.NotReached)
 	if err := m.Flush(); err != nil {
 		log.WarnContext(ctx, "metrics not written", "err", err)
 	}

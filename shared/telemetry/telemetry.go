@@ -30,21 +30,6 @@ const (
 	Milliseconds = "Milliseconds"
 )
 
-// Metric names recorded by the maintenance components.
-const (
-	VersionsPruned      = "VersionsPruned"      // manifests deleted by cleaners
-	ObjectsDeleted      = "ObjectsDeleted"      // keys deleted (cleaner + sweep)
-	BytesDeleted        = "BytesDeleted"        // bytes of those keys, where known
-	CompactionRows      = "CompactionRows"      // rows rewritten by compaction
-	CompactionBytes     = "CompactionBytes"     // bytes written by compaction
-	CompactionGroups    = "CompactionGroups"    // groups committed
-	LockWait            = "LockWait"            // time spent acquiring table locks
-	LockLost            = "LockLost"            // leases lost or expired mid-run
-	UnreclaimedVersions = "UnreclaimedVersions" // stored versions below the floor (backlog)
-	SmallFragments      = "SmallFragments"      // fragments under the target rows (backlog)
-	MessagesFailed      = "MessagesFailed"      // cleanup messages that failed
-)
-
 type value struct {
 	unit string
 	v    float64
