@@ -41,13 +41,13 @@ func uploadNew(t *testing.T, st objstore.Store, dir, prefix string, sent map[str
 	}
 }
 
-// TestS3Round3 is issue 22's High 1, 2, 3 and Medium 4, 5 on S3
+// TestS3ReadOnlyRootsLanceAndRestore is issue 22's High 1, 2, 3 and Medium 4, 5 on S3
 // (versitygw, moto for the lock): read-only commands on a prefix or a
 // bucket root without _registry write nothing (exit 1, one line); register
 // refuses a second name, system directories and nested roots; Lance
 // datasets are named as such; a tag below the floor gives no year-1 time;
 // a LanceDB restore shows as "not pruned" with what to do.
-func TestS3Round3(t *testing.T) {
+func TestS3ReadOnlyRootsLanceAndRestore(t *testing.T) {
 	stackEnv(t)
 	t.Setenv(EnvAllowClockAhead, "test")
 	st := testenv.S3Store(t)
@@ -133,11 +133,11 @@ func TestS3Round3(t *testing.T) {
 		"register", "copy", "copy.lance", "--warehouse", wh, "--format", "lance")
 }
 
-// TestS3Round3Lows: a wrong lock table is one line, before any table is
+// TestS3LockTableAndEndpointErrors: a wrong lock table is one line, before any table is
 // touched (it was one error per table, then again in the summary); an
 // unreachable S3 or DynamoDB endpoint is one line naming the variable to
 // set (it was the SDK's paragraph).
-func TestS3Round3Lows(t *testing.T) {
+func TestS3LockTableAndEndpointErrors(t *testing.T) {
 	stackEnv(t)
 	st := testenv.S3Store(t)
 	wh := "s3://" + st.Bucket() + "/wh"
