@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"strings"
 	"time"
 
 	"github.com/tablekeep/tablekeep/shared/formats"
@@ -72,7 +71,7 @@ func tableSummary(tr maintenance.TableReport) TableSummary {
 // add records one table's report, counting errors and busy tables.
 func (sum *CompactSummary) add(tr maintenance.TableReport) {
 	switch {
-	case strings.HasPrefix(tr.Skipped, "error:"), tr.CompactionError != "":
+	case tr.Outcome == maintenance.Failed, tr.CompactionError != "":
 		sum.Errors++
 	case tr.Skipped != "":
 		sum.Busy++

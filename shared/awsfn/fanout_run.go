@@ -208,7 +208,7 @@ func (d *Deps) compactFanout(ctx, wctx context.Context, r *maintenance.Runner, c
 		if err != nil {
 			log.ErrorContext(ctx, "maintenance failed", "table", ref.Name, "err", err)
 			if !tr.PruneDone() || !errors.Is(err, maintenance.ErrCompaction) {
-				tr.Skipped = "error: " + err.Error()
+				tr.Fail(err)
 			}
 		}
 		sum.add(tr)

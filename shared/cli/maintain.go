@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/tablekeep/tablekeep/shared/maintenance"
 	"github.com/tablekeep/tablekeep/shared/progress"
 )
 
@@ -216,8 +217,8 @@ func maintainJSON(rep passReport, dry, keys, remote bool) maintainOut {
 		seen[tr.Table] = true
 		tj := tableJSON{Table: tr.Table, Skipped: tr.Skipped, FencingToken: tr.Token, Latest: tr.Prune.Latest,
 			Floor: tr.Prune.Floor, Prunable: tr.Prune.Prunable, Ranges: []string{}, compacted: rep.Steps.Compact}
-		if msg, ok := strings.CutPrefix(tr.Skipped, "error: "); ok {
-			tj.Skipped, tj.Error = "", msg
+		if tr.Outcome == maintenance.Failed {
+			tj.Skipped, tj.Error = "", tr.Error
 		}
 		if dry {
 			tj.Groups = len(tr.Compaction.Groups)

@@ -163,7 +163,8 @@ func (w *whouse) pass(ctx context.Context, o passOptions) (passReport, error) {
 		}
 		br, err := r.MaintainTables(ctx, run)
 		for _, tr := range br.Tables {
-			if msg, failed := strings.CutPrefix(tr.Skipped, "error: "); failed {
+			if tr.Outcome == maintenance.Failed {
+				msg := tr.Error
 				w.Logger.ErrorContext(ctx, "maintenance failed", "table", tr.Table, "err", msg)
 				ref := refByName(run, tr.Table)
 				if why := restoreBlocked(ctx, w.Store, ref.Root, errors.New(msg)); why != "" {
@@ -171,7 +172,7 @@ func (w *whouse) pass(ctx context.Context, o passOptions) (passReport, error) {
 				} else {
 					msg = sdkOneLine(errors.New(msg))
 				}
-				tr.Skipped = "error: " + msg
+				tr.Fail(errors.New(msg))
 				rep.fail(tr.Table, errors.New(msg))
 			}
 			rep.Run.Tables = append(rep.Run.Tables, tr)

@@ -167,8 +167,8 @@ func (w *Warehouse) Maintain(ctx context.Context, o Options) (Report, error) {
 		return rep, err
 	}
 	for _, tr := range rep.Run.Tables {
-		if msg, ok := strings.CutPrefix(tr.Skipped, "error: "); ok {
-			rep.fail(tr.Table, errors.New(msg))
+		if tr.Outcome == maintenance.Failed {
+			rep.fail(tr.Table, errors.New(tr.Error))
 		}
 	}
 	var drainErr error

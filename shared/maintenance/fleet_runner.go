@@ -251,7 +251,9 @@ func (r *Runner) MaintainNamed(ctx context.Context, names ...string) (RunReport,
 	for _, n := range names {
 		ref, err := r.Catalog.Resolve(ctx, n)
 		if err != nil {
-			rep.Tables = append(rep.Tables, TableReport{Table: n, Skipped: "error: " + err.Error()})
+			tr := TableReport{Table: n}
+			tr.Fail(err)
+			rep.Tables = append(rep.Tables, tr)
 			continue
 		}
 		refs = append(refs, ref)
@@ -314,7 +316,7 @@ func (r *Runner) maintainBatchOpt(ctx context.Context, refs []TableRef, sc *Flee
 		if err != nil {
 			// One table's failure does not stop the others.
 			r.Logger.ErrorContext(ctx, "maintenance failed", "table", ref.Name, "err", err)
-			tr.Skipped = "error: " + err.Error()
+			tr.Fail(err)
 		} else if tr.compactErr != nil {
 			r.Logger.ErrorContext(ctx, "compaction failed; the table was pruned, compaction backs off", "table", ref.Name,
 				"err", tr.compactErr, "compaction_failures", tr.mark.CompactFailures, "compaction_retry_at", tr.mark.CompactRetryAt)

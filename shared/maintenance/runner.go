@@ -183,6 +183,11 @@ type TableReport struct {
 	// written) are what PlanSourceRange itemises the ranges from.
 	Source Source `json:"-"`
 
+	// Outcome is maintained, busy or failed; Error, when failed, says why
+	// (Skipped then reads "error: " and Error).
+	Outcome Outcome `json:"-"`
+	Error   string  `json:"-"`
+
 	ref        TableRef
 	err        error // the failure of the maintenance (not of compaction alone)
 	compactErr error // compaction failed, pruning did not
@@ -330,7 +335,7 @@ func (r *Runner) maintainOne(ctx context.Context, ref TableRef, prev Mark) (Tabl
 	lockWait := r.Clock.Now().Sub(acquireStart)
 	r.Metrics.Duration(telemetry.LockWait, lockWait)
 	if errors.Is(err, lock.ErrLockHeld) {
-		rep.Skipped = "locked by another compactor"
+		rep.busy()
 		return rep, nil
 	}
 	if err != nil {

@@ -188,7 +188,7 @@ func (r *Runner) maintainSource(ctx context.Context, ref TableRef, start time.Ti
 	plan, token, held, err := r.pruneSource(ctx, ref, src, compact)
 	rep.Prune, rep.Token = plan, token
 	if held {
-		rep.Skipped = "locked by another compactor"
+		rep.busy()
 		return rep, nil
 	}
 	from, to := uint64(0), uint64(0)
