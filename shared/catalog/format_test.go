@@ -7,19 +7,11 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/tablekeep/tablekeep/shared/internal/testkit"
 	"github.com/tablekeep/tablekeep/shared/maintenance"
 	"github.com/tablekeep/tablekeep/shared/objstore"
 	"github.com/tablekeep/tablekeep/shared/table"
 )
-
-func diskStore(t *testing.T) objstore.Store {
-	t.Helper()
-	st, err := objstore.NewDisk(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return st
-}
 
 func openCatalog(t *testing.T, st objstore.Store) *Catalog {
 	t.Helper()
@@ -81,7 +73,7 @@ func sameFormats(t *testing.T, got, want map[string]string) {
 // resolve; the system tables stay tablekeep's.
 func TestRegisterFormatFresh(t *testing.T) {
 	ctx := context.Background()
-	c := openCatalog(t, diskStore(t))
+	c := openCatalog(t, testkit.DiskStore(t))
 	v0, has := registryVersion(t, c)
 	if has {
 		t.Fatal("a fresh registry has the format column")
@@ -120,7 +112,7 @@ func TestRegisterFormatFresh(t *testing.T) {
 // Lance dataset is registered; its older rows then read as tablekeep.
 func TestRegisterFormatExistingWarehouse(t *testing.T) {
 	ctx := context.Background()
-	st := diskStore(t)
+	st := testkit.DiskStore(t)
 	c := openCatalog(t, st)
 	regs := []Registration{
 		{Name: "a", Rel: "tables/a", Policy: maintenance.DefaultPolicy()},
@@ -171,7 +163,7 @@ func TestRegisterFormatExistingWarehouse(t *testing.T) {
 // format; a policy change that keeps the format is fine.
 func TestRegisterFormatRefusals(t *testing.T) {
 	ctx := context.Background()
-	c := openCatalog(t, diskStore(t))
+	c := openCatalog(t, testkit.DiskStore(t))
 	p := maintenance.DefaultPolicy()
 	v0, _ := registryVersion(t, c)
 	for _, f := range []string{"delta", "iceberg", "lance2"} {
@@ -234,7 +226,7 @@ func TestRegisterFormatRefusals(t *testing.T) {
 // has fragments checks formats with one scan and still refuses a change.
 func TestRegisterFormatManyNamesScan(t *testing.T) {
 	ctx := context.Background()
-	c := openCatalog(t, diskStore(t))
+	c := openCatalog(t, testkit.DiskStore(t))
 	p := maintenance.DefaultPolicy()
 	if err := c.RegisterFormat(ctx, "ds", "lance/ds", p, "lance"); err != nil {
 		t.Fatal(err)
@@ -259,7 +251,7 @@ func TestRegisterFormatManyNamesScan(t *testing.T) {
 // column under the other's feet); every registration survives.
 func TestRegisterFormatConcurrent(t *testing.T) {
 	ctx := context.Background()
-	st := diskStore(t)
+	st := testkit.DiskStore(t)
 	c1 := openCatalog(t, st)
 	c2 := openCatalog(t, st)
 	const n = 6
@@ -314,7 +306,7 @@ func TestRegisterFormatConcurrent(t *testing.T) {
 // registers on the column another handle added.
 func TestRegisterFormatRaceDeterministic(t *testing.T) {
 	ctx := context.Background()
-	st := diskStore(t)
+	st := testkit.DiskStore(t)
 	c1 := openCatalog(t, st)
 	c2 := openCatalog(t, st)
 	if err := c2.RegisterFormat(ctx, "ds", "lance/ds", maintenance.DefaultPolicy(), "lance"); err != nil {

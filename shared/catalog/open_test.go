@@ -5,6 +5,7 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/tablekeep/tablekeep/shared/internal/testkit"
 	"github.com/tablekeep/tablekeep/shared/objstore"
 	"github.com/tablekeep/tablekeep/shared/table"
 )
@@ -14,7 +15,7 @@ import (
 // same warehouse; Exists says which.
 func TestOpenExistingWritesNothing(t *testing.T) {
 	ctx := context.Background()
-	st := diskStore(t)
+	st := testkit.DiskStore(t)
 	if ok, err := Exists(ctx, st, "wh"); ok || err != nil {
 		t.Fatalf("Exists on an empty store: %v %v", ok, err)
 	}

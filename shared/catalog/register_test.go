@@ -8,6 +8,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 
+	"github.com/tablekeep/tablekeep/shared/internal/testkit"
 	"github.com/tablekeep/tablekeep/shared/maintenance"
 	"github.com/tablekeep/tablekeep/shared/table"
 )
@@ -16,7 +17,7 @@ import (
 // nesting; the deleted threshold is a number in [0.001, 1].
 func TestCheckRootAndThreshold(t *testing.T) {
 	ctx := context.Background()
-	st := diskStore(t)
+	st := testkit.DiskStore(t)
 	c := openCatalog(t, st)
 	schema := arrow.NewSchema([]arrow.Field{{Name: "name", Type: arrow.BinaryTypes.String}}, nil)
 	for _, rel := range []string{"t", "a/b", "x/y/z"} {
@@ -75,7 +76,7 @@ func TestCheckRootAndThreshold(t *testing.T) {
 // root went in through catalog.Register and the harshest policy won.
 func TestRegisterBatchOneRootOneName(t *testing.T) {
 	ctx := context.Background()
-	c := openCatalog(t, diskStore(t))
+	c := openCatalog(t, testkit.DiskStore(t))
 	p := maintenance.DefaultPolicy()
 	if err := c.Register(ctx, "prod", "t", p); err != nil {
 		t.Fatal(err)

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tablekeep/tablekeep/shared/internal/testkit"
 	"github.com/tablekeep/tablekeep/shared/lance"
 	"github.com/tablekeep/tablekeep/shared/objstore"
 )
@@ -36,7 +37,7 @@ func BenchmarkLanceCompaction(b *testing.B) {
 	}
 	node(b, &churn, "churn", base, "t", strconv.Itoa(n))
 	latestOf := func(dir string) (lance.VersionFile, int) {
-		ds := lance.Open(mustDisk(b, dir), "t.lance")
+		ds := lance.Open(testkit.DiskStoreAt(b, dir), "t.lance")
 		vs, err := ds.ListVersions(ctx)
 		if err != nil {
 			b.Fatal(err)
@@ -61,7 +62,7 @@ func BenchmarkLanceCompaction(b *testing.B) {
 
 	tk := b.TempDir()
 	copyDir(b, base, tk)
-	cnt := objstore.NewCounting(mustDisk(b, tk))
+	cnt := objstore.NewCounting(testkit.DiskStoreAt(b, tk))
 	t0 := time.Now()
 	rep, err := lance.Open(cnt, "t.lance").Compact(ctx, lance.CompactOptions{TargetRows: 1 << 20})
 	tkDur := time.Since(t0)

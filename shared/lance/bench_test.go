@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tablekeep/tablekeep/shared/internal/testkit"
 	"github.com/tablekeep/tablekeep/shared/lance"
 	"github.com/tablekeep/tablekeep/shared/maintenance"
 	"github.com/tablekeep/tablekeep/shared/objstore"
@@ -34,7 +35,7 @@ func BenchmarkLancePrune(b *testing.B) {
 	for _, workers := range []int{1, 4} {
 		dir := b.TempDir()
 		copyDir(b, base, dir)
-		cnt := objstore.NewCounting(mustDisk(b, dir))
+		cnt := objstore.NewCounting(testkit.DiskStoreAt(b, dir))
 		src := lance.NewSource(cnt, "t.lance/")
 		t0 := time.Now()
 		plan, err := maintenance.PlanSourcePrune(ctx, src, "t", p, now)
@@ -117,7 +118,7 @@ func lanceBenchBase(b *testing.B) (string, time.Time, []lance.VersionFile) {
 		node(b, &churn, "churn", dir, "t", strconv.Itoa(n))
 		node(b, nil, "compact", dir, "t")
 		benchBase.dir, benchBase.cutoff = dir, time.Now()
-		benchBase.vs, err = lance.Open(mustDisk(b, dir), "t.lance").ListVersions(context.Background())
+		benchBase.vs, err = lance.Open(testkit.DiskStoreAt(b, dir), "t.lance").ListVersions(context.Background())
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -128,15 +129,6 @@ func lanceBenchBase(b *testing.B) (string, time.Time, []lance.VersionFile) {
 		b.Fatal("no benchmark dataset")
 	}
 	return benchBase.dir, benchBase.cutoff, benchBase.vs
-}
-
-func mustDisk(t testing.TB, dir string) objstore.Store {
-	t.Helper()
-	d, err := objstore.NewDisk(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return d
 }
 
 var _ = filepath.Join

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/tablekeep/tablekeep/shared/internal/testkit"
 	"github.com/tablekeep/tablekeep/shared/lance"
 	"github.com/tablekeep/tablekeep/shared/objstore"
 )
@@ -69,7 +70,7 @@ func TestCompactDropsDeletedRows(t *testing.T) {
 				copyDir(t, base, dir)
 				before := dumpDataset(t, dir)
 				vb := verifyDataset(t, dir)
-				ds := lance.Open(mustDisk(t, dir), "t.lance")
+				ds := lance.Open(testkit.DiskStoreAt(t, dir), "t.lance")
 				rep, err := ds.Compact(context.Background(), lance.CompactOptions{TargetRows: 10000, DropDeletedAt: tc.at})
 				if err != nil {
 					t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/tablekeep/tablekeep/shared/internal/testkit"
 	"github.com/tablekeep/tablekeep/shared/lance"
 	"github.com/tablekeep/tablekeep/shared/lance/lancefile"
 )
@@ -37,7 +38,7 @@ func latestRows(t testing.TB, dir string) []string {
 func newFilePages(t testing.TB, dir string, rep *lance.CompactReport) [][]int {
 	t.Helper()
 	ctx := context.Background()
-	ds := lance.Open(mustDisk(t, dir), "t.lance")
+	ds := lance.Open(testkit.DiskStoreAt(t, dir), "t.lance")
 	vs, err := ds.ListVersions(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -86,7 +87,7 @@ func TestCompactMergesPages(t *testing.T) {
 			nodeEnv(t, []string{"LANCE_FILE_VERSION=" + v}, nil, "pages", dir, "t", "wide", "200", "1")
 			before := dumpDataset(t, dir)
 			rowsBefore := latestRows(t, dir)
-			rep, err := lance.Open(mustDisk(t, dir), "t.lance").Compact(context.Background(), lance.CompactOptions{})
+			rep, err := lance.Open(testkit.DiskStoreAt(t, dir), "t.lance").Compact(context.Background(), lance.CompactOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tablekeep/tablekeep/shared/internal/testkit"
 	"github.com/tablekeep/tablekeep/shared/lance"
 	"github.com/tablekeep/tablekeep/shared/lock"
 	"github.com/tablekeep/tablekeep/shared/objstore"
@@ -158,7 +159,7 @@ func TestCompactFenced(t *testing.T) {
 			}
 			return nil
 		}
-		ds := lance.Open(mustDisk(t, dir), "t.lance")
+		ds := lance.Open(testkit.DiskStoreAt(t, dir), "t.lance")
 		before, _ := ds.ListVersions(ctx)
 		rep, err := ds.Compact(ctx, lance.CompactOptions{TargetRows: 10000, Fence: fence})
 		if err != nil {
@@ -286,7 +287,7 @@ func TestCompactRunDurationBound(t *testing.T) {
 			}
 			return now
 		}
-		ds := lance.Open(mustDisk(t, dir), "t.lance")
+		ds := lance.Open(testkit.DiskStoreAt(t, dir), "t.lance")
 		before, _ := ds.ListVersions(ctx)
 		rep, err := ds.Compact(ctx, lance.CompactOptions{TargetRows: 10000, Fence: fence, Now: clock, MaxRunDuration: bound, MaxGroups: 1})
 		if err != nil {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/tablekeep/tablekeep/shared/internal/fakeclock"
+	"github.com/tablekeep/tablekeep/shared/internal/testkit"
 	"github.com/tablekeep/tablekeep/shared/lock"
 	"github.com/tablekeep/tablekeep/shared/maintenance"
 	"github.com/tablekeep/tablekeep/shared/objstore"
@@ -213,7 +214,7 @@ func newSoakWorld(t *testing.T, cfg soakConfig) *soakWorld {
 	w := &soakWorld{t: t, cfg: cfg, ctx: context.Background(), ledger: map[uint64]time.Time{}, prunableSince: map[uint64]time.Time{}, belowFloorSince: map[uint64]time.Time{}}
 	w.clock = fakeclock.New(cfg.Start)
 	w.end = cfg.Start.Add(time.Duration(cfg.Hours) * time.Hour)
-	w.disk = mustDisk(t)
+	w.disk = testkit.DiskStore(t)
 	w.ts = fakeclock.NewStore(w.disk, w.clock)
 	w.m1st = objstore.NewFaulty(w.ts)
 	w.locker = lock.NewInProcess(w.clock)

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/tablekeep/tablekeep/shared/internal/fakeclock"
+	"github.com/tablekeep/tablekeep/shared/internal/testkit"
 	"github.com/tablekeep/tablekeep/shared/maintenance"
 	"github.com/tablekeep/tablekeep/shared/objstore"
 	"github.com/tablekeep/tablekeep/shared/queue"
@@ -429,7 +430,7 @@ func (w workload) run(t testing.TB, e *env) workloadReport {
 // check passes afterwards. BenchmarkLoad is the long variant.
 func TestLoad(t *testing.T) {
 	p := loadPolicy()
-	e := newWorkloadEnv(t, mustDisk(t), p)
+	e := newWorkloadEnv(t, testkit.DiskStore(t), p)
 	w := workload{Writers: 16, Cleaners: 4, Duration: loadDuration(t, 8*time.Second), MaintainEvery: time.Second, KeySpace: 200, Seed: 1}
 	rep := w.run(t, e)
 	if rep.Cleaned == 0 || rep.Compactions+rep.Dropped == 0 {
@@ -443,7 +444,7 @@ func TestLoad(t *testing.T) {
 func BenchmarkLoad(b *testing.B) {
 	for range b.N {
 		p := loadPolicy()
-		e := newWorkloadEnv(b, mustDisk(b), p)
+		e := newWorkloadEnv(b, testkit.DiskStore(b), p)
 		w := workload{Writers: 16, Cleaners: 4, Duration: loadDuration(b, 60*time.Second), MaintainEvery: time.Second, KeySpace: 200, Seed: 1}
 		rep := w.run(b, e)
 		b.ReportMetric(float64(rep.Commits)/rep.Elapsed.Seconds(), "commits/s")
@@ -454,13 +455,4 @@ func BenchmarkLoad(b *testing.B) {
 		b.ReportMetric(float64(rep.GarbageAtEnd), "garbage-B-at-end")
 		b.Logf("disk load: %s", rep)
 	}
-}
-
-func mustDisk(t testing.TB) objstore.Store {
-	t.Helper()
-	d, err := objstore.NewDisk(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return d
 }

@@ -5,6 +5,8 @@ import (
 	"encoding/hex"
 	"fmt"
 	"testing"
+
+	"github.com/tablekeep/tablekeep/shared/internal/testkit"
 )
 
 // TestDeletionVectorNamesUnique: new deletion vectors get 63 random bits
@@ -12,7 +14,7 @@ import (
 // vector is deleted; format-1 ids keep their 8-digit names.
 func TestDeletionVectorNamesUnique(t *testing.T) {
 	ctx := context.Background()
-	st := diskStore(t)
+	st := testkit.DiskStore(t)
 	tbl := must(Create(ctx, st, "t", regSchema, "name", Options{}))
 	var rs []row
 	for i := range 20 {

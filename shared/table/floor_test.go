@@ -14,6 +14,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 
 	"github.com/tablekeep/tablekeep/shared/internal/fakeclock"
+	"github.com/tablekeep/tablekeep/shared/internal/testkit"
 	"github.com/tablekeep/tablekeep/shared/objstore"
 )
 
@@ -25,7 +26,7 @@ import (
 // and is migrated; Floor costs one request.
 func TestFloorNeverDecreases(t *testing.T) {
 	ctx := context.Background()
-	inner := diskStore(t)
+	inner := testkit.DiskStore(t)
 	f := objstore.NewFaulty(inner)
 	clk := fakeclock.New(time.Now())
 	stale := must(Create(ctx, f, "t", regSchema, "name", Options{Clock: clk.Now}))
@@ -106,7 +107,7 @@ func TestFloorConcurrentAndCrash(t *testing.T) {
 	ctx := context.Background()
 	for _, after := range []bool{false, true} {
 		for n := int64(1); ; n++ {
-			inner := diskStore(t)
+			inner := testkit.DiskStore(t)
 			f := objstore.NewFaulty(inner)
 			tbl := must(Create(ctx, f, "t", regSchema, "name", Options{}))
 			noErr(t, tbl.SetFloor(ctx, 10))
@@ -139,7 +140,7 @@ func TestFloorConcurrentAndCrash(t *testing.T) {
 		}
 	}
 
-	st := diskStore(t)
+	st := testkit.DiskStore(t)
 	tbl := must(Create(ctx, st, "t", regSchema, "name", Options{}))
 	var wg sync.WaitGroup
 	var highest atomic.Uint64
@@ -200,7 +201,7 @@ func TestFloorConcurrentAndCrash(t *testing.T) {
 // re-read after the manifest write fails must not report success.
 func TestPostPutFloorReadErrorIsCommitUnknown(t *testing.T) {
 	ctx := context.Background()
-	inner := diskStore(t)
+	inner := testkit.DiskStore(t)
 	f := objstore.NewFaulty(inner)
 	clk := fakeclock.New(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
 	tbl := must(Create(ctx, f, "t", regSchema, "name", Options{Clock: clk.Now}))
@@ -244,7 +245,7 @@ func longLivedSetup(t *testing.T, st objstore.Store) (a, b *Table) {
 // manifest is not yet deleted, and so does Restore.
 func TestCheckoutBelowFloorLongLivedHandle(t *testing.T) {
 	ctx := context.Background()
-	a, _ := longLivedSetup(t, diskStore(t))
+	a, _ := longLivedSetup(t, testkit.DiskStore(t))
 	for _, v := range []uint64{2, 3} {
 		if _, err := a.Checkout(ctx, v); !errors.Is(err, ErrVersionPruned) {
 			t.Fatalf("checkout %d below floor 4 from a handle cached at 1: %v", v, err)
@@ -262,7 +263,7 @@ func TestCheckoutBelowFloorLongLivedHandle(t *testing.T) {
 // whatever the handle has cached, even when the floor re-check fails.
 func TestTagNeverDangles(t *testing.T) {
 	ctx := context.Background()
-	inner := diskStore(t)
+	inner := testkit.DiskStore(t)
 	f := objstore.NewFaulty(inner)
 	a, b := longLivedSetup(t, f)
 	var tagPut atomic.Bool
@@ -302,7 +303,7 @@ func TestTagNeverDangles(t *testing.T) {
 // never ErrNotExist and never a prefix of its rows as success.
 func TestSnapshotFilesCleanedIsPruned(t *testing.T) {
 	ctx := context.Background()
-	st := diskStore(t)
+	st := testkit.DiskStore(t)
 	tbl := must(Create(ctx, st, "t", regSchema, "name", Options{}))
 	must(tbl.Append(ctx, regBatch(row{"a", "1", 1})))
 	must(tbl.Append(ctx, regBatch(row{"b", "2", 2})))
@@ -343,7 +344,7 @@ func snapScan(ctx context.Context, s *Snapshot, rows *int) error {
 // later raise.
 func TestSetFloorFromPlanRead(t *testing.T) {
 	ctx := context.Background()
-	inner := diskStore(t)
+	inner := testkit.DiskStore(t)
 	clk := fakeclock.New(time.Now())
 	c := objstore.NewCounting(inner)
 	tb := must(Create(ctx, c, "t", regSchema, "name", Options{Clock: clk.Now}))

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tablekeep/tablekeep/shared/internal/testkit"
 	"github.com/tablekeep/tablekeep/shared/objstore"
 )
 
@@ -18,7 +19,7 @@ import (
 // MaxGrace itself is stored and read back.
 func TestWriterGraceBounded(t *testing.T) {
 	ctx := context.Background()
-	st := diskStore(t)
+	st := testkit.DiskStore(t)
 	for _, g := range []time.Duration{MaxGrace + 1, math.MaxInt64 - 10*time.Second, math.MaxInt64} {
 		if _, err := Create(ctx, st, "t", regSchema, "name", Options{Grace: g}); !errors.Is(err, ErrInvalidGrace) {
 			t.Fatalf("Create with grace %d: %v, want ErrInvalidGrace", g, err)
@@ -93,7 +94,7 @@ func TestCommitDurationBudget(t *testing.T) {
 // ErrCorruptObject.
 func TestLegacyFloorBodies(t *testing.T) {
 	ctx := context.Background()
-	st := diskStore(t)
+	st := testkit.DiskStore(t)
 	tbl := must(Create(ctx, st, "t", regSchema, "name", Options{}))
 	for body, want := range map[string]uint64{`{}`: 0, `{"floor": null}`: 0, `{"floor": 0}`: 0, `{"floor": 7, "x": 1}`: 7} {
 		if err := st.Put(ctx, "t/"+legacyFloorKey, []byte(body)); err != nil {
@@ -119,7 +120,7 @@ func TestLegacyFloorBodies(t *testing.T) {
 // jitter draw panicked on the second conflict.
 func TestCommitBackoffSaturates(t *testing.T) {
 	ctx := context.Background()
-	inner := diskStore(t)
+	inner := testkit.DiskStore(t)
 	f := objstore.NewFaulty(inner)
 	var slept []time.Duration
 	sleep := func(_ context.Context, d time.Duration) error { slept = append(slept, d); return nil }

@@ -10,11 +10,12 @@ import (
 	"time"
 
 	"github.com/tablekeep/tablekeep/shared/internal/fakeclock"
+	"github.com/tablekeep/tablekeep/shared/internal/testkit"
 	"github.com/tablekeep/tablekeep/shared/objstore"
 )
 
 func leaseTable(t *testing.T) (*Table, *fakeclock.Clock, objstore.Store) {
-	return leaseTableOn(t, diskStore(t))
+	return leaseTableOn(t, testkit.DiskStore(t))
 }
 
 func leaseTableOn(t *testing.T, inner objstore.Store) (*Table, *fakeclock.Clock, objstore.Store) {
@@ -233,7 +234,7 @@ func must0(t *testing.T, err error) {
 // version and KeepAlive renews it in real time; stop releases it.
 func TestSnapshotHoldRenewsInBackground(t *testing.T) {
 	ctx := context.Background()
-	tbl := must(Create(ctx, diskStore(t), "t", regSchema, "name", Options{Sleep: noSleep}))
+	tbl := must(Create(ctx, testkit.DiskStore(t), "t", regSchema, "name", Options{Sleep: noSleep}))
 	must(tbl.Append(ctx, regBatch(row{"a", "1", 1})))
 	snap := tbl.Snapshot()
 	const ttl = 600 * time.Millisecond
@@ -265,7 +266,7 @@ func TestSnapshotHoldRenewsInBackground(t *testing.T) {
 func TestSlowRenewalIsCheckedAsNew(t *testing.T) {
 	ctx := context.Background()
 	clk := fakeclock.New(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
-	f := objstore.NewFaulty(fakeclock.NewStore(diskStore(t), clk))
+	f := objstore.NewFaulty(fakeclock.NewStore(testkit.DiskStore(t), clk))
 	tbl := must(Create(ctx, f, "t", regSchema, "name", Options{Clock: clk.Now, Sleep: noSleep}))
 	must(tbl.Append(ctx, regBatch(row{"a", "1", 1}))) // v2
 	l, err := tbl.Lease(ctx, 2, time.Hour)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/tablekeep/tablekeep/shared/internal/fakeclock"
+	"github.com/tablekeep/tablekeep/shared/internal/testkit"
 	"github.com/tablekeep/tablekeep/shared/objstore"
 )
 
@@ -19,7 +20,7 @@ import (
 // longer grace is still held to the table's.
 func TestWriterGraceStoredInTable(t *testing.T) {
 	ctx := context.Background()
-	st := diskStore(t)
+	st := testkit.DiskStore(t)
 	clk := fakeclock.New(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
 	tbl := must(Create(ctx, st, "t", regSchema, "name", Options{Clock: clk.Now, Grace: 2 * time.Hour}))
 	must(tbl.Append(ctx, regBatch(row{"a", "1", 1})))
@@ -85,7 +86,7 @@ func TestWriterGraceStoredInTable(t *testing.T) {
 // sweep may already have deleted that file as unreferenced).
 func TestSlowWriterDataAgeBound(t *testing.T) {
 	ctx := context.Background()
-	st := diskStore(t)
+	st := testkit.DiskStore(t)
 	clk := fakeclock.New(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
 	tbl := must(Create(ctx, st, "t", regSchema, "name", Options{Clock: clk.Now}))
 	must(tbl.Append(ctx, regBatch(row{"a", "1", 1})))
@@ -146,7 +147,7 @@ func (s *deadlineStore) PutIfAbsent(ctx context.Context, key string, data []byte
 // an unknown outcome, looked up and retried, and commits once.
 func TestManifestPutBounded(t *testing.T) {
 	ctx := context.Background()
-	ds := &deadlineStore{Store: diskStore(t)}
+	ds := &deadlineStore{Store: testkit.DiskStore(t)}
 	ds.timedOut.Store(true) // let Create through
 	tbl := must(Create(ctx, ds, "t", regSchema, "name", Options{Sleep: noSleep}))
 	ds.timedOut.Store(false)
