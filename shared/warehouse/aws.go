@@ -154,6 +154,7 @@ func OpenAWS(ctx context.Context, cfg AWSConfig) (*Warehouse, error) {
 		return nil, ErrNoRegion
 	}
 	w.AWS = awshttp.Config(awsCfg) // DynamoDB and SQS: see package awshttp
+	w.sqsEndpoint = cfg.SQSEndpoint
 	if cfg.LockTable != "" {
 		ddb := dynamodb.NewFromConfig(w.AWS, func(o *dynamodb.Options) {
 			if cfg.DynamoDBEndpoint != "" {
@@ -167,7 +168,6 @@ func OpenAWS(ctx context.Context, cfg AWSConfig) (*Warehouse, error) {
 	} else {
 		w.Queue = queue.NewEmbedded(queue.EmbeddedOptions{Now: clock.Now, MaxReceives: 5})
 	}
-	w.sqsEndpoint = cfg.SQSEndpoint
 	return w, nil
 }
 
