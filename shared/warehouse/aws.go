@@ -211,3 +211,7 @@ func (w *Warehouse) CheckBucket(ctx context.Context) (BucketCheck, error) {
 	}
 	return CheckBucket(ctx, w.bucketAPI, w.bucket, w.prefix)
 }
+
+// BucketAPI is the S3 client the bucket check calls (nil when the store is
+// not S3).
+func (w *Warehouse) BucketAPI() BucketAPI { return w.bucketAPI }
