@@ -13,16 +13,13 @@ import (
 
 	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-lambda-go/lambdacontext"
-	"github.com/aws/aws-sdk-go-v2/config"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/tablekeep/tablekeep/shared/catalog"
-	"github.com/tablekeep/tablekeep/shared/internal/awshttp"
 	"github.com/tablekeep/tablekeep/shared/lock"
 	"github.com/tablekeep/tablekeep/shared/objstore"
 	"github.com/tablekeep/tablekeep/shared/queue"
 	"github.com/tablekeep/tablekeep/shared/table"
+	"github.com/tablekeep/tablekeep/shared/warehouse"
 )
 
 // Deps is what the handlers run on, built once per cold start.
@@ -63,39 +60,42 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Deps, error) {
 		d.Clock = lock.AheadClock{Clock: lock.SystemClock(), Ahead: cfg.ClockOffset} // TEST ONLY
 		logger.Warn("TEST ONLY: clock offset in effect", "offset", cfg.ClockOffset.String())
 	}
-	st, root, err := objstore.Open(ctx, cfg.Warehouse)
-	if err != nil {
-		return nil, fmt.Errorf("warehouse %s: %w", cfg.Warehouse, err)
-	}
-	if s3st, ok := st.(*objstore.S3); ok {
-		d.bucketAPI = s3st.Client()
-	}
+	// The warehouse's clients (shared/warehouse, as the CLI builds them):
+	// the S3 store, and the SQS queue and DynamoDB lock of the role.
+	acfg := warehouse.AWSConfig{URI: cfg.Warehouse, Lease: cfg.Lease, LockWait: cfg.LockWait, Margin: cfg.Margin,
+		Clock: d.Clock, Logger: logger}
 	if cfg.CrashAfter != nil {
 		logger.Warn("TEST ONLY: crash point in effect", "crash_point", cfg.CrashAfter.String())
-		st = crashingStore(st, cfg.CrashAfter, logger)
+		acfg.Wrap = func(st objstore.Store) objstore.Store { return crashingStore(st, cfg.CrashAfter, logger) }
 	}
-	// One request counter for the catalog and the tables: maintenance steps
-	// log the requests they made as differences of it.
-	d.Store, d.Root = objstore.NewCounting(st), root
-	if cfg.Role == RoleSweeper {
-		return d, nil
+	if cfg.Role != RoleSweeper {
+		acfg.QueueURL = cfg.QueueURL
 	}
-	awsCfg, err := config.LoadDefaultConfig(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("aws config: %w", err)
-	}
-	if awsCfg.Region == "" {
-		return nil, fmt.Errorf("%w: no AWS region (set AWS_REGION)", ErrConfig)
-	}
-	jsonCfg := awshttp.Config(awsCfg) // DynamoDB and SQS: see package awshttp
-	d.Queue = queue.NewSQS(sqs.NewFromConfig(jsonCfg), cfg.QueueURL, queue.SQSOptions{})
 	if cfg.Role == RoleCompactor {
-		d.Locker = lock.NewDynamoLocker(dynamodb.NewFromConfig(jsonCfg), cfg.LockTable, d.Clock)
-		if cfg.CompactionQueueURL != "" {
-			d.Jobs = SQSJobSender{Client: sqs.NewFromConfig(jsonCfg), QueueURL: cfg.CompactionQueueURL}
-		}
+		acfg.LockTable = cfg.LockTable
+	}
+	w, err := warehouse.OpenAWS(ctx, acfg)
+	if errors.Is(err, warehouse.ErrNoRegion) {
+		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	if err != nil {
+		return nil, err
+	}
+	d.Store, d.Root, d.Locker, d.Queue, d.bucketAPI = w.Store, w.Root, w.Locker, w.Remote, w.BucketAPI()
+	if cfg.Role == RoleCompactor && cfg.CompactionQueueURL != "" {
+		d.Jobs = SQSJobSender{Client: w.SQSClient(), QueueURL: cfg.CompactionQueueURL}
 	}
 	return d, nil
+}
+
+// warehouse is the warehouse d's clients make (shared/warehouse), whose
+// constructors build the runner, the cleaner and the sweeper.
+func (d *Deps) warehouse() *warehouse.Warehouse {
+	return &warehouse.Warehouse{URI: d.Config.Warehouse, Root: d.Root, S3: true, Store: d.Store, Locker: d.Locker,
+		Remote: d.Queue, Clock: d.Clock, Logger: d.Logger, Lease: d.Config.Lease, LockWait: d.Config.LockWait,
+		Margin: d.Config.Margin,
+		// Locks are per warehouse: stacks may share one lock table.
+		LockNamespace: d.Config.Warehouse + "/"}
 }
 
 // Catalog opens the warehouse catalog once (creating _registry and _stats

@@ -11,10 +11,9 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"golang.org/x/sync/errgroup"
 
-	"github.com/tablekeep/tablekeep/shared/formats"
-	"github.com/tablekeep/tablekeep/shared/maintenance"
 	"github.com/tablekeep/tablekeep/shared/queue"
 	"github.com/tablekeep/tablekeep/shared/telemetry"
+	"github.com/tablekeep/tablekeep/shared/warehouse"
 )
 
 // minCleanerWindow is the least time between an invocation's start and
@@ -52,13 +51,10 @@ func (d *Deps) Clean(ctx context.Context, raw json.RawMessage) (events.SQSEventR
 		return events.SQSEventResponse{}, err
 	}
 	m := d.metrics(RoleCleaner)
-	cl := &maintenance.Cleaner{
-		Store: d.Store, Tables: cat, Requeue: maintenance.QueueEnqueuer{Q: d.Queue}, Logger: log,
-		OpenOpts: d.tableOptions(), Metrics: m, Sources: formats.Open,
-		// Bytes are not measured (3 LISTs a message fewer); no BytesDeleted
-		// metric: the compactor logs the prunable manifest bytes.
-		SkipSizes: true,
-	}
+	cl := d.warehouse().NewCleaner(warehouse.Options{Catalog: cat, Logger: log, Metrics: m})
+	// Bytes are not measured (3 LISTs a message fewer); no BytesDeleted
+	// metric: the compactor logs the prunable manifest bytes.
+	cl.SkipSizes = true
 	if dl, ok := ctx.Deadline(); ok {
 		// On d.Clock, which the test-only offset shifts (see workContext).
 		stop := dl.Add(-d.Config.Margin).Add(d.Config.ClockOffset)

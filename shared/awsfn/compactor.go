@@ -7,9 +7,9 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/tablekeep/tablekeep/shared/formats"
 	"github.com/tablekeep/tablekeep/shared/maintenance"
 	"github.com/tablekeep/tablekeep/shared/telemetry"
+	"github.com/tablekeep/tablekeep/shared/warehouse"
 )
 
 // TableSummary is what the compactor did to one table.
@@ -81,20 +81,12 @@ func (sum *CompactSummary) add(tr maintenance.TableReport) {
 
 // newRunner is the maintenance runner of one invocation.
 func (d *Deps) newRunner(ctx context.Context, log *slog.Logger, cat maintenance.Catalog, m *telemetry.Metrics) *maintenance.Runner {
-	comp := maintenance.NewCompactor(log, d.Clock.Now)
-	comp.Margin = d.Config.Margin
-	return &maintenance.Runner{
-		Store: d.Store, Catalog: cat, Locker: d.Locker, Queue: maintenance.QueueEnqueuer{Q: d.Queue},
-		Compactor: comp, Clock: d.Clock, Logger: log, Owner: "compactor/" + requestID(ctx),
-		Lease: d.Config.Lease, LockWait: d.Config.LockWait, Margin: d.Config.Margin, Metrics: m,
-		// Locks are per warehouse: stacks may share one lock table.
-		LockNamespace: d.Config.Warehouse + "/",
-		// Registered Lance datasets are pruned through their Source.
-		Sources: formats.Open,
-		// One failure backoff for a failing table in every mode: the fleet
-		// index's retry time is the retry job's not-before.
-		FailureBackoff: RetryBackoffBase, FailureBackoffMax: RetryBackoffMax,
-	}
+	r := d.warehouse().NewRunner(warehouse.Options{Catalog: cat, Owner: "compactor/" + requestID(ctx), Logger: log, Metrics: m})
+	r.Compactor.Margin = d.Config.Margin
+	// One failure backoff for a failing table in every mode: the fleet
+	// index's retry time is the retry job's not-before.
+	r.FailureBackoff, r.FailureBackoffMax = RetryBackoffBase, RetryBackoffMax
+	return r
 }
 
 // Compact is the compactor's handler: on a scheduled event it maintains

@@ -20,16 +20,17 @@ import (
 	"time"
 
 	"github.com/tablekeep/tablekeep/shared/objstore"
+	"github.com/tablekeep/tablekeep/shared/warehouse"
 )
 
 // Environment variables read by LoadConfig.
 const (
-	EnvWarehouse    = "TABLEKEEP_WAREHOUSE"         // s3://bucket/prefix (all functions)
-	EnvLockTable    = "TABLEKEEP_LOCK_TABLE"        // DynamoDB lock table (compactor)
+	EnvWarehouse    = warehouse.EnvWarehouse        // s3://bucket/prefix (all functions)
+	EnvLockTable    = warehouse.EnvLockTable        // DynamoDB lock table (compactor)
 	EnvQueueURL     = "TABLEKEEP_QUEUE_URL"         // cleanup queue URL (compactor, cleaner)
 	EnvMargin       = "TABLEKEEP_SAFETY_MARGIN"     // time kept before the Lambda deadline (default 30s)
-	EnvLease        = "TABLEKEEP_LEASE"             // table lock lease (default 5m)
-	EnvLockWait     = "TABLEKEEP_LOCK_WAIT"         // wait for a busy table lock (default 5s)
+	EnvLease        = warehouse.EnvLease            // table lock lease (default 5m)
+	EnvLockWait     = warehouse.EnvLockWait         // wait for a busy table lock (default 5s)
 	EnvSweepDeletes = "TABLEKEEP_SWEEP_MAX_DELETES" // deletes per table per sweep invocation (default 10000)
 	EnvLogLevel     = "TABLEKEEP_LOG_LEVEL"         // debug, info (default), warn, error
 	EnvStack        = "TABLEKEEP_STACK"             // CloudFormation stack: the metrics' Stack dimension (optional)
@@ -50,13 +51,13 @@ const (
 const (
 	MinMargin          = time.Second
 	MaxMargin          = 5 * time.Minute
-	MinLease           = 10 * time.Second
-	MaxLease           = 15 * time.Minute
-	MaxLockWait        = time.Minute
+	MinLease           = warehouse.MinLease
+	MaxLease           = warehouse.MaxLease
+	MaxLockWait        = warehouse.MaxLockWait
 	MaxSweepDeletes    = 1_000_000
 	DefaultMargin      = 30 * time.Second
-	DefaultLease       = 5 * time.Minute
-	DefaultLockWait    = 5 * time.Second
+	DefaultLease       = warehouse.DefaultLease
+	DefaultLockWait    = warehouse.DefaultLockWait
 	DefaultSweepDelete = 10000
 )
 

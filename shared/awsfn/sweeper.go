@@ -7,9 +7,8 @@ import (
 	"sort"
 	"time"
 
-	"github.com/tablekeep/tablekeep/shared/formats"
-	"github.com/tablekeep/tablekeep/shared/maintenance"
 	"github.com/tablekeep/tablekeep/shared/telemetry"
+	"github.com/tablekeep/tablekeep/shared/warehouse"
 )
 
 // SweepTable is one table's sweep.
@@ -75,6 +74,7 @@ func (d *Deps) Sweep(ctx context.Context, raw json.RawMessage) (SweepSummary, er
 	wctx, cancel := d.workContext(ctx, 0)
 	defer cancel()
 	m := d.metrics(RoleSweeper)
+	sw := d.warehouse().NewSweeper(warehouse.Options{Logger: log, Metrics: m, MaxDeletes: d.Config.SweepMaxDeletes})
 	for i := range refs {
 		ref := refs[(off+i)%len(refs)]
 		if dl, ok := wctx.Deadline(); (ok && dl.Sub(d.Clock.Now()) < d.Config.Margin) || wctx.Err() != nil {
@@ -83,10 +83,7 @@ func (d *Deps) Sweep(ctx context.Context, raw json.RawMessage) (SweepSummary, er
 			break
 		}
 		st := SweepTable{Table: ref.Name}
-		res, err := maintenance.SweepTable(wctx, d.Store, ref, maintenance.SweepOptions{
-			Now: d.Clock.Now(), MaxDeletes: d.Config.SweepMaxDeletes, Logger: log, Clock: d.Clock.Now,
-			Metrics: m, Table: d.tableOptions(), Sources: formats.Open,
-		})
+		res, err := sw.Sweep(wctx, ref)
 		st.Listed, st.Referenced, st.Young, st.Foreign, st.Deleted = res.Listed, res.Referenced, res.Young, res.Foreign, res.Deleted
 		st.More = res.Deleted >= d.Config.SweepMaxDeletes
 		st.DanglingTags = res.DanglingTags

@@ -27,6 +27,7 @@ import (
 	"github.com/tablekeep/tablekeep/shared/objstore"
 	"github.com/tablekeep/tablekeep/shared/queue"
 	"github.com/tablekeep/tablekeep/shared/table"
+	"github.com/tablekeep/tablekeep/shared/warehouse"
 )
 
 // Config sizes one run.
@@ -269,8 +270,7 @@ func churn(ctx context.Context, cfg Config, dir string, maintain bool) (ChurnRes
 		if err := w.Catalog.Register(ctx, "registry", "registry", maintenance.DefaultPolicy()); err != nil {
 			return res, err
 		}
-		runner = &maintenance.Runner{Store: w.Store, Catalog: w.Catalog, Locker: w.Locker,
-			Queue: maintenance.QueueEnqueuer{Q: w.Queue}, Clock: clock, Owner: "bench"}
+		runner = w.NewRunner(warehouse.Options{Owner: "bench"})
 		maint.Reset() // setup (catalog creation, registration) is not maintenance
 	}
 	rng := rand.New(rand.NewPCG(1, 2))
@@ -326,8 +326,7 @@ func churn(ctx context.Context, cfg Config, dir string, maintain bool) (ChurnRes
 				return res, err
 			}
 			for _, ref := range refs {
-				if _, err := maintenance.SweepTable(ctx, w.Store, ref, maintenance.SweepOptions{Now: clock.Now(), Clock: clock.Now,
-					Table: table.Options{Clock: clock.Now}}); err != nil {
+				if _, err := w.NewSweeper(warehouse.Options{}).Sweep(ctx, ref); err != nil {
 					return res, err
 				}
 			}
@@ -445,8 +444,7 @@ func replay(ctx context.Context, cfg Config, ch ChurnResult) (ReplayResult, erro
 	if err != nil {
 		return res, err
 	}
-	runner := &maintenance.Runner{Store: w.Store, Catalog: w.Catalog, Locker: w.Locker,
-		Queue: maintenance.QueueEnqueuer{Q: w.Queue}, Clock: clock, Owner: "bench"}
+	runner := w.NewRunner(warehouse.Options{Owner: "bench"})
 	base := cnt.Counts()
 	t0 := time.Now()
 	if _, err := runner.MaintainTable(ctx, ref); err != nil {
@@ -461,8 +459,7 @@ func replay(ctx context.Context, cfg Config, ch ChurnResult) (ReplayResult, erro
 	res.DrainTime = time.Since(t0)
 	res.Drain = Reqs{C: cnt.Counts().Sub(base), N: 1}
 	base, t0 = cnt.Counts(), time.Now()
-	if _, err := maintenance.SweepTable(ctx, w.Store, ref, maintenance.SweepOptions{Now: clock.Now(), Clock: clock.Now,
-		Table: table.Options{Clock: clock.Now}}); err != nil {
+	if _, err := w.NewSweeper(warehouse.Options{}).Sweep(ctx, ref); err != nil {
 		return res, err
 	}
 	res.SweepTime = time.Since(t0)

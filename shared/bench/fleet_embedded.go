@@ -12,6 +12,7 @@ import (
 	"github.com/tablekeep/tablekeep/shared/maintenance"
 	"github.com/tablekeep/tablekeep/shared/objstore"
 	"github.com/tablekeep/tablekeep/shared/table"
+	"github.com/tablekeep/tablekeep/shared/warehouse"
 )
 
 // embeddedIdle re-measures the table: an embedded warehouse on
@@ -50,8 +51,7 @@ func embeddedIdle(ctx context.Context, workDir string, n int) (EmbeddedIdle, err
 			return EmbeddedIdle{}, err
 		}
 	}
-	r := &maintenance.Runner{Store: w.Store, Catalog: w.Catalog, Locker: w.Locker,
-		Queue: maintenance.QueueEnqueuer{Q: w.Queue}, Clock: w.Clock, Owner: "bench"}
+	r := w.NewRunner(warehouse.Options{Owner: "bench"})
 	before := cnt.Counts()
 	start := time.Now()
 	rep, err := r.Run(ctx)

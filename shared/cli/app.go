@@ -18,6 +18,7 @@ import (
 
 	"github.com/tablekeep/tablekeep/shared/objstore"
 	"github.com/tablekeep/tablekeep/shared/table"
+	"github.com/tablekeep/tablekeep/shared/warehouse"
 )
 
 // Exit codes.
@@ -77,7 +78,7 @@ func (a *App) OpenStore(ctx context.Context, mustExist bool) (objstore.Store, st
 			return nil, "", fmt.Errorf("%s: %w: it is a file, not a table directory", a.TableURI, table.ErrNotATable)
 		}
 	}
-	store, root, err := objstore.Open(ctx, a.TableURI)
+	store, root, err := warehouse.OpenStore(ctx, a.TableURI, stackEndpoint("AWS_ENDPOINT_URL_S3", EnvStackS3Endpoint))
 	if err != nil || !a.Verbose {
 		return store, root, err
 	}
@@ -301,7 +302,6 @@ func markRunErrors(c *cobra.Command) {
 // Run executes the command tree with args and returns the exit code. Errors
 // are printed to stderr as one line: "tablekeep: <message>".
 func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	stackEndpoints()
 	app := &App{Stdin: stdin, Stdout: stdout, Stderr: stderr, Logger: slog.New(slog.DiscardHandler)}
 	root := NewRoot(app)
 	root.SetArgs(args)

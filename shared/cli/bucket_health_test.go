@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tablekeep/tablekeep/shared/awsfn"
+	"github.com/tablekeep/tablekeep/shared/warehouse"
 )
 
 // TestStatusBucketProblem: an S3 warehouse whose bucket the functions would
@@ -16,7 +16,7 @@ import (
 // explanation; a check that could not be made, or a local warehouse, is not.
 func TestStatusBucketProblem(t *testing.T) {
 	ctx := context.Background()
-	refused := fmt.Errorf("%w: bucket b has versioning Enabled; add an enabled lifecycle rule ... NoncurrentVersionExpiration", awsfn.ErrVersionedBucket)
+	refused := fmt.Errorf("%w: bucket b has versioning Enabled; add an enabled lifecycle rule ... NoncurrentVersionExpiration", warehouse.ErrVersionedBucket)
 	for _, c := range []struct {
 		name  string
 		check func(context.Context) error
@@ -27,7 +27,7 @@ func TestStatusBucketProblem(t *testing.T) {
 		{"versioned without the rule", func(context.Context) error { return refused }, "NoncurrentVersionExpiration"},
 		{"check failed", func(context.Context) error { return errors.New("connection reset") }, ""},
 	} {
-		got := bucketProblem(ctx, &whouse{URI: "s3://b/wh", CheckBucket: c.check})
+		got := bucketProblem(ctx, &whouse{Warehouse: &warehouse.Warehouse{URI: "s3://b/wh"}, CheckBucket: c.check})
 		if (c.want == "") != (got == "") || !strings.Contains(got, c.want) {
 			t.Errorf("%s: %q, want %q", c.name, got, c.want)
 		}

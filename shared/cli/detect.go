@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -11,26 +10,16 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/tablekeep/tablekeep/shared/lance"
+	"github.com/tablekeep/tablekeep/shared/formats"
 	"github.com/tablekeep/tablekeep/shared/objstore"
 	"github.com/tablekeep/tablekeep/shared/table"
 )
 
-// lanceFooter ends every Lance manifest file (and data file).
-var lanceFooter = []byte("LANC")
-
-// isLanceDataset reports whether root holds a Lance dataset: its first
-// manifest under _versions/ ends with Lance's "LANC" footer (one LIST of
-// one key and one GET). Only called once opening a tablekeep table failed.
-// Both formats name manifests alike, so only the content tells.
+// isLanceDataset reports whether root holds a Lance dataset
+// (formats.IsLanceDataset: one LIST of one key and one GET). Only called
+// once opening a tablekeep table failed.
 func isLanceDataset(ctx context.Context, store objstore.Store, root string) bool {
-	root = table.NormalizeRoot(root)
-	p, err := store.List(ctx, objstore.ListOptions{Prefix: root + lance.VersionsDir, MaxKeys: 1})
-	if err != nil || len(p.Objects) == 0 {
-		return false
-	}
-	b, err := store.Get(ctx, p.Objects[0].Key)
-	return err == nil && bytes.HasSuffix(b, lanceFooter)
+	return formats.IsLanceDataset(ctx, store, root)
 }
 
 // isTablekeepTable reports whether root holds a tablekeep table (it opens).
@@ -72,7 +61,7 @@ var restoreRe = regexp.MustCompile(`version (\d+) restores or clones`)
 // that cleanup refuses until the tags are deleted.
 func restoreBlocked(ctx context.Context, store objstore.Store, root string, err error) string {
 	// The error may come as text (a batch's report): match the sentinel's.
-	if err == nil || (!errors.Is(err, lance.ErrUnsupported) && !strings.Contains(err.Error(), lance.ErrUnsupported.Error())) {
+	if err == nil || (!errors.Is(err, formats.ErrUnsupported) && !strings.Contains(err.Error(), formats.ErrUnsupported.Error())) {
 		return ""
 	}
 	m := restoreRe.FindStringSubmatch(err.Error())
@@ -82,7 +71,7 @@ func restoreBlocked(ctx context.Context, store objstore.Store, root string, err 
 	msg := fmt.Sprintf("version %s is a LanceDB restore (or clone), and tablekeep does not prune across one "+
 		"(the restored version references files again); LanceDB's own cleanup (optimize with cleanupOlderThan, "+
 		"or cleanup_old_versions) removes it once newer versions are older than its cut-off, then tablekeep resumes", m[1])
-	tags, terr := lance.Open(store, root).Tags(ctx)
+	tags, terr := formats.Tags(ctx, store, root)
 	if terr == nil && len(tags) > 0 {
 		names := slices.Sorted(maps.Keys(tags))
 		msg += fmt.Sprintf("; the dataset has %s (%s), and LanceDB's cleanup refuses until they are deleted (table.tags().delete)",
@@ -92,31 +81,9 @@ func restoreBlocked(ctx context.Context, store objstore.Store, root string, err 
 }
 
 // latestIsRestore reports whether the latest version of the Lance dataset
-// at root was committed by a restore or clone (its manifest, and its
-// transaction file when not inlined: two GETs and the listing).
+// at root was committed by a restore or clone (formats.LatestIsRestore).
 func latestIsRestore(ctx context.Context, store objstore.Store, root string) (uint64, bool, error) {
-	ds := lance.Open(store, root)
-	vs, err := ds.ListVersions(ctx)
-	if err != nil || len(vs) == 0 {
-		return 0, false, err
-	}
-	last := vs[len(vs)-1]
-	m, err := ds.ReadManifest(ctx, last)
-	if err != nil {
-		return 0, false, err
-	}
-	op := m.Operation
-	if op == 0 && m.TransactionFile != "" {
-		key := ds.Root() + lance.TransactionsDir + m.TransactionFile
-		b, err := store.Get(ctx, key)
-		if err != nil {
-			return 0, false, err
-		}
-		if op, err = lance.DecodeOperation(key, b); err != nil {
-			return 0, false, err
-		}
-	}
-	return last.Version, op == lance.OpRestore || op == lance.OpClone, nil
+	return formats.LatestIsRestore(ctx, store, root)
 }
 
 // plural is "1 tag", "2 tags".
@@ -134,17 +101,7 @@ func lanceVersions(ctx context.Context, app *App) ([]table.VersionInfo, map[stri
 	if err != nil {
 		return nil, nil, err
 	}
-	ds := lance.Open(store, root)
-	vfs, err := ds.ListVersions(ctx)
-	if err != nil {
-		return nil, nil, err
-	}
-	vs := make([]table.VersionInfo, len(vfs))
-	for i, vf := range vfs {
-		vs[i] = table.VersionInfo{Version: vf.Version, Time: vf.LastModified, ManifestBytes: vf.Size}
-	}
-	tags, err := ds.Tags(ctx)
-	return vs, tags, err
+	return formats.Versions(ctx, store, root)
 }
 
 // lanceFileJSON is one data file of a Lance dataset's version (`files` on
@@ -166,37 +123,19 @@ func lanceFiles(ctx context.Context, app *App, v uint64) error {
 	if err != nil {
 		return err
 	}
-	ds := lance.Open(store, root)
-	vfs, err := ds.ListVersions(ctx)
+	fs, err := formats.Files(ctx, store, root, v)
 	if err != nil {
-		return err
-	}
-	if len(vfs) == 0 {
-		return fmt.Errorf("%s: %w", app.TableURI, lance.ErrNotADataset)
-	}
-	vf := vfs[len(vfs)-1]
-	if v != 0 {
-		i := slices.IndexFunc(vfs, func(f lance.VersionFile) bool { return f.Version == v })
-		if i < 0 {
-			return fmt.Errorf("%s: version %d is not stored (the Lance dataset has versions %d-%d; see `tablekeep versions`)", app.TableURI, v, vfs[0].Version, vf.Version)
-		}
-		vf = vfs[i]
-	}
-	m, err := ds.ReadManifest(ctx, vf)
-	if err != nil {
-		return err
+		return fmt.Errorf("%s: %w", app.TableURI, err)
 	}
 	base := strings.TrimSuffix(app.TableURI, "/") + "/"
 	var files []lanceFileJSON
-	for _, f := range m.Fragments {
-		del, dkey := uint64(0), ""
-		if f.Deletion != nil {
-			del, dkey = f.Deletion.NumDeleted, base+f.DeletionKey()
+	for _, f := range fs {
+		dkey := ""
+		if f.DeletionFile != "" {
+			dkey = base + f.DeletionFile
 		}
-		for _, p := range f.Files {
-			files = append(files, lanceFileJSON{Path: base + lance.DataDir + p, Fragment: f.ID, Rows: f.PhysicalRows,
-				LiveRows: f.PhysicalRows - min(del, f.PhysicalRows), Deleted: del, DeletionFile: dkey})
-		}
+		files = append(files, lanceFileJSON{Path: base + f.Path, Fragment: f.Fragment, Rows: f.Rows,
+			LiveRows: f.LiveRows, Deleted: f.Deleted, DeletionFile: dkey})
 	}
 	if app.JSON() {
 		return printJSONLines(app.Stdout, files, func(f lanceFileJSON) any { return f })

@@ -17,7 +17,6 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/tablekeep/tablekeep/shared/formats"
-	"github.com/tablekeep/tablekeep/shared/lance"
 	"github.com/tablekeep/tablekeep/shared/maintenance"
 	"github.com/tablekeep/tablekeep/shared/table"
 )
@@ -259,18 +258,18 @@ Reads every file's deletion vector (and, to do so, the file).`,
 	return cmd
 }
 
-// describeLance describes the Lance dataset at --table (lance.Inspect: its
+// describeLance describes the Lance dataset at --table (formats.Inspect: its
 // listing, latest manifest and tags; rows from the latest manifest).
 func describeLance(ctx context.Context, app *App) (describeJSON, error) {
 	store, root, err := app.OpenStore(ctx, true)
 	if err != nil {
 		return describeJSON{}, err
 	}
-	sum, err := lance.Inspect(ctx, store, root)
+	sum, err := formats.Inspect(ctx, store, root)
 	if err != nil {
 		return describeJSON{}, err
 	}
-	st, err := lance.NewSource(store, root).LatestStats(ctx)
+	st, err := formats.LatestStats(ctx, store, root)
 	if err != nil {
 		return describeJSON{}, err
 	}

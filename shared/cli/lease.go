@@ -9,7 +9,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/tablekeep/tablekeep/shared/catalog"
-	"github.com/tablekeep/tablekeep/shared/lance"
+	"github.com/tablekeep/tablekeep/shared/formats"
+	"github.com/tablekeep/tablekeep/shared/objstore"
 	"github.com/tablekeep/tablekeep/shared/table"
 )
 
@@ -38,8 +39,7 @@ func openLeaseTarget(ctx context.Context, app *App, wf warehouseFlags) (*leaseTa
 			return nil, err
 		}
 		if ref.Format == catalog.FormatLance {
-			src := lance.NewSource(w.Store, ref.Root)
-			return lanceTarget(app.TableURI, src, w.Clock.Now, app), nil
+			return lanceTarget(app.TableURI, w.Store, ref.Root, w.Clock.Now, app), nil
 		}
 		t, err := table.Open(ctx, w.Store, ref.Root, w.tableOptions())
 		if err != nil {
@@ -56,10 +56,10 @@ func openLeaseTarget(ctx context.Context, app *App, wf warehouseFlags) (*leaseTa
 	if serr != nil {
 		return nil, err
 	}
-	if _, lerr := lance.Inspect(ctx, store, root); lerr != nil {
+	if _, lerr := formats.Inspect(ctx, store, root); lerr != nil {
 		return nil, err
 	}
-	return lanceTarget(app.TableURI, lance.NewSource(store, root), time.Now, app), nil
+	return lanceTarget(app.TableURI, store, root, time.Now, app), nil
 }
 
 func tableTarget(name string, t *table.Table) *leaseTarget {
@@ -68,14 +68,9 @@ func tableTarget(name string, t *table.Table) *leaseTarget {
 	}}
 }
 
-func lanceTarget(name string, src *lance.Source, clock func() time.Time, app *App) *leaseTarget {
-	return &leaseTarget{name: name, dir: src.LeaseDirAt(clock, app.Logger), latest: func(ctx context.Context) (uint64, error) {
-		vs, err := src.Dataset().ListVersions(ctx)
-		if err != nil || len(vs) == 0 {
-			return 0, err
-		}
-		return vs[len(vs)-1].Version, nil
-	}}
+func lanceTarget(name string, store objstore.Store, root string, clock func() time.Time, app *App) *leaseTarget {
+	dir, latest := formats.LanceLeases(store, root, clock, app.Logger)
+	return &leaseTarget{name: name, dir: dir, latest: latest}
 }
 
 // leaseErr turns a lease's bad input into a usage error.

@@ -12,7 +12,6 @@ import (
 
 	"github.com/tablekeep/tablekeep/shared/catalog"
 	"github.com/tablekeep/tablekeep/shared/formats"
-	"github.com/tablekeep/tablekeep/shared/lance"
 	"github.com/tablekeep/tablekeep/shared/maintenance"
 )
 
@@ -230,13 +229,13 @@ func registerDataset(ctx context.Context, app *App, w *whouse, name, rel, format
 		return fmt.Errorf("register %s in %s: %w", name, w.URI, err)
 	}
 	root := w.Catalog.TableRoot(rel)
-	sum, err := lance.Inspect(ctx, w.Store, root)
+	sum, err := formats.Inspect(ctx, w.Store, root)
 	switch {
 	case err != nil && isTablekeepTable(ctx, w.Store, root):
 		return fmt.Errorf("register %s in %s: %w", name, w.URI, tableNotLance(rel))
-	case errors.Is(err, lance.ErrNotADataset):
-		return fmt.Errorf("register %s in %s: %s: not a Lance dataset (no manifests under %s/%s)", name, w.URI, rel, rel, lance.VersionsDir)
-	case errors.Is(err, lance.ErrUnsupported):
+	case errors.Is(err, formats.ErrNotADataset):
+		return fmt.Errorf("register %s in %s: %s: not a Lance dataset (no manifests under %s/%s)", name, w.URI, rel, rel, formats.LanceVersionsDir)
+	case errors.Is(err, formats.ErrUnsupported):
 		return fmt.Errorf("register %s in %s: %s: refused, nothing registered: %w", name, w.URI, rel, err)
 	case err != nil:
 		return fmt.Errorf("register %s in %s: %s: %w", name, w.URI, rel, err)
@@ -244,7 +243,7 @@ func registerDataset(ctx context.Context, app *App, w *whouse, name, rel, format
 	if v, restore, err := latestIsRestore(ctx, w.Store, root); err != nil {
 		return fmt.Errorf("register %s in %s: %s: %w", name, w.URI, rel, err)
 	} else if restore {
-		why := restoreBlocked(ctx, w.Store, root, fmt.Errorf("%w: version %d restores or clones an earlier version", lance.ErrUnsupported, v))
+		why := restoreBlocked(ctx, w.Store, root, fmt.Errorf("%w: version %d restores or clones an earlier version", formats.ErrUnsupported, v))
 		return fmt.Errorf("register %s in %s: %s: refused, nothing registered: the latest version is a restore, %s", name, w.URI, rel, strings.TrimPrefix(why, "not pruned: "))
 	}
 	if err := w.Catalog.RegisterBatch(ctx, []catalog.Registration{{Name: name, Rel: rel, Policy: p, Format: format}}); err != nil {

@@ -12,13 +12,13 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/sync/errgroup"
 
-	"github.com/tablekeep/tablekeep/shared/awsfn"
 	"github.com/tablekeep/tablekeep/shared/formats"
 	"github.com/tablekeep/tablekeep/shared/lock"
 	"github.com/tablekeep/tablekeep/shared/maintenance"
 	"github.com/tablekeep/tablekeep/shared/objstore"
 	"github.com/tablekeep/tablekeep/shared/progress"
 	"github.com/tablekeep/tablekeep/shared/table"
+	"github.com/tablekeep/tablekeep/shared/warehouse"
 )
 
 // tableStatus is one row of `tablekeep status`.
@@ -73,7 +73,7 @@ func bucketProblem(ctx context.Context, w *whouse) string {
 	if w.CheckBucket == nil {
 		return ""
 	}
-	if err := w.CheckBucket(ctx); errors.Is(err, awsfn.ErrVersionedBucket) {
+	if err := w.CheckBucket(ctx); errors.Is(err, warehouse.ErrVersionedBucket) {
 		return err.Error()
 	}
 	return ""

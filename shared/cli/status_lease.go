@@ -5,8 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/tablekeep/tablekeep/shared/catalog"
-	"github.com/tablekeep/tablekeep/shared/lance"
+	"github.com/tablekeep/tablekeep/shared/formats"
 	"github.com/tablekeep/tablekeep/shared/maintenance"
 	"github.com/tablekeep/tablekeep/shared/objstore"
 	"github.com/tablekeep/tablekeep/shared/table"
@@ -14,14 +13,8 @@ import (
 
 // leaseDirOf is the lease directory of a registered table (a full key
 // prefix): _leases/ under a tablekeep table, the sidecar's leases/ under a
-// Lance dataset.
-func leaseDirOf(ref maintenance.TableRef) string {
-	root := table.NormalizeRoot(ref.Root)
-	if ref.Format == catalog.FormatLance {
-		return root + lance.LeasesDir
-	}
-	return root + table.LeasesPrefix
-}
+// Lance dataset (formats.LeaseDir).
+func leaseDirOf(ref maintenance.TableRef) string { return formats.LeaseDir(ref) }
 
 // setLeases fills the status row's leases (one LIST) and what the one on
 // the lowest version pins: the floor it holds, with the floor the planner

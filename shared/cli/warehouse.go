@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net"
 	"net/url"
 	"os"
@@ -12,37 +11,31 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/tablekeep/tablekeep/shared/awsfn"
 	"github.com/tablekeep/tablekeep/shared/catalog"
-	"github.com/tablekeep/tablekeep/shared/embedded"
 	"github.com/tablekeep/tablekeep/shared/lock"
 	"github.com/tablekeep/tablekeep/shared/maintenance"
 	"github.com/tablekeep/tablekeep/shared/objstore"
-	"github.com/tablekeep/tablekeep/shared/queue"
 	"github.com/tablekeep/tablekeep/shared/table"
+	"github.com/tablekeep/tablekeep/shared/warehouse"
 )
 
 // Environment variables of the local stack (infra/stack-up.sh writes them
-// to .stack/env). The CLI maps them to the AWS SDK's standard endpoint
-// variables when those are unset, so `source .stack/env` is enough.
+// to .stack/env). The CLI uses them as the endpoints when the AWS SDK's
+// standard endpoint variables are unset, so `source .stack/env` is enough.
 const (
 	EnvStackS3Endpoint  = "TABLEKEEP_S3_ENDPOINT"  // versitygw: AWS_ENDPOINT_URL_S3
 	EnvStackAWSEndpoint = "TABLEKEEP_AWS_ENDPOINT" // moto: AWS_ENDPOINT_URL_DYNAMODB, AWS_ENDPOINT_URL_SQS
 )
 
-// stackEndpoints sets AWS_ENDPOINT_URL_S3 from TABLEKEEP_S3_ENDPOINT and
-// AWS_ENDPOINT_URL_DYNAMODB / _SQS from TABLEKEEP_AWS_ENDPOINT, each only
-// when unset: the object store and the AWS clients (the functions' own
-// constructors) read the standard variables.
-func stackEndpoints() {
-	set := func(std, from string) {
-		if v := os.Getenv(from); v != "" && os.Getenv(std) == "" {
-			_ = os.Setenv(std, v)
-		}
+// stackEndpoint is the local stack's endpoint for a service whose standard
+// variable std (AWS_ENDPOINT_URL_S3, _DYNAMODB, _SQS) is unset: $from
+// ("" when std is set or from is not: the SDK's variables decide). The
+// environment is read, never written.
+func stackEndpoint(std, from string) string {
+	if os.Getenv(std) != "" {
+		return ""
 	}
-	set("AWS_ENDPOINT_URL_S3", EnvStackS3Endpoint)
-	set("AWS_ENDPOINT_URL_DYNAMODB", EnvStackAWSEndpoint)
-	set("AWS_ENDPOINT_URL_SQS", EnvStackAWSEndpoint)
+	return os.Getenv(from)
 }
 
 // warehouseFlags are the flags naming a warehouse and its services.
@@ -57,36 +50,24 @@ type warehouseFlags struct {
 // --lock-table and --queue-url.
 func addWarehouseFlags(cmd *cobra.Command, wf *warehouseFlags, maintains bool) {
 	f := cmd.Flags()
-	f.StringVar(&wf.URI, "warehouse", "", "the warehouse: s3://bucket/prefix or a local directory (default $"+awsfn.EnvWarehouse+")")
+	f.StringVar(&wf.URI, "warehouse", "", "the warehouse: s3://bucket/prefix or a local directory (default $"+warehouse.EnvWarehouse+")")
 	if maintains {
-		f.StringVar(&wf.LockTable, "lock-table", "", "S3: the DynamoDB lock table the Lambda functions use (default $"+awsfn.EnvLockTable+")")
+		f.StringVar(&wf.LockTable, "lock-table", "", "S3: the DynamoDB lock table the Lambda functions use (default $"+warehouse.EnvLockTable+")")
 		f.StringVar(&wf.QueueURL, "queue-url", "", "S3: send cleanup to the deployment's SQS queue (its cleaner function drains it) instead of cleaning in-process")
 	}
 }
 
-// whouse is an opened warehouse: a local directory (a lock file per table,
-// an in-process queue) or s3://bucket/prefix with the clients the Lambda
-// functions use, built by the functions' own constructor (awsfn.New): the
-// S3 store, the DynamoDB lock, and the SQS queue when --queue-url is given.
+// whouse is an opened warehouse (shared/warehouse): a local directory
+// (warehouse.OpenLocal: a lock file per table, an in-process queue) or
+// s3://bucket/prefix with the clients the Lambda functions use
+// (warehouse.OpenAWS): the S3 store, the DynamoDB lock, and the SQS queue
+// when --queue-url is given. The lease, lock wait and lock namespace are
+// the functions' (S3) or the embedded defaults (local).
 type whouse struct {
-	URI     string
-	S3      bool
-	Store   objstore.Store
-	Catalog *catalog.Catalog
-	Locker  lock.Locker // nil: an S3 warehouse opened without a lock table (reads only)
-	// Remote is the deployment's queue (--queue-url): cleanup ranges go
-	// there for its cleaner; nil: they go to Local, drained in-process.
-	Remote queue.Queue
-	Local  *queue.Embedded
-	Clock  lock.Clock
-	Logger *slog.Logger
-	// Lease, LockWait and LockNamespace are the functions' (S3) or the
-	// embedded defaults (local).
-	Lease, LockWait time.Duration
-	LockNamespace   string
-	LockTable       string // S3: the DynamoDB lock table (for messages)
+	*warehouse.Warehouse
 	// CheckBucket (S3) checks the bucket the way the functions' cold start
-	// does: awsfn.ErrVersionedBucket when they would refuse it. nil: local.
+	// does: warehouse.ErrVersionedBucket when they would refuse it. nil:
+	// local.
 	CheckBucket func(context.Context) error
 }
 
@@ -118,10 +99,10 @@ func noWarehouse(uri string) error {
 func openWarehouse(ctx context.Context, app *App, wf warehouseFlags, mode openMode) (*whouse, error) {
 	uri := wf.URI
 	if uri == "" {
-		uri = os.Getenv(awsfn.EnvWarehouse)
+		uri = os.Getenv(warehouse.EnvWarehouse)
 	}
 	if uri == "" {
-		return nil, Usagef("--warehouse is required (s3://bucket/prefix or a local directory; or set %s)", awsfn.EnvWarehouse)
+		return nil, Usagef("--warehouse is required (s3://bucket/prefix or a local directory; or set %s)", warehouse.EnvWarehouse)
 	}
 	scheme, _, path, err := objstore.ParseURI(uri)
 	if err != nil {
@@ -152,80 +133,84 @@ func openWarehouse(ctx context.Context, app *App, wf warehouseFlags, mode openMo
 				return nil, noWarehouse(uri)
 			}
 		}
-		w, err := embedded.Open(ctx, path, clock, app.Logger, nil)
+		w, err := warehouse.OpenLocal(ctx, path, warehouse.LocalOptions{Clock: clock, Logger: app.Logger})
 		if err != nil {
 			return nil, fmt.Errorf("warehouse %s: %w", uri, err)
 		}
-		return &whouse{URI: uri, Store: w.Store, Catalog: w.Catalog, Locker: w.Locker, Local: w.Queue,
-			Clock: w.Clock, Logger: w.Logger}, nil
+		w.URI = uri
+		w.Owner = cliOwner()
+		return &whouse{Warehouse: w}, nil
 	}
-	return openS3Warehouse(ctx, app, wf, uri, mode)
+	return openS3Warehouse(ctx, app, wf, uri, mode, clock)
 }
 
-func openS3Warehouse(ctx context.Context, app *App, wf warehouseFlags, uri string, mode openMode) (*whouse, error) {
+func openS3Warehouse(ctx context.Context, app *App, wf warehouseFlags, uri string, mode openMode, clock lock.Clock) (*whouse, error) {
 	write := mode.Lock
 	lockTable := wf.LockTable
 	if lockTable == "" {
-		lockTable = os.Getenv(awsfn.EnvLockTable)
+		lockTable = os.Getenv(warehouse.EnvLockTable)
 	}
 	if write && lockTable == "" {
 		return nil, &UsageError{Err: fmt.Errorf("%s: %w: maintaining an S3 warehouse needs the DynamoDB lock table the "+
 			"Lambda functions use: pass --lock-table NAME or set %s (the stack's LockTableName output); "+
 			"without a deployment, create one with: aws dynamodb create-table --table-name NAME "+
 			"--attribute-definitions AttributeName=name,AttributeType=S --key-schema AttributeName=name,KeyType=HASH "+
-			"--billing-mode PAY_PER_REQUEST", uri, ErrNoLockTable, awsfn.EnvLockTable)}
+			"--billing-mode PAY_PER_REQUEST", uri, ErrNoLockTable, warehouse.EnvLockTable)}
 	}
 	if wf.QueueURL != "" {
 		if u, err := url.Parse(wf.QueueURL); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
 			return nil, Usagef("--queue-url %q is not a queue URL (want https://sqs.REGION.amazonaws.com/ACCOUNT/NAME)", wf.QueueURL)
 		}
 	}
-	// The functions' configuration and constructor: the same store, lock
-	// and queue clients, the same lease, lock wait and lock names.
-	getenv := func(k string) string {
-		switch k {
-		case awsfn.EnvWarehouse:
-			return uri
-		case awsfn.EnvClockOffset, awsfn.EnvCrashAfter:
-			return "" // the CLI's clock offset is --clock-ahead
-		}
-		return os.Getenv(k)
-	}
-	cfg, err := awsfn.LoadConfig(awsfn.RoleSweeper, getenv)
+	// The functions' clients (warehouse.OpenAWS, as their cold start):
+	// the same store, lock and queue clients, the same lease, lock wait
+	// and lock names.
+	lease, lockWait, err := warehouse.LockTimesFromEnv(os.Getenv)
 	if err != nil {
 		return nil, Usagef("%v", err)
 	}
-	cfg.ClockOffset = wf.ahead
-	if write || wf.QueueURL != "" {
-		cfg.Role, cfg.LockTable, cfg.QueueURL = awsfn.RoleCompactor, lockTable, wf.QueueURL
-	}
-	d, err := awsfn.New(ctx, cfg, app.Logger)
-	if err != nil {
-		return nil, s3Error(uri, err)
-	}
-	var cat *catalog.Catalog
-	if mode.Create {
-		cat, err = d.Catalog(ctx)
-	} else {
-		cat, err = catalog.OpenExisting(ctx, d.Store, d.Root, table.Options{Clock: d.Clock.Now, Logger: app.Logger})
-		if errors.Is(err, catalog.ErrNoWarehouse) {
-			return nil, noWarehouse(uri)
-		}
-	}
-	if err != nil {
-		return nil, s3Error(uri, err)
-	}
-	w := &whouse{URI: uri, S3: true, Store: d.Store, Catalog: cat, Clock: d.Clock, Logger: app.Logger,
-		Lease: cfg.Lease, LockWait: cfg.LockWait, LockNamespace: cfg.Warehouse + "/", CheckBucket: d.CheckBucket, LockTable: lockTable}
+	cfg := warehouse.AWSConfig{URI: uri, Lease: lease, LockWait: lockWait, Clock: clock, Logger: app.Logger,
+		S3Endpoint:       stackEndpoint("AWS_ENDPOINT_URL_S3", EnvStackS3Endpoint),
+		DynamoDBEndpoint: stackEndpoint("AWS_ENDPOINT_URL_DYNAMODB", EnvStackAWSEndpoint),
+		SQSEndpoint:      stackEndpoint("AWS_ENDPOINT_URL_SQS", EnvStackAWSEndpoint)}
 	if write {
-		w.Locker = d.Locker
+		cfg.LockTable = lockTable
 	}
-	if wf.QueueURL != "" {
-		w.Remote = d.Queue
-	} else {
-		w.Local = queue.NewEmbedded(queue.EmbeddedOptions{Now: d.Clock.Now, MaxReceives: 5})
+	cfg.QueueURL = wf.QueueURL
+	w, err := warehouse.OpenAWS(ctx, cfg)
+	if err != nil {
+		return nil, s3Error(uri, err)
 	}
-	return w, nil
+	w.Owner = cliOwner()
+	if _, err = w.OpenCatalog(ctx, mode.Create); errors.Is(err, catalog.ErrNoWarehouse) {
+		return nil, noWarehouse(uri)
+	}
+	if err != nil && mode.Create {
+		err = fmt.Errorf("open warehouse %s: %w", uri, err) // as the functions' first open
+	}
+	if err != nil {
+		return nil, s3Error(uri, err)
+	}
+	if !write {
+		w.Locker = nil
+	}
+	check := func(ctx context.Context) error {
+		// As the functions' cold start: refused, or fine (a check that
+		// could not be made is logged).
+		_, err := w.CheckBucket(ctx)
+		if err != nil && !errors.Is(err, warehouse.ErrVersionedBucket) {
+			w.Logger.Warn("bucket check failed; running without it", "err", err)
+			return nil
+		}
+		return err
+	}
+	return &whouse{Warehouse: w, CheckBucket: check}, nil
+}
+
+// cliOwner names the CLI as a lock holder.
+func cliOwner() string {
+	host, _ := os.Hostname()
+	return fmt.Sprintf("cli/%s/%d", host, os.Getpid())
 }
 
 // checkLock takes and releases a probe lock once, up front, on an S3
@@ -236,9 +221,8 @@ func (w *whouse) checkLock(ctx context.Context) error {
 	if !w.S3 || w.Locker == nil {
 		return nil
 	}
-	host, _ := os.Hostname()
 	l, err := w.Locker.Acquire(ctx, w.LockNamespace+"cli-lock-check", lock.AcquireOptions{
-		Owner: fmt.Sprintf("cli/%s/%d", host, os.Getpid()), Lease: 10 * time.Second, MaxWait: -1})
+		Owner: cliOwner(), Lease: 10 * time.Second, MaxWait: -1})
 	if errors.Is(err, lock.ErrLockHeld) {
 		return nil // another CLI's probe: the table is there
 	}
@@ -254,9 +238,7 @@ func (w *whouse) checkLock(ctx context.Context) error {
 }
 
 // tableOptions are the options tables of the warehouse are opened with.
-func (w *whouse) tableOptions() table.Options {
-	return table.Options{Clock: w.Clock.Now, Logger: w.Logger}
-}
+func (w *whouse) tableOptions() table.Options { return w.TableOptions() }
 
 // resolve finds a registered table, with an error that names the
 // warehouse and lists how to see the registered ones.
