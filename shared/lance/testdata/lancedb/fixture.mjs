@@ -25,6 +25,8 @@
 //                                      rows, then two deletes (ids >= 10 with id % 4 = 1, then = 2): half of each added fragment deleted
 //   writer <dbdir> <table> <n>         n acknowledged writes (upsert of a new key, delete of an old one), printing what it saw acknowledged
 //   vector <dbdir> <table> <rows> <adds>  <rows> rows (id, vec FixedSizeList<Float32>[8]), an IVF_PQ index on vec, then <adds> one-row adds
+//   bigdel <dbdir> <table>             4 adds of 100 rows (ids 0..399, no index), deletes of 11, 90 and 10 of the
+//                                      first three fragments' rows, then 2 one-row adds (ids 400, 401)
 //   vverify <dbdir> <table> <k>        every row's vector search (all partitions, exact re-rank) against a brute-force top-k over the scan
 import * as lancedb from "@lancedb/lancedb";
 import * as arrow from "apache-arrow";
@@ -404,6 +406,21 @@ async function openGet(dir, name, id) {
   return { ms: best, rows };
 }
 
+// bigdel: fragments of 100 rows with deleted shares 0.11, 0.9, 0.1 and 0,
+// then two one-row fragments (Lance's per-fragment compaction candidacy).
+async function bigdel(dir, name) {
+  const db = await connect(dir);
+  const ids = (lo, n) => Array.from({ length: n }, (_, k) => lo + k);
+  const tbl = await db.createTable(name, rows(ids(0, 100), 0), { mode: "overwrite" });
+  for (let g = 1; g < 4; g++) await tbl.add(rows(ids(100 * g, 100), g));
+  await tbl.delete("id >= 0 AND id < 11");
+  await tbl.delete("id >= 100 AND id < 190");
+  await tbl.delete("id >= 200 AND id < 210");
+  await tbl.add(rows([400], 4));
+  await tbl.add(rows([401], 5));
+  return { latest: await tbl.version(), rows: await tbl.countRows() };
+}
+
 // The "vector" schema: an id and an 8-dimensional float vector, distinct
 // for every id (deterministic).
 const vecDim = 8;
@@ -476,6 +493,7 @@ switch (cmd) {
   case "op": res = await op(dir, name, arg, arg2); break;
   case "writer": res = await writer(dir, name, Number(arg)); break;
   case "vector": res = await vector(dir, name, Number(arg), Number(arg2)); break;
+  case "bigdel": res = await bigdel(dir, name); break;
   case "vverify": res = await vverify(dir, name, Number(arg)); break;
   default:
     console.error(`usage: node fixture.mjs create|dump|write|optimize <dbdir> <table> [arg]`);
