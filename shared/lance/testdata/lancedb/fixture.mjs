@@ -5,6 +5,7 @@
 //   write <dbdir> <table>              one more upsert on the latest version (it still accepts writes)
 //   optimize <dbdir> <table> <cutoffMs> LanceDB's own optimize({cleanupOlderThan}) with that cut-off
 //   churn <dbdir> <table> <versions>   single-commit upserts until that many versions (benchmark)
+//   upserts <dbdir> <table> <n> <bulk> <bulk> rows, a btree index, a tag, n single-commit upserts, a tag (benchmark)
 //   compact <dbdir> <table>            optimize with a cut-off at the epoch: compaction, no cleanup
 //   timed-cleanup <dbdir> <table> <cutoffMs> optimize after compact: the time of LanceDB's cleanup
 //   pages <dbdir> <table> <schema> <adds> <rowsPerAdd> [same]  a table of <adds> adds of <rowsPerAdd> rows
@@ -107,6 +108,28 @@ async function churn(dir, name, versions) {
     gen++;
   }
   return { latest: await tbl.version(), ms: Date.now() - start };
+}
+
+// upserts: the compaction benchmark's dataset, the seed's churn on a
+// table of <bulk> rows: one write of ids 0..bulk-1, a btree index on id, a
+// tag, then <n> single-commit upserts (mergeInsert of one row; even ones
+// update one of the ten keys 0..9, odd ones add a key after the bulk rows)
+// and a second tag halfway; no sleeps. Prints the latest version, the
+// upserts' time and the row count.
+async function upserts(dir, name, n, bulk) {
+  const db = await connect(dir);
+  const ids = Array.from({ length: bulk }, (_, k) => k);
+  const tbl = await db.createTable(name, rows(ids, 0), { mode: "overwrite" });
+  await tbl.createIndex("id", { config: lancedb.Index.btree() });
+  const tags = await tbl.tags();
+  await tags.create("indexed", await tbl.version());
+  const start = Date.now();
+  for (let i = 0, gen = 1; i < n; i++, gen++) {
+    const id = gen % 2 === 0 ? gen % 10 : bulk + gen;
+    await tbl.mergeInsert("id").whenMatchedUpdateAll().whenNotMatchedInsertAll().execute(rows([id], gen));
+    if (i === Math.floor(n / 2)) await tags.create("half", await tbl.version());
+  }
+  return { latest: await tbl.version(), ms: Date.now() - start, rows: await tbl.countRows() };
 }
 
 // timed optimize: compaction first (untimed), then the timed call whose
@@ -478,6 +501,7 @@ switch (cmd) {
   case "write": res = await write(dir, name); break;
   case "optimize": res = await optimize(dir, name, arg); break;
   case "churn": res = await churn(dir, name, Number(arg)); break;
+  case "upserts": res = await upserts(dir, name, Number(arg), Number(arg2)); break;
   case "compact": res = await optimize(dir, name, 0); break;
   case "timed-cleanup": res = await timedCleanup(dir, name, arg); break;
   case "pages": res = await pages(dir, name, arg, Number(arg2), Number(process.argv[7]), process.argv[8] === "same"); break;
