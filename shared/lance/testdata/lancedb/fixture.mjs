@@ -21,7 +21,7 @@
 //   verify <dbdir> <table>             the latest version: every id's index query (id = x) and a range query against the scan; fragments
 //   timed-compact <dbdir> <table>      optimize() with a cut-off at the epoch (compaction + index update), timed; fragments after
 //   openget <dbdir> <table> <id>       connect, open and a get by key (id = arg), timed (best of 5)
-//   op <dbdir> <table> add|delete|upsert|restore|optimize <arg>  add row id arg, delete id arg (or where arg), upsert id arg, restore version arg, LanceDB's optimize()
+//   op <dbdir> <table> add|delete|upsert|restore|optimize|overwrite <arg>  add row id arg, delete id arg (or where arg), upsert id arg, restore version arg, LanceDB's optimize(), overwrite the table with row id arg
 //   deletes <dbdir> <table> <adds> <rowsPerAdd>  10 rows, a btree index on id, then <adds> adds of <rowsPerAdd>
 //                                      rows, then two deletes (ids >= 10 with id % 4 = 1, then = 2): half of each added fragment deleted
 //   writer <dbdir> <table> <n>         n acknowledged writes (upsert of a new key, delete of an old one), printing what it saw acknowledged
@@ -404,6 +404,7 @@ async function op(dir, name, kind, arg) {
     case "upsert": await tbl.mergeInsert("id").whenMatchedUpdateAll().whenNotMatchedInsertAll().execute(rows([Number(arg)], 55)); break;
     case "restore": await tbl.checkout(Number(arg)); await tbl.restore(); break;
     case "optimize": await tbl.optimize({ cleanupOlderThan: new Date(0) }); break;
+    case "overwrite": await tbl.add(rows([Number(arg)], 9), { mode: "overwrite" }); break; // the table becomes that one row
   }
   return { latest: await tbl.version() };
 }
