@@ -35,7 +35,7 @@ type CompactOptions struct {
 	// MinGroupFragments: a group folds at least this many fragments (>= 2).
 	MinGroupFragments int
 	// MaxGroupFragments: ... and at most this many (default 16,384: a
-	// group's GETs, about 21 s of reads at S3 latency with 16 in flight; a
+	// group's GETs, about 5 s of reads at S3 latency with 64 in flight; a
 	// 10,000-write dataset folds to one fragment). Pages are merged
 	// (lanceenc), so a group of one-row fragments makes a file of a few
 	// large pages a column; before they were, a bound of 64 kept LanceDB's
@@ -66,7 +66,9 @@ type CompactOptions struct {
 	// the orphan sweep's 7 days (docs/reliability.md), however often the
 	// lease was renewed meanwhile.
 	MaxRunDuration time.Duration
-	// ReadConcurrency bounds a group's parallel GETs (default 16).
+	// ReadConcurrency bounds a group's parallel GETs (default
+	// DefaultReadConcurrency). It adds no memory: a group's files are all
+	// held while it is spliced, and MaxGroupBytes bounds them.
 	ReadConcurrency int
 	// DropDeletedAt is Lance's materialize_deletions_threshold: a fragment
 	// whose deleted rows are more than this share of its physical rows is
@@ -82,6 +84,13 @@ type CompactOptions struct {
 	// why).
 	DropDeletedAt float64
 }
+
+// DefaultReadConcurrency is CompactOptions.ReadConcurrency's default:
+// Lance's own for object stores (DEFAULT_CLOUD_IO_PARALLELISM, 64, in
+// lance-io's object_store.rs). A group of one-row fragments is a GET per
+// file: at S3's 20 ms a GET, 1,006 of them take ~0.3 s at 64 in flight,
+// ~1.3 s at 16.
+const DefaultReadConcurrency = 64
 
 // DefaultMaxRunDuration is CompactOptions.MaxRunDuration's default.
 const DefaultMaxRunDuration = time.Hour
@@ -120,7 +129,7 @@ func (o CompactOptions) withDefaults() CompactOptions {
 		o.MaxRunDuration = DefaultMaxRunDuration
 	}
 	if o.ReadConcurrency <= 0 {
-		o.ReadConcurrency = 16
+		o.ReadConcurrency = DefaultReadConcurrency
 	}
 	return o
 }
