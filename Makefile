@@ -106,13 +106,25 @@ bench:
 	$(GO) run ./cmd/tkbench -docs docs $(BENCH_ARGS)
 	$(MAKE) bench-lance
 
-## bench-lance: the Lance compaction figure (BenchmarkLanceCompaction, local disk; LanceDB
-## makes LANCE_BENCH_UPSERTS single-row upserts, default 2000, ~4 min) written into
-## docs/lance.md between the lance-compaction-bench markers. The S3-latency variant
-## (BenchmarkLanceCompactionS3) needs the stack: docs/lance.md "Figures".
+## bench-lance: the Lance compaction figures (BenchmarkLanceCompaction): LanceDB
+## builds LANCE_BENCH_ROWS rows (default 10000) + a btree index + tags +
+## LANCE_BENCH_UPSERTS single-row upserts (default 2000, ~4 min); then tablekeep's
+## compaction against LanceDB's optimize() side by side, at S3 latency (versitygw
+## behind the latency proxy, every request counted) and on local disk; written into
+## docs/lance.md between the lance-compaction-bench markers. It starts a private
+## stack (.stack/bench-lance-<pid>) and stops it, even on failure or Ctrl-C.
 LANCE_BENCH_TIMEOUT ?= 60m
 bench-lance:
-	LANCE_BENCH_DOC=$(CURDIR)/docs/lance.md $(GO) test -count=1 -run '^$$' -bench 'BenchmarkLanceCompaction$$' -benchtime 1x -timeout $(LANCE_BENCH_TIMEOUT) ./shared/lance/
+	@dir="$(CURDIR)/.stack/bench-lance-$$$$"; \
+	cleanup() { STACK_DIR="$$dir" infra/stack-down.sh; }; \
+	trap cleanup EXIT; trap 'exit 130' INT TERM; \
+	STACK_DIR="$$dir" infra/stack-up.sh || exit 1; \
+	set +e; \
+	( set -a; . "$$dir/env"; set +a; LANCE_BENCH_DOC=$(CURDIR)/docs/lance.md $(GO) test -count=1 -run '^$$' \
+	  -bench 'BenchmarkLanceCompaction$$' -benchtime 1x -timeout $(LANCE_BENCH_TIMEOUT) ./shared/lance/ ); rc=$$?; \
+	cleanup; trap - EXIT; \
+	if [ $$rc -eq 0 ]; then rm -rf "$$dir"; else echo "make bench-lance: FAILED (exit $$rc); stack logs kept in $$dir" >&2; fi; \
+	exit $$rc
 
 ## Lambda functions (docs/aws.md). SAM's `BuildMethod: makefile` runs
 ## build-<LogicalId> with ARTIFACTS_DIR set. The three functions run one

@@ -1,12 +1,14 @@
 package lance
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -26,13 +28,14 @@ const DefaultMaxGroupFragments = 16384
 
 // CompactOptions bound a Lance compaction run.
 type CompactOptions struct {
-	// TargetRows: fragments with fewer live rows are folded, up to this
-	// many physical rows per new fragment.
+	// TargetRows: fragments with fewer physical rows are folded (Lance's
+	// target_rows_per_fragment), up to this many rows written per new
+	// fragment (see planGroups).
 	TargetRows uint64
 	// MinGroupFragments: a group folds at least this many fragments (>= 2).
 	MinGroupFragments int
 	// MaxGroupFragments: ... and at most this many (default 16,384: a
-	// group's GETs, about 21 s of reads at S3 latency with 16 in flight; a
+	// group's GETs, about 5 s of reads at S3 latency with 64 in flight; a
 	// 10,000-write dataset folds to one fragment). Pages are merged
 	// (lanceenc), so a group of one-row fragments makes a file of a few
 	// large pages a column; before they were, a bound of 64 kept LanceDB's
@@ -63,16 +66,31 @@ type CompactOptions struct {
 	// the orphan sweep's 7 days (docs/reliability.md), however often the
 	// lease was renewed meanwhile.
 	MaxRunDuration time.Duration
-	// ReadConcurrency bounds a group's parallel GETs (default 16).
+	// ReadConcurrency bounds a group's parallel GETs (default
+	// DefaultReadConcurrency). It adds no memory: a group's files are all
+	// held while it is spliced, and MaxGroupBytes bounds them.
 	ReadConcurrency int
-	// DropDeletedAt: a group whose deleted rows are at least this share of
-	// its physical rows is written without them (every column's pages
-	// filtered by lanceenc.Filter), and its new fragment has no deletion
-	// file; 0 never drops (the deletion vectors are carried). A group with
-	// a page that cannot be filtered keeps its rows and carries the
-	// deletion vector (CompactGroup.DropRefused says why).
+	// DropDeletedAt is Lance's materialize_deletions_threshold: a fragment
+	// whose deleted rows are more than this share of its physical rows is
+	// a candidate however many rows it has (rewritten alone if no
+	// neighbour is a candidate), and, when it is > 0, every group is
+	// written without its deleted rows (every column's pages filtered by
+	// lanceenc.Filter; Lance's rewrite likewise writes only live rows), its
+	// new fragment without a deletion file. 0 never drops (the deletion
+	// vectors are carried, and only fragments below TargetRows are
+	// candidates); 1 and above drop but make no fragment a candidate for
+	// its deletions. A group with a page that cannot be filtered keeps its
+	// rows and carries the deletion vector (CompactGroup.DropRefused says
+	// why).
 	DropDeletedAt float64
 }
+
+// DefaultReadConcurrency is CompactOptions.ReadConcurrency's default:
+// Lance's own for object stores (DEFAULT_CLOUD_IO_PARALLELISM, 64, in
+// lance-io's object_store.rs). A group of one-row fragments is a GET per
+// file: at S3's 20 ms a GET, 1,006 of them take ~0.3 s at 64 in flight,
+// ~1.3 s at 16.
+const DefaultReadConcurrency = 64
 
 // DefaultMaxRunDuration is CompactOptions.MaxRunDuration's default.
 const DefaultMaxRunDuration = time.Hour
@@ -111,7 +129,7 @@ func (o CompactOptions) withDefaults() CompactOptions {
 		o.MaxRunDuration = DefaultMaxRunDuration
 	}
 	if o.ReadConcurrency <= 0 {
-		o.ReadConcurrency = 16
+		o.ReadConcurrency = DefaultReadConcurrency
 	}
 	return o
 }
@@ -296,6 +314,9 @@ type plannedGroup struct {
 	rows  uint64
 	del   uint64
 	bytes uint64
+	// itself: a fragment of the group is past DropDeletedAt (the group is
+	// rewritten even if it is that fragment alone).
+	itself bool
 }
 
 func (g plannedGroup) ids() []uint64 {
@@ -310,16 +331,22 @@ func (g plannedGroup) report() CompactGroup {
 	return CompactGroup{Fragments: g.ids(), Rows: g.rows, Deleted: g.del, Bytes: g.bytes}
 }
 
-// planGroups groups runs of consecutive candidate fragments: one data
-// file, fewer live rows than TargetRows, not covered by any index, no
-// row-id sequences, every data file of the dataset's file version. A
-// group holds at most TargetRows physical rows, MaxGroupBytes and
-// MaxGroupFragments fragments, and at least MinGroupFragments.
+// planGroups groups runs of consecutive candidate fragments, as Lance's
+// plan_compaction does (optimize.rs): a fragment with one data file, not
+// covered by any index, no row-id sequences, every data file of the
+// dataset's file version, is a candidate when its physical rows are below
+// TargetRows (it folds with candidate neighbours) or when DropDeletedAt > 0
+// and its deleted share is strictly above it (Lance's
+// materialize_deletions_threshold, compared with >: it is rewritten even
+// alone). A group holds at most TargetRows rows written (its live rows
+// when DropDeletedAt > 0, whose groups drop their deleted rows; else its
+// physical rows), MaxGroupBytes and MaxGroupFragments fragments, and at
+// least MinGroupFragments unless it holds a fragment past DropDeletedAt.
 func planGroups(rm *rawManifest, o CompactOptions, skipped map[string]int) (plan []plannedGroup, left int) {
 	var cur plannedGroup
 	var total uint64
 	flush := func() {
-		if len(cur.frags) >= o.MinGroupFragments {
+		if len(cur.frags) >= o.MinGroupFragments || (len(cur.frags) > 0 && cur.itself) {
 			if len(plan) < o.MaxGroups && total+cur.bytes <= o.MaxInputBytes {
 				plan = append(plan, cur)
 				total += cur.bytes
@@ -328,6 +355,13 @@ func planGroups(rm *rawManifest, o CompactOptions, skipped map[string]int) (plan
 			}
 		}
 		cur = plannedGroup{}
+	}
+	// written is the rows a group (or fragment) writes.
+	written := func(rows, del uint64) uint64 {
+		if o.DropDeletedAt > 0 {
+			return rows - del
+		}
+		return rows
 	}
 	for _, f := range rm.fragments {
 		del := uint64(0)
@@ -344,8 +378,11 @@ func planGroups(rm *rawManifest, o CompactOptions, skipped map[string]int) (plan
 			reason = "data file size not recorded (the group's memory bound needs it)"
 		case rm.indexed.Contains(uint32(f.id)) || !fitsU32(f.id):
 			reason = "covered by an index"
+		case f.fileSize > o.MaxGroupBytes:
+			reason = "data file larger than MaxGroupBytes"
 		}
-		candidate := reason == "" && f.physicalRows-del < o.TargetRows
+		itself := reason == "" && pastDeleted(del, f.physicalRows, o.DropDeletedAt)
+		candidate := reason == "" && (itself || f.physicalRows < o.TargetRows)
 		if reason != "" {
 			skipped[reason]++
 		}
@@ -353,7 +390,7 @@ func planGroups(rm *rawManifest, o CompactOptions, skipped map[string]int) (plan
 			flush()
 			continue
 		}
-		if len(cur.frags) > 0 && (cur.rows+f.physicalRows > o.TargetRows || cur.bytes+f.fileSize > o.MaxGroupBytes || len(cur.frags) >= o.MaxGroupFragments ||
+		if len(cur.frags) > 0 && (written(cur.rows, cur.del)+written(f.physicalRows, del) > o.TargetRows || cur.bytes+f.fileSize > o.MaxGroupBytes || len(cur.frags) >= o.MaxGroupFragments ||
 			f.fileTmpl != cur.frags[0].fileTmpl) {
 			flush()
 		}
@@ -361,9 +398,18 @@ func planGroups(rm *rawManifest, o CompactOptions, skipped map[string]int) (plan
 		cur.rows += f.physicalRows
 		cur.del += del
 		cur.bytes += f.fileSize
+		cur.itself = cur.itself || itself
 	}
 	flush()
 	return plan, left
+}
+
+// pastDeleted: a fragment's deleted share is strictly above the threshold
+// (Lance's deletion_percentage() > materialize_deletions_threshold); never
+// with a threshold of 0 (dropping off) or of 1 and more (Lance's
+// CompactionOptions.validate turns materialize_deletions off there).
+func pastDeleted(del, rows uint64, at float64) bool {
+	return at > 0 && at < 1 && rows > 0 && float64(del)/float64(rows) > at
 }
 
 // groupOut is a group's spliced file, written under data/.
@@ -482,7 +528,7 @@ func (d *Dataset) writeGroup(ctx context.Context, rm *rawManifest, g plannedGrou
 	}
 	var res *lancefile.SpliceResult
 	var err error
-	if n := out.deleted.GetCardinality(); o.DropDeletedAt > 0 && n > 0 && float64(n) >= o.DropDeletedAt*float64(base) {
+	if n := out.deleted.GetCardinality(); o.DropDeletedAt > 0 && n > 0 {
 		res, err = lancefile.SpliceWith(names, files, lancefile.SpliceOptions{MergePages: true, Drop: out.deleted})
 		switch {
 		case err == nil:
@@ -667,6 +713,7 @@ func (d *Dataset) commitRewrite(ctx context.Context, planned *rawManifest, schem
 		next := base.m.Version + 1
 		maxID := base.maxFragmentID()
 		replace := map[uint64][]byte{} // first old id -> new fragment ("" none)
+		newIDs := map[uint64]uint64{}  // first old id -> the new fragment's id
 		drop := map[uint64]bool{}
 		var groups []rewriteGroupTxn
 		var dels []struct {
@@ -703,19 +750,35 @@ func (d *Dataset) commitRewrite(ctx context.Context, planned *rawManifest, schem
 				tg.new = append(tg.new, newFrag)
 			}
 			replace[g.current[0].id] = newFrag
+			newIDs[g.current[0].id] = maxID
 			groups = append(groups, tg)
 		}
-		var frags [][]byte
+		// The manifest lists its fragments by id, as Lance's commit sorts
+		// them (transaction.rs: "a fragment ... may not belong at the end
+		// of the fragments list"): LanceDB's optimize() fails on a list out
+		// of order ("integers are ordered up to the 0th element"), which a
+		// new fragment in place of a group followed by a fragment left
+		// alone would make.
+		type listed struct {
+			id  uint64
+			raw []byte
+		}
+		var order []listed
 		for _, f := range base.fragments {
 			if nf, ok := replace[f.id]; ok {
 				if nf != nil {
-					frags = append(frags, nf)
+					order = append(order, listed{newIDs[f.id], nf})
 				}
 				continue
 			}
 			if !drop[f.id] {
-				frags = append(frags, f.raw)
+				order = append(order, listed{f.id, f.raw})
 			}
+		}
+		slices.SortStableFunc(order, func(a, b listed) int { return cmp.Compare(a.id, b.id) })
+		frags := make([][]byte, len(order))
+		for i, l := range order {
+			frags[i] = l.raw
 		}
 		uuid := newUUID()
 		txnName := fmt.Sprintf("%d-%s.txn", base.m.Version, uuid)

@@ -19,7 +19,8 @@ import (
 // an upsert (mergeInsert: an Update) of rows in the group is remapped onto
 // the new fragment (Lance itself would fail the compaction): the Rewrite
 // lands on top, the deleted row stays deleted, the upserted row is there
-// once; a restore drops every group (nothing committed), and so does
+// once; a restore or an overwrite drops every group (nothing committed),
+// and so does
 // LanceDB's own optimize() compacting the same fragments first (its
 // Rewrite wins; nothing breaks).
 func TestCompactRebase(t *testing.T) {
@@ -45,6 +46,9 @@ func TestCompactRebase(t *testing.T) {
 		{"delete", strconv.FormatInt(victim, 10), 1, func(ids []int64) bool { return !slices.Contains(ids, victim) }, false},
 		{"upsert", strconv.FormatInt(upserted, 10), 1, func(ids []int64) bool { return slices.Contains(ids, upserted) }, false},
 		{"restore", strconv.FormatUint(latest-3, 10), 0, nil, false},
+		// An Overwrite (the table replaced by one row) is not clobbered:
+		// nothing is committed, the latest is LanceDB's one row.
+		{"overwrite", "888", 0, func(ids []int64) bool { return slices.Equal(ids, []int64{888}) }, false},
 		// LanceDB's own optimize() compacts the same fragments first (and
 		// re-indexes: more than one version): tablekeep's group is dropped.
 		{"optimize", "", 0, nil, false},

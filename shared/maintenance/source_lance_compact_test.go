@@ -126,3 +126,46 @@ func TestRunnerComesBackForLanceCompactionLeft(t *testing.T) {
 		t.Fatalf("fourth run not idle: %+v %v", rep, err)
 	}
 }
+
+// TestJobCompactsLanceDataset: the fan-out job's path (Runner.MaintainTable,
+// what the compactor's SQS job mode runs for one table) compacts a Lance
+// dataset under the lease as the inline pass does: one Rewrite version,
+// fenced with the lease's token, then the prune of what it superseded;
+// LanceDB reads the latest as before, its index queries agree with its
+// scan.
+func TestJobCompactsLanceDataset(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	wh := filepath.Join(dir, "wh")
+	lancetest.Node(t, nil, nil, "mixed", wh, "ds", "12")
+	before := lancetest.Dump(t, wh, "ds")
+	latest := before.Versions[len(before.Versions)-1]
+	store, err := objstore.NewDisk(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock := fakeclock.New(time.Now().Add(2 * time.Hour))
+	ref := maintenance.TableRef{Name: "ds", Root: "wh/ds.lance/", Policy: maintenance.Policy{Grace: time.Hour, KeepLast: 1, RangeVersions: 8}, Format: formats.Lance}
+	q := queue.NewEmbedded(queue.EmbeddedOptions{})
+	r := &maintenance.Runner{Store: store, Catalog: &memCatalog{refs: []maintenance.TableRef{ref}}, Locker: lock.NewInProcess(clock), Queue: maintenance.QueueEnqueuer{Q: q},
+		Clock: clock, Owner: "test", IndexRoot: "wh/", Sources: formats.Open, KeepAlive: -1}
+	tr, err := r.MaintainTable(ctx, ref)
+	if err != nil || tr.CompactionError != "" || tr.Compacted.Committed != 1 || !slices.Equal(tr.Compacted.Versions, []uint64{latest + 1}) || tr.Token == 0 {
+		t.Fatalf("job: %+v %v", tr, err)
+	}
+	if tr.Prune.Latest != latest+1 || len(tr.Prune.Ranges) == 0 {
+		t.Fatalf("prune after the compaction: %+v", tr.Prune)
+	}
+	after := lancetest.Dump(t, wh, "ds")
+	if got, want := after.Rows[strconv.FormatUint(latest+1, 10)], before.Rows[strconv.FormatUint(latest, 10)]; !slices.Equal(got, want) {
+		t.Fatalf("latest reads %v, before %v", got, want)
+	}
+	var v struct {
+		Bad       []any `json:"bad"`
+		Fragments int   `json:"fragments"`
+	}
+	lancetest.Node(t, nil, &v, "verify", wh, "ds")
+	if len(v.Bad) > 0 || v.Fragments > 2 {
+		t.Fatalf("LanceDB: %+v", v)
+	}
+}

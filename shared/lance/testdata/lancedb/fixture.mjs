@@ -5,6 +5,7 @@
 //   write <dbdir> <table>              one more upsert on the latest version (it still accepts writes)
 //   optimize <dbdir> <table> <cutoffMs> LanceDB's own optimize({cleanupOlderThan}) with that cut-off
 //   churn <dbdir> <table> <versions>   single-commit upserts until that many versions (benchmark)
+//   upserts <dbdir> <table> <n> <bulk> <bulk> rows, a btree index, a tag, n single-commit upserts, a tag (benchmark)
 //   compact <dbdir> <table>            optimize with a cut-off at the epoch: compaction, no cleanup
 //   timed-cleanup <dbdir> <table> <cutoffMs> optimize after compact: the time of LanceDB's cleanup
 //   pages <dbdir> <table> <schema> <adds> <rowsPerAdd> [same]  a table of <adds> adds of <rowsPerAdd> rows
@@ -20,11 +21,13 @@
 //   verify <dbdir> <table>             the latest version: every id's index query (id = x) and a range query against the scan; fragments
 //   timed-compact <dbdir> <table>      optimize() with a cut-off at the epoch (compaction + index update), timed; fragments after
 //   openget <dbdir> <table> <id>       connect, open and a get by key (id = arg), timed (best of 5)
-//   op <dbdir> <table> add|delete|upsert|restore|optimize <arg>  add row id arg, delete id arg (or where arg), upsert id arg, restore version arg, LanceDB's optimize()
+//   op <dbdir> <table> add|delete|upsert|restore|optimize|overwrite <arg>  add row id arg, delete id arg (or where arg), upsert id arg, restore version arg, LanceDB's optimize(), overwrite the table with row id arg
 //   deletes <dbdir> <table> <adds> <rowsPerAdd>  10 rows, a btree index on id, then <adds> adds of <rowsPerAdd>
 //                                      rows, then two deletes (ids >= 10 with id % 4 = 1, then = 2): half of each added fragment deleted
 //   writer <dbdir> <table> <n>         n acknowledged writes (upsert of a new key, delete of an old one), printing what it saw acknowledged
 //   vector <dbdir> <table> <rows> <adds>  <rows> rows (id, vec FixedSizeList<Float32>[8]), an IVF_PQ index on vec, then <adds> one-row adds
+//   bigdel <dbdir> <table>             4 adds of 100 rows (ids 0..399, no index), deletes of 11, 90 and 10 of the
+//                                      first three fragments' rows, then 2 one-row adds (ids 400, 401)
 //   vverify <dbdir> <table> <k>        every row's vector search (all partitions, exact re-rank) against a brute-force top-k over the scan
 import * as lancedb from "@lancedb/lancedb";
 import * as arrow from "apache-arrow";
@@ -105,6 +108,28 @@ async function churn(dir, name, versions) {
     gen++;
   }
   return { latest: await tbl.version(), ms: Date.now() - start };
+}
+
+// upserts: the compaction benchmark's dataset, the seed's churn on a
+// table of <bulk> rows: one write of ids 0..bulk-1, a btree index on id, a
+// tag, then <n> single-commit upserts (mergeInsert of one row; even ones
+// update one of the ten keys 0..9, odd ones add a key after the bulk rows)
+// and a second tag halfway; no sleeps. Prints the latest version, the
+// upserts' time and the row count.
+async function upserts(dir, name, n, bulk) {
+  const db = await connect(dir);
+  const ids = Array.from({ length: bulk }, (_, k) => k);
+  const tbl = await db.createTable(name, rows(ids, 0), { mode: "overwrite" });
+  await tbl.createIndex("id", { config: lancedb.Index.btree() });
+  const tags = await tbl.tags();
+  await tags.create("indexed", await tbl.version());
+  const start = Date.now();
+  for (let i = 0, gen = 1; i < n; i++, gen++) {
+    const id = gen % 2 === 0 ? gen % 10 : bulk + gen;
+    await tbl.mergeInsert("id").whenMatchedUpdateAll().whenNotMatchedInsertAll().execute(rows([id], gen));
+    if (i === Math.floor(n / 2)) await tags.create("half", await tbl.version());
+  }
+  return { latest: await tbl.version(), ms: Date.now() - start, rows: await tbl.countRows() };
 }
 
 // timed optimize: compaction first (untimed), then the timed call whose
@@ -379,6 +404,7 @@ async function op(dir, name, kind, arg) {
     case "upsert": await tbl.mergeInsert("id").whenMatchedUpdateAll().whenNotMatchedInsertAll().execute(rows([Number(arg)], 55)); break;
     case "restore": await tbl.checkout(Number(arg)); await tbl.restore(); break;
     case "optimize": await tbl.optimize({ cleanupOlderThan: new Date(0) }); break;
+    case "overwrite": await tbl.add(rows([Number(arg)], 9), { mode: "overwrite" }); break; // the table becomes that one row
   }
   return { latest: await tbl.version() };
 }
@@ -402,6 +428,21 @@ async function openGet(dir, name, id) {
     best = Math.min(best, Number(process.hrtime.bigint() - start) / 1e6);
   }
   return { ms: best, rows };
+}
+
+// bigdel: fragments of 100 rows with deleted shares 0.11, 0.9, 0.1 and 0,
+// then two one-row fragments (Lance's per-fragment compaction candidacy).
+async function bigdel(dir, name) {
+  const db = await connect(dir);
+  const ids = (lo, n) => Array.from({ length: n }, (_, k) => lo + k);
+  const tbl = await db.createTable(name, rows(ids(0, 100), 0), { mode: "overwrite" });
+  for (let g = 1; g < 4; g++) await tbl.add(rows(ids(100 * g, 100), g));
+  await tbl.delete("id >= 0 AND id < 11");
+  await tbl.delete("id >= 100 AND id < 190");
+  await tbl.delete("id >= 200 AND id < 210");
+  await tbl.add(rows([400], 4));
+  await tbl.add(rows([401], 5));
+  return { latest: await tbl.version(), rows: await tbl.countRows() };
 }
 
 // The "vector" schema: an id and an 8-dimensional float vector, distinct
@@ -461,6 +502,7 @@ switch (cmd) {
   case "write": res = await write(dir, name); break;
   case "optimize": res = await optimize(dir, name, arg); break;
   case "churn": res = await churn(dir, name, Number(arg)); break;
+  case "upserts": res = await upserts(dir, name, Number(arg), Number(arg2)); break;
   case "compact": res = await optimize(dir, name, 0); break;
   case "timed-cleanup": res = await timedCleanup(dir, name, arg); break;
   case "pages": res = await pages(dir, name, arg, Number(arg2), Number(process.argv[7]), process.argv[8] === "same"); break;
@@ -476,6 +518,7 @@ switch (cmd) {
   case "op": res = await op(dir, name, arg, arg2); break;
   case "writer": res = await writer(dir, name, Number(arg)); break;
   case "vector": res = await vector(dir, name, Number(arg), Number(arg2)); break;
+  case "bigdel": res = await bigdel(dir, name); break;
   case "vverify": res = await vverify(dir, name, Number(arg)); break;
   default:
     console.error(`usage: node fixture.mjs create|dump|write|optimize <dbdir> <table> [arg]`);

@@ -1,0 +1,66 @@
+package lance_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/tablekeep/tablekeep/shared/internal/testkit"
+	"github.com/tablekeep/tablekeep/shared/lance"
+	"github.com/tablekeep/tablekeep/shared/lance/lancetest"
+	"github.com/tablekeep/tablekeep/shared/maintenance"
+)
+
+// TestCompactThenPruneSeedChurn is issue 21's "seed's churn" check end to
+// end: LanceDB writes the seed's churn (delete+add and mergeInsert upserts,
+// deletes, appends, a btree index, two tags); tablekeep compacts it (the
+// policy's defaults: deleted threshold 0.1) and then prunes it through its
+// pipeline, keeping the last 2 versions and the tagged ones. LanceDB then
+// lists exactly those, reads each one's rows exactly as before (the
+// compaction's version as the latest before it), resolves the tags, its
+// index queries agree with its scans, its own optimize() runs and it
+// accepts writes.
+func TestCompactThenPruneSeedChurn(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	c := createDataset(t, dir, 8, "") // 8 rounds: no final optimize, so one-row fragments remain
+	if len(c.Tags) != 2 {
+		t.Fatalf("fixture: tags %v, want 2", c.Tags)
+	}
+	before := dumpDataset(t, dir)
+	vb := verifyDataset(t, dir)
+	store := testkit.DiskStoreAt(t, dir)
+	rep, err := lance.Open(store, "t.lance").Compact(ctx, lance.CompactOptions{TargetRows: 1 << 20, DropDeletedAt: 0.1})
+	if err != nil || rep.Committed == 0 || rep.Version != vb.Version+1 {
+		t.Fatalf("compact: %+v %v", rep, err)
+	}
+	compacted := dumpDataset(t, dir)
+	checkCompacted(t, before, compacted, rep.Version)
+	if va := verifyDataset(t, dir); va.Fragments >= vb.Fragments {
+		t.Fatalf("LanceDB counts %d fragments, %d before", va.Fragments, vb.Fragments)
+	}
+
+	p := maintenance.Policy{Grace: time.Hour, KeepLast: 2, RangeVersions: 4}
+	plan, _ := pruneLance(t, store, "t.lance/", p, time.Now().Add(24*time.Hour))
+	if plan.Floor != rep.Version-1 {
+		t.Fatalf("floor %d, want %d (the last 2 versions kept)", plan.Floor, rep.Version-1)
+	}
+	after := dumpDataset(t, dir)
+	lancetest.CheckRetained(t, compacted, after, lancetest.AtOrAbove(plan.Floor, c.Tags))
+	if len(after.Tags) != len(c.Tags) {
+		t.Fatalf("tags after %v, before %v", after.Tags, c.Tags)
+	}
+	if len(after.Versions) >= len(compacted.Versions) {
+		t.Fatalf("nothing pruned: %v", after.Versions)
+	}
+	verifyDataset(t, dir)
+	var opt struct {
+		Latest uint64 `json:"latest"`
+	}
+	node(t, &opt, "compact", dir, "t")
+	verifyDataset(t, dir)
+	if w := lancetestWrite(t, dir); w <= opt.Latest {
+		t.Fatalf("write after optimize at version %d (optimize at %d)", w, opt.Latest)
+	}
+	verifyDataset(t, dir)
+}
