@@ -23,8 +23,8 @@ type policyJSON struct {
 	KeepLast int    `json:"keep_last"`
 	Grace    string `json:"grace"`
 	// Compaction settings (a Lance dataset's too: its compaction folds
-	// fragments of fewer live rows than TargetRows and drops the deleted
-	// rows of a group whose deleted share reaches DeletedThreshold).
+	// fragments of fewer physical rows than TargetRows, and rewrites a
+	// fragment whose deleted share is more than DeletedThreshold).
 	TargetRows       uint64  `json:"target_rows,omitempty"`
 	DeletedThreshold float64 `json:"deleted_threshold,omitempty"`
 }
@@ -94,8 +94,8 @@ timestamp, tags). See docs/lance.md.`,
 				format = ""
 			case formats.Lance:
 				// --target-rows and --deleted-threshold apply (docs/lance.md
-				// "Compaction"): fragments of fewer live rows are folded, a
-				// group's deleted rows dropped past the threshold.
+				// "Compaction"): fragments of fewer physical rows are folded,
+				// and one whose deleted share passes the threshold rewritten.
 			default:
 				return Usagef("--format %q: want %s (a tablekeep table) or %s (a Lance dataset, as LanceDB writes it)", format, formatTablekeep, formats.Lance)
 			}
@@ -131,7 +131,7 @@ timestamp, tags). See docs/lance.md.`,
 	f.IntVar(&p.KeepLast, "keep-last", p.KeepLast, "newest versions always kept (at least 1)")
 	f.DurationVar(&p.Grace, "grace", p.Grace, "keep versions superseded less than this long ago, and unreferenced files younger than this (at least the writers' 1h, at most 100 years)")
 	f.Uint64Var(&p.TargetRows, "target-rows", p.TargetRows, "compaction target rows per fragment (at least 1)")
-	f.Float64Var(&p.DeletedThreshold, "deleted-threshold", p.DeletedThreshold, "rewrite fragments with more than this share of deleted rows, in (0, 1] (a Lance dataset: drop the deleted rows of a compaction group with at least this share)")
+	f.Float64Var(&p.DeletedThreshold, "deleted-threshold", p.DeletedThreshold, "rewrite fragments with more than this share of deleted rows, in (0, 1] (a Lance dataset too, by Lance's rule: more than this share, the fragment is rewritten without them)")
 	return cmd
 }
 

@@ -37,10 +37,11 @@ func Open(_ context.Context, store objstore.Store, ref maintenance.TableRef) (ma
 // lanceSource is a lance.Source that also compacts (maintenance.SourceCompacter).
 type lanceSource struct{ *lance.Source }
 
-// CompactSource runs the Lance compaction with the policy's bounds: fragments
-// with fewer live rows than TargetRows folded, at most MaxGroups groups and
-// MaxInputBytes of input a run; a group whose deleted rows reach
-// DeletedThreshold of its rows is written without them.
+// CompactSource runs the Lance compaction with the policy's bounds, by
+// Lance's own candidate rule: a fragment with fewer physical rows than
+// TargetRows, or whose deleted share is more than DeletedThreshold (then
+// even alone), is rewritten; at most MaxGroups groups and MaxInputBytes of
+// input a run; every group is written without its deleted rows.
 func (s lanceSource) CompactSource(ctx context.Context, p maintenance.Policy, fence func(context.Context) error, dryRun bool) (maintenance.SourceCompaction, error) {
 	rep, err := s.Compact(ctx, lance.CompactOptions{TargetRows: p.TargetRows, DropDeletedAt: p.DeletedThreshold, MaxGroups: p.MaxGroups, MaxInputBytes: p.MaxInputBytes, Fence: fence, DryRun: dryRun})
 	res := maintenance.CompactionResult{Planned: len(rep.Groups), Committed: rep.Committed, Dropped: rep.Conflicts + rep.Refused, BytesRead: rep.BytesRead, BytesWritten: rep.BytesWritten, Stopped: rep.Stopped}
