@@ -1,6 +1,3 @@
-// Package embedded wires tablekeep's maintenance for a laptop: a local
-// directory as the store, a lock file per table, and an in-process queue,
-// so the whole job (compact, plan, drain, sweep) runs with no services.
 package embedded
 
 import (

@@ -1,9 +1,3 @@
-// Package formats opens the registered datasets whose format is not
-// tablekeep's (maintenance.TableRef.Format) as maintenance.Source values:
-// the one place that knows both the maintenance pipeline and the Lance
-// reader, so that neither learns the other. The Lambda functions, the CLI
-// and the embedded warehouse pass Open as Runner.Sources and
-// Cleaner.Sources.
 package formats
 
 import (

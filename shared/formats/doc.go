@@ -1,0 +1,13 @@
+// Package formats opens the registered datasets whose format is not
+// tablekeep's (maintenance.TableRef.Format) as maintenance.Source values:
+// the one place that knows both the maintenance pipeline and the Lance
+// reader, so that neither learns the other. The Lambda functions, the CLI
+// and the embedded warehouse pass Open as Runner.Sources and
+// Cleaner.Sources.
+//
+// Floor 4 of the layering (a package's floor is one above the highest floor
+// it imports; floor 0 imports no tablekeep package). It owns the format
+// registry (Open) and the bridge from a Lance dataset's report to
+// maintenance's, nothing else. It must not import: shared/awsfn,
+// shared/catalog, shared/cli, shared/embedded.
+package formats
