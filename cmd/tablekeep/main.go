@@ -1,4 +1,3 @@
-// Command tablekeep manages versioned tablekeep tables. See docs/cli.md.
 package main
 
 import (

@@ -1,5 +1,3 @@
-// Command tkbench runs the benchmarks and writes docs/benchmarks.md and its
-// plot (`make bench`). See shared/bench.
 package main
 
 import (

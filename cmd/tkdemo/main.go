@@ -1,5 +1,3 @@
-// Command tkdemo reproduces the seed's registry churn on a local table and
-// reports what it does to the table. See docs/cli.md.
 package main
 
 import (

@@ -1,13 +1,3 @@
-// Package awsfn is the AWS Lambda shell around tablekeep's maintenance: the
-// compactor (scheduled: lock, compact, plan prune, enqueue, refresh stats),
-// the cleaner (SQS: drain prune ranges with no lock) and the sweeper
-// (scheduled: orphan sweep). functions/tablekeep is the one thin main over
-// this package (TABLEKEEP_FUNCTION picks the role).
-//
-// Configuration comes from environment variables, validated at cold start
-// (see LoadConfig). AWS endpoints follow the SDK's standard variables
-// (AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL_DYNAMODB, AWS_ENDPOINT_URL_SQS, or
-// AWS_ENDPOINT_URL), so the same binaries run against local servers.
 package awsfn
 
 import (

@@ -18,6 +18,7 @@ import (
 
 	"github.com/tablekeep/tablekeep/shared/awsfn"
 	"github.com/tablekeep/tablekeep/shared/internal/testenv"
+	"github.com/tablekeep/tablekeep/shared/internal/testkit"
 	"github.com/tablekeep/tablekeep/shared/lock"
 	"github.com/tablekeep/tablekeep/shared/maintenance"
 	"github.com/tablekeep/tablekeep/shared/objstore"
@@ -61,10 +62,10 @@ func TestLambdaEndToEnd(t *testing.T) {
 
 	// AWS resources, as infra/aws-resources.sh creates them.
 	locks := randomName("tablekeep-locks-")
-	if err := lock.CreateLockTable(ctx, dynamoClient(t), locks); err != nil {
+	if err := lock.CreateLockTable(ctx, testkit.DynamoClient(t), locks); err != nil {
 		t.Fatal(err)
 	}
-	sqsc := sqsClient(t)
+	sqsc := testkit.SQSClient(t)
 	queueURL, dlqURL, err := queue.CreateQueueWithDLQ(ctx, sqsc, randomName("tablekeep-cleanup-"), 5, time.Minute)
 	if err != nil {
 		t.Fatal(err)

@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/tablekeep/tablekeep/shared/awsfn"
+	"github.com/tablekeep/tablekeep/shared/internal/testkit"
 	"github.com/tablekeep/tablekeep/shared/queue"
 )
 
@@ -19,7 +20,7 @@ import (
 // their bodies intact, the delayed ones are not visible yet.
 func TestSQSJobSender(t *testing.T) {
 	ctx := context.Background()
-	sqsc := sqsClient(t)
+	sqsc := testkit.SQSClient(t)
 	url, _, err := queue.CreateQueueWithDLQ(ctx, sqsc, randomName("tablekeep-jobs-"), 3, time.Minute)
 	if err != nil {
 		t.Fatal(err)

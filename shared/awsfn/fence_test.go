@@ -8,6 +8,7 @@ import (
 
 	"github.com/tablekeep/tablekeep/shared/internal/fakeclock"
 	"github.com/tablekeep/tablekeep/shared/internal/testenv"
+	"github.com/tablekeep/tablekeep/shared/internal/testkit"
 	"github.com/tablekeep/tablekeep/shared/lock"
 	"github.com/tablekeep/tablekeep/shared/table"
 )
@@ -19,7 +20,7 @@ import (
 // take-over cases are in shared/lock (TestDynamoLocker, on moto).
 func TestStaleHolderCommitRefusedByDynamoFence(t *testing.T) {
 	ctx := context.Background()
-	client := dynamoClient(t)
+	client := testkit.DynamoClient(t)
 	locks := randomName("tablekeep-fence-")
 	if err := lock.CreateLockTable(ctx, client, locks); err != nil {
 		t.Fatal(err)

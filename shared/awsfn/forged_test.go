@@ -18,6 +18,7 @@ import (
 
 	"github.com/tablekeep/tablekeep/shared/awsfn"
 	"github.com/tablekeep/tablekeep/shared/internal/testenv"
+	"github.com/tablekeep/tablekeep/shared/internal/testkit"
 	"github.com/tablekeep/tablekeep/shared/lock"
 	"github.com/tablekeep/tablekeep/shared/objstore"
 	"github.com/tablekeep/tablekeep/shared/queue"
@@ -49,10 +50,10 @@ func TestHandlersRejectForgedInput(t *testing.T) {
 	const prefix = "warehouse"
 	cat, tb, model := churnedTable(t, st, prefix, 90, 25)
 	locks := randomName("tablekeep-locks-")
-	if err := lock.CreateLockTable(ctx, dynamoClient(t), locks); err != nil {
+	if err := lock.CreateLockTable(ctx, testkit.DynamoClient(t), locks); err != nil {
 		t.Fatal(err)
 	}
-	sqsc := sqsClient(t)
+	sqsc := testkit.SQSClient(t)
 	queueURL, dlqURL, err := queue.CreateQueueWithDLQ(ctx, sqsc, randomName("tablekeep-forged-"), 5, time.Minute)
 	if err != nil {
 		t.Fatal(err)
@@ -68,7 +69,7 @@ func TestHandlersRejectForgedInput(t *testing.T) {
 			Queue: queue.NewSQS(sqsc, queueURL, queue.SQSOptions{}), Metrics: io.Discard,
 		}
 		if role == awsfn.RoleCompactor {
-			d.Locker = lock.NewDynamoLocker(dynamoClient(t), locks, clock)
+			d.Locker = lock.NewDynamoLocker(testkit.DynamoClient(t), locks, clock)
 		}
 		return d
 	}

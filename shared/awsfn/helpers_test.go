@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"strconv"
 	"testing"
 	"time"
 
@@ -15,30 +14,13 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/config"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
-	"github.com/tablekeep/tablekeep/shared/internal/awshttp"
 	"github.com/tablekeep/tablekeep/shared/internal/fakeclock"
-	"github.com/tablekeep/tablekeep/shared/internal/testenv"
+	"github.com/tablekeep/tablekeep/shared/internal/testkit"
 	"github.com/tablekeep/tablekeep/shared/table"
 )
-
-func awsConfig(t *testing.T) aws.Config {
-	t.Helper()
-	endpoint := testenv.AWSEndpoint(t)
-	cfg, err := config.LoadDefaultConfig(context.Background(), config.WithRegion("us-east-1"))
-	if err != nil {
-		t.Fatalf("aws config: %v", err)
-	}
-	cfg.BaseEndpoint = aws.String(endpoint)
-	return awshttp.Config(cfg) // as the functions build their DynamoDB and SQS clients
-}
-
-func dynamoClient(t *testing.T) *dynamodb.Client { return dynamodb.NewFromConfig(awsConfig(t)) }
-func sqsClient(t *testing.T) *sqs.Client         { return sqs.NewFromConfig(awsConfig(t)) }
 
 func randomName(prefix string) string {
 	var b [4]byte
@@ -146,7 +128,7 @@ func drainQueue(t *testing.T, sqsc *sqs.Client, queueURL string, handle func(raw
 	for {
 		raw, msgs := receiveEvent(t, sqsc, queueURL, 5)
 		if len(msgs) == 0 {
-			if queueDepth(t, sqsc, queueURL) == 0 {
+			if testkit.QueueDepth(t, sqsc, queueURL) == 0 {
 				return receives, retried
 			}
 			if time.Now().After(deadline) {
@@ -165,21 +147,4 @@ func drainQueue(t *testing.T, sqsc *sqs.Client, queueURL string, handle func(raw
 		}
 		settleBatch(t, sqsc, queueURL, msgs, resp)
 	}
-}
-
-// queueDepth is the number of messages in the queue, visible or not.
-func queueDepth(t *testing.T, sqsc *sqs.Client, queueURL string) int {
-	t.Helper()
-	out, err := sqsc.GetQueueAttributes(context.Background(), &sqs.GetQueueAttributesInput{QueueUrl: aws.String(queueURL),
-		AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameApproximateNumberOfMessages,
-			sqstypes.QueueAttributeNameApproximateNumberOfMessagesNotVisible, sqstypes.QueueAttributeNameApproximateNumberOfMessagesDelayed}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := 0
-	for _, v := range out.Attributes {
-		k, _ := strconv.Atoi(v)
-		n += k
-	}
-	return n
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/tablekeep/tablekeep/shared/awsfn"
 	"github.com/tablekeep/tablekeep/shared/catalog"
 	"github.com/tablekeep/tablekeep/shared/internal/testenv"
+	"github.com/tablekeep/tablekeep/shared/internal/testkit"
 	"github.com/tablekeep/tablekeep/shared/lock"
 	"github.com/tablekeep/tablekeep/shared/maintenance"
 	"github.com/tablekeep/tablekeep/shared/objstore"
@@ -45,10 +46,10 @@ func TestLambdaKilledMidInvocation(t *testing.T) {
 	s3Endpoint, awsEndpoint := testenv.S3Endpoint(t), testenv.AWSEndpoint(t)
 	bins := buildBootstraps(t, "compactor", "cleaner", "sweeper")
 	locks := randomName("tablekeep-locks-")
-	if err := lock.CreateLockTable(ctx, dynamoClient(t), locks); err != nil {
+	if err := lock.CreateLockTable(ctx, testkit.DynamoClient(t), locks); err != nil {
 		t.Fatal(err)
 	}
-	sqsc := sqsClient(t)
+	sqsc := testkit.SQSClient(t)
 
 	const tableRoot = "tables/registry/"
 	cases := []struct {

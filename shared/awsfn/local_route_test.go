@@ -13,6 +13,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/tablekeep/tablekeep/shared/awsfn"
+	"github.com/tablekeep/tablekeep/shared/internal/testkit"
 )
 
 // localStackDir is a STACK_DIR for the infra scripts over the running test
@@ -77,7 +78,7 @@ func TestMakeInvokeAndDrain(t *testing.T) {
 		}
 	}
 	q := awsEnv["TABLEKEEP_QUEUE_URL"]
-	sqsc := sqsClient(t)
+	sqsc := testkit.SQSClient(t)
 	for _, body := range []string{`{"v":1,"table":"nope","root":"warehouse/tables/nope/","from":1,"to":2}`, `garbage`} {
 		if _, err := sqsc.SendMessage(t.Context(), &sqs.SendMessageInput{QueueUrl: aws.String(q), MessageBody: aws.String(body)}); err != nil {
 			t.Fatal(err)
@@ -87,7 +88,7 @@ func TestMakeInvokeAndDrain(t *testing.T) {
 	if !strings.Contains(out, "2 messages in") || !strings.Contains(out, "2 acknowledged") {
 		t.Errorf("drain: %s", out)
 	}
-	if n := queueDepth(t, sqsc, q); n != 0 {
+	if n := testkit.QueueDepth(t, sqsc, q); n != 0 {
 		t.Errorf("queue holds %d messages after make drain", n)
 	}
 	for _, fn := range []string{"compactor", "cleaner"} {

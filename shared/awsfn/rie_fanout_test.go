@@ -27,6 +27,7 @@ import (
 	"github.com/tablekeep/tablekeep/shared/awsfn"
 	"github.com/tablekeep/tablekeep/shared/catalog"
 	"github.com/tablekeep/tablekeep/shared/internal/testenv"
+	"github.com/tablekeep/tablekeep/shared/internal/testkit"
 	"github.com/tablekeep/tablekeep/shared/lock"
 	"github.com/tablekeep/tablekeep/shared/maintenance"
 	"github.com/tablekeep/tablekeep/shared/objstore"
@@ -202,9 +203,9 @@ func TestLambdaFanoutEndToEnd(t *testing.T) {
 	ctx := context.Background()
 	awsEndpoint := testenv.AWSEndpoint(t)
 	bins := buildBootstraps(t, "compactor")
-	sqsc := sqsClient(t)
+	sqsc := testkit.SQSClient(t)
 	locks := randomName("tablekeep-locks-")
-	if err := lock.CreateLockTable(ctx, dynamoClient(t), locks); err != nil {
+	if err := lock.CreateLockTable(ctx, testkit.DynamoClient(t), locks); err != nil {
 		t.Fatal(err)
 	}
 	cleanupURL, _, err := queue.CreateQueueWithDLQ(ctx, sqsc, randomName("tablekeep-cleanup-"), 5, time.Minute)
@@ -283,7 +284,7 @@ func TestLambdaFanoutEndToEnd(t *testing.T) {
 		for {
 			raw, msgs := receiveJobs(t, sqsc, jobsURL, wait)
 			if len(msgs) == 0 {
-				if queueDepth(t, sqsc, jobsURL) == 0 {
+				if testkit.QueueDepth(t, sqsc, jobsURL) == 0 {
 					return n
 				}
 				if time.Now().After(deadline) {
@@ -385,7 +386,7 @@ func TestLambdaFanoutEndToEnd(t *testing.T) {
 		t.Errorf("relay errors: %v", relay.errs)
 	}
 	relay.mu.Unlock()
-	if n := queueDepth(t, sqsc, jobsDLQ); n != 0 {
+	if n := testkit.QueueDepth(t, sqsc, jobsDLQ); n != 0 {
 		t.Errorf("the compaction DLQ holds %d messages", n)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/tablekeep/tablekeep/shared/awsfn"
 	"github.com/tablekeep/tablekeep/shared/catalog"
 	"github.com/tablekeep/tablekeep/shared/internal/testenv"
+	"github.com/tablekeep/tablekeep/shared/internal/testkit"
 	"github.com/tablekeep/tablekeep/shared/lance/lancetest"
 	"github.com/tablekeep/tablekeep/shared/lock"
 	"github.com/tablekeep/tablekeep/shared/maintenance"
@@ -43,9 +44,9 @@ func TestLambdaLanceEndToEnd(t *testing.T) {
 	awsEndpoint := testenv.AWSEndpoint(t)
 	s3Endpoint := testenv.S3Endpoint(t)
 	bins := buildBootstraps(t, "compactor", "cleaner", "sweeper")
-	sqsc := sqsClient(t)
+	sqsc := testkit.SQSClient(t)
 	locks := randomName("tablekeep-locks-")
-	if err := lock.CreateLockTable(ctx, dynamoClient(t), locks); err != nil {
+	if err := lock.CreateLockTable(ctx, testkit.DynamoClient(t), locks); err != nil {
 		t.Fatal(err)
 	}
 	cleanupURL, cleanupDLQ, err := queue.CreateQueueWithDLQ(ctx, sqsc, randomName("tablekeep-cleanup-"), 5, time.Minute)
@@ -111,7 +112,7 @@ func TestLambdaLanceEndToEnd(t *testing.T) {
 	for deadline := time.Now().Add(time.Minute); job == nil; {
 		raw, msgs := receiveJobs(t, sqsc, jobsURL, 1)
 		if len(msgs) == 0 {
-			if queueDepth(t, sqsc, jobsURL) == 0 || time.Now().After(deadline) {
+			if testkit.QueueDepth(t, sqsc, jobsURL) == 0 || time.Now().After(deadline) {
 				break
 			}
 			continue
@@ -135,8 +136,8 @@ func TestLambdaLanceEndToEnd(t *testing.T) {
 		cleaner.invoke(t, raw, &r)
 		return r
 	})
-	if len(retried) != 0 || queueDepth(t, sqsc, cleanupDLQ) != 0 {
-		t.Fatalf("cleanup retried %v, dead letters %d", retried, queueDepth(t, sqsc, cleanupDLQ))
+	if len(retried) != 0 || testkit.QueueDepth(t, sqsc, cleanupDLQ) != 0 {
+		t.Fatalf("cleanup retried %v, dead letters %d", retried, testkit.QueueDepth(t, sqsc, cleanupDLQ))
 	}
 	var sw awsfn.SweepSummary
 	sweeper.invoke(t, readEvent(t, "scheduler.json"), &sw)

@@ -21,6 +21,7 @@ import (
 	"github.com/tablekeep/tablekeep/shared/catalog"
 	"github.com/tablekeep/tablekeep/shared/internal/faultproxy"
 	"github.com/tablekeep/tablekeep/shared/internal/testenv"
+	"github.com/tablekeep/tablekeep/shared/internal/testkit"
 	"github.com/tablekeep/tablekeep/shared/lock"
 	"github.com/tablekeep/tablekeep/shared/maintenance"
 	"github.com/tablekeep/tablekeep/shared/objstore"
@@ -71,10 +72,10 @@ func TestLambdaCleanerAtS3Latency(t *testing.T) {
 	s3Endpoint, awsEndpoint := testenv.S3Endpoint(t), testenv.AWSEndpoint(t)
 	bins := buildBootstraps(t, "compactor", "cleaner")
 	locks := randomName("tablekeep-locks-")
-	if err := lock.CreateLockTable(ctx, dynamoClient(t), locks); err != nil {
+	if err := lock.CreateLockTable(ctx, testkit.DynamoClient(t), locks); err != nil {
 		t.Fatal(err)
 	}
-	sqsc := sqsClient(t)
+	sqsc := testkit.SQSClient(t)
 	queueURL, dlqURL, err := queue.CreateQueueWithDLQ(ctx, sqsc, randomName("tablekeep-latency-"), rieMaxReceiveCount, rieQueueVisibility)
 	if err != nil {
 		t.Fatal(err)
@@ -167,16 +168,16 @@ func TestLambdaCleanerAtS3Latency(t *testing.T) {
 			t.Fatalf("invocation %d: %d messages reported failed: %+v", inv, len(resp.BatchItemFailures), resp.BatchItemFailures)
 		}
 		settleBatch(t, sqsc, queueURL, msgs, resp)
-		if queueDepth(t, sqsc, queueURL) == 0 {
+		if testkit.QueueDepth(t, sqsc, queueURL) == 0 {
 			break
 		}
 		if inv == rieLatencyMaxInvokes {
-			t.Fatalf("queue not drained after %d invocations: %d messages left", inv, queueDepth(t, sqsc, queueURL))
+			t.Fatalf("queue not drained after %d invocations: %d messages left", inv, testkit.QueueDepth(t, sqsc, queueURL))
 		}
 		// Continuations and deferred messages sent back by the cleaner.
 		raw, msgs = receiveN(t, sqsc, queueURL, rieCleanerBatch)
 		if len(msgs) == 0 {
-			t.Fatalf("queue depth %d but nothing to receive", queueDepth(t, sqsc, queueURL))
+			t.Fatalf("queue depth %d but nothing to receive", testkit.QueueDepth(t, sqsc, queueURL))
 		}
 	}
 	t.Logf("cleaner: %d keys in %s (%.0f keys/s); highest receive count %d (maxReceiveCount %d)",
@@ -184,7 +185,7 @@ func TestLambdaCleanerAtS3Latency(t *testing.T) {
 	if maxReceives >= rieMaxReceiveCount {
 		t.Errorf("a message was received %d times; the redrive policy moves it to the DLQ at %d", maxReceives, rieMaxReceiveCount)
 	}
-	if n := queueDepth(t, sqsc, dlqURL); n != 0 {
+	if n := testkit.QueueDepth(t, sqsc, dlqURL); n != 0 {
 		t.Errorf("%d messages dead-lettered", n)
 	}
 

@@ -1,13 +1,3 @@
-// Package bench is the benchmark report generator behind `make bench`
-// (cmd/tkbench): one run measures the table format and maintenance on local
-// disk — the seed's registry churn with and without maintenance, a seed
-// replay (churn, then one maintenance pass), compaction and cleanup
-// throughput, open/commit requests at 10 / 1,000 / 20,000 versions,
-// get-by-key before and after maintenance, maintenance at object-store
-// latency (one pass under the none and s3 profiles, a cleanup backlog drained
-// by 1 and 5 cleaners; latency.go) — each with object-store requests by kind,
-// and writes docs/benchmarks.md, a PNG plot and a monthly cost
-// estimate from the counted requests.
 package bench
 
 import (

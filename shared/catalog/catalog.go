@@ -1,7 +1,3 @@
-// Package catalog holds tablekeep's own tables, kept in the same format and
-// maintained by the same pipeline as every other table: _registry lists the
-// managed tables with their maintenance policy; _stats holds one row per
-// table, refreshed after each maintenance run.
 package catalog
 
 import (

@@ -1,5 +1,3 @@
-// Package cli is the tablekeep command tree. cmd/tablekeep's main only calls
-// Main; tests run the same tree in-process with Run.
 package cli
 
 import (

@@ -1,8 +1,3 @@
-// Package embedded is tablekeep's maintenance for a laptop: a local
-// directory as the store, a lock file per table, and an in-process queue,
-// so the whole job (compact, plan, drain, sweep) runs with no services. It
-// is the local warehouse of shared/warehouse (OpenLocal, Pass) with the
-// embedded defaults.
 package embedded
 
 import (

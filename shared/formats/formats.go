@@ -1,10 +1,3 @@
-// Package formats opens the registered datasets whose format is not
-// tablekeep's (maintenance.TableRef.Format) as maintenance.Source values:
-// the one place that knows both the maintenance pipeline and the Lance
-// reader, so that neither learns the other. shared/warehouse's
-// constructors pass Open as Runner.Sources, Cleaner.Sources and
-// SweepOptions.Sources, for the Lambda functions, the CLI and the embedded
-// warehouse alike; lance.go is what the CLI reads of a Lance dataset.
 package formats
 
 import (

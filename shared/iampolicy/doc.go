@@ -7,14 +7,14 @@
 // hand-copied: a grant removed from the template is removed from the
 // generated policy.
 //
-// Floor: a tool package above shared/awsfn (it imports awsfn for the roles
-// and the functions' logical ids). Its users are tests (shared/awsfn's
-// end-to-end and least-privilege tests) and infra/bucketpolicy; no Lambda
-// bootstrap imports it, which keeps gopkg.in/yaml.v3, its only reason to
-// exist apart, out of functions/tablekeep (TestBootstrapImportsNoYAML).
-//
-// It owns the template reader for role statements (TemplateS3Statements,
-// resolving the intrinsics an existing-bucket deployment uses), the policy
-// writer (BucketPolicy) and the S3 operation-to-action table (S3ActionOf).
-// It must not be imported by shared/awsfn or any package a function runs.
+// Floor 6 of the layering (a package's floor is one above the highest floor
+// it imports; floor 0 imports no tablekeep package). It owns the template
+// reader for role statements (TemplateS3Statements, resolving the intrinsics
+// an existing-bucket deployment uses), the policy writer (BucketPolicy) and
+// the S3 operation-to-action table (S3ActionOf). Its users are tests
+// (shared/awsfn's end-to-end and least-privilege tests) and
+// infra/bucketpolicy; shared/awsfn and every package a function runs must
+// not import it, so gopkg.in/yaml.v3 stays out of functions/tablekeep
+// (TestBootstrapImportsNoYAML). It must not import: shared/cli,
+// shared/embedded, shared/maintenance.
 package iampolicy

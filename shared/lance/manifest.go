@@ -1,13 +1,3 @@
-// Package lance reads what maintenance needs from a Lance dataset (the
-// format LanceDB writes): its versions under _versions/ (both naming
-// schemes), the files each version's manifest references, and its tags. It
-// is tablekeep's own reader of the documented format (protos/table.proto in
-// the lancedb/lance repository), decoding with protowire only the fields that
-// name files, and it refuses, with ErrUnsupported, every feature or field
-// that could reference a file it does not understand: it never guesses.
-//
-// It knows nothing about queues or the maintenance pipeline; Source (in
-// source.go) adapts a dataset to the small interface maintenance prunes.
 package lance
 
 import (

@@ -17,6 +17,7 @@ import (
 
 	"github.com/tablekeep/tablekeep/shared/internal/faultproxy"
 	"github.com/tablekeep/tablekeep/shared/internal/testenv"
+	"github.com/tablekeep/tablekeep/shared/internal/testkit"
 )
 
 // lostResponses loses the response of one chosen UpdateItem after moto
@@ -115,7 +116,7 @@ func lostClient(t *testing.T, f faultproxy.Fault) (*dynamodb.Client, *lostRespon
 // lease that was genuinely lost or a lock genuinely held is still reported
 // as such.
 func TestDynamoLockerLostResponses(t *testing.T) {
-	client := dynamoClient(t)
+	client := testkit.DynamoClient(t)
 	table := lockTable(t, client)
 	for _, fault := range []faultproxy.Fault{faultproxy.InternalError, faultproxy.Reset} {
 		t.Run(fault.String(), func(t *testing.T) {

@@ -10,29 +10,11 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"github.com/tablekeep/tablekeep/shared/internal/awshttp"
-	"github.com/tablekeep/tablekeep/shared/internal/testenv"
+	"github.com/tablekeep/tablekeep/shared/internal/testkit"
 )
-
-// dynamoClient is a client for moto_server (TABLEKEEP_AWS_ENDPOINT).
-func dynamoClient(t *testing.T) *dynamodb.Client {
-	t.Helper()
-	endpoint := testenv.AWSEndpoint(t)
-	cfg, err := config.LoadDefaultConfig(context.Background(), config.WithRegion("us-east-1"))
-	if err != nil {
-		t.Fatalf("aws config: %v", err)
-	}
-	cfg.BaseEndpoint = aws.String(endpoint)
-	// As awsfn builds it: request bodies private to net/http (see
-	// shared/internal/awshttp), so the SDK never resends an applied write
-	// because of the local race; TestDynamoLockerLostResponses loses
-	// responses on purpose instead.
-	return dynamodb.NewFromConfig(awshttp.Config(cfg))
-}
 
 // lockTable creates a fresh lock table, so reruns against one moto start from
 // empty items.
@@ -50,7 +32,7 @@ func lockTable(t *testing.T, client *dynamodb.Client) string {
 }
 
 func TestDynamoLocker(t *testing.T) {
-	client := dynamoClient(t)
+	client := testkit.DynamoClient(t)
 	table := lockTable(t, client)
 	if err := CreateLockTable(context.Background(), client, table); err != nil {
 		t.Errorf("CreateLockTable on an existing table: %v", err)
@@ -108,7 +90,7 @@ func (p prefixed) Check(ctx context.Context, l *Lease) error {
 // token but loses its owner and records the token released.
 func TestDynamoLockerItem(t *testing.T) {
 	ctx := context.Background()
-	client := dynamoClient(t)
+	client := testkit.DynamoClient(t)
 	table := lockTable(t, client)
 	clock := newFakeClock()
 	lk := NewDynamoLocker(client, table, clock)

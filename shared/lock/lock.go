@@ -1,19 +1,3 @@
-// Package lock provides named lease locks with fencing tokens.
-//
-// A lease is held until it expires or is released; the holder extends it with
-// Renew. Every acquisition of a name, including a take-over of an expired
-// lease, gets a strictly larger fencing token than the one before, so a holder
-// that was paused past its expiry can find out (through Fence.CheckFence) that
-// somebody else has since acquired the lock, before it commits anything.
-//
-// Implementations: FileLocker (one JSON file per name in a directory, correct
-// across processes on one machine), DynamoLocker (one DynamoDB item per name)
-// and InProcess (a map, for tests of code that takes locks).
-//
-// Expiry is decided by the clock of whoever looks at a lease: a contender takes
-// over once its clock says the lease has expired. Clock skew between machines
-// therefore shortens or lengthens leases; the fencing token (checked right
-// before each commit) is what keeps a stale holder from committing.
 package lock
 
 import (

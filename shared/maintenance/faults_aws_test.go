@@ -18,12 +18,12 @@ import (
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
-	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/aws/smithy-go"
 
 	"github.com/tablekeep/tablekeep/shared/internal/awshttp"
 	"github.com/tablekeep/tablekeep/shared/internal/faultproxy"
 	"github.com/tablekeep/tablekeep/shared/internal/testenv"
+	"github.com/tablekeep/tablekeep/shared/internal/testkit"
 	"github.com/tablekeep/tablekeep/shared/lock"
 	"github.com/tablekeep/tablekeep/shared/maintenance"
 	"github.com/tablekeep/tablekeep/shared/objstore"
@@ -256,7 +256,7 @@ func TestFaultsOverAWS(t *testing.T) {
 			if err != nil || st.DeadLettered > 0 {
 				t.Fatalf("final drain: %+v: %v", st, err)
 			}
-			if n := queueDepth(t, sqsDirect, qURL); n == 0 {
+			if n := testkit.QueueDepth(t, sqsDirect, qURL); n == 0 {
 				return
 			}
 			if time.Now().After(deadline) {
@@ -293,7 +293,7 @@ func TestFaultsOverAWS(t *testing.T) {
 	stats := proxy.Stats()
 	t.Logf("AWS faults: %s", stats)
 	t.Logf("AWS with faults: %s; %d errors tolerated", rep, rep.Tolerated)
-	if n := queueDepth(t, sqsDirect, dlqURL); n != 0 {
+	if n := testkit.QueueDepth(t, sqsDirect, dlqURL); n != 0 {
 		t.Errorf("%d messages in the DLQ", n)
 	}
 	for _, kind := range []string{"500", "500-after", "503-slowdown", "503-slowdown-after", "timeout", "timeout-after", "reset", "reset-after", "ccf-after"} {
@@ -352,24 +352,4 @@ func lostAcquire(t *testing.T, proxy *faultproxy.Proxy, lk *lock.DynamoLocker, c
 	if err != nil || l.Token != 2 {
 		t.Fatalf("after expiry: %v, %v; want token 2", l, err)
 	}
-}
-
-func queueDepth(t testing.TB, c *sqs.Client, url string) int {
-	t.Helper()
-	out, err := c.GetQueueAttributes(context.Background(), &sqs.GetQueueAttributesInput{
-		QueueUrl: aws.String(url),
-		AttributeNames: []sqstypes.QueueAttributeName{
-			sqstypes.QueueAttributeNameApproximateNumberOfMessages, sqstypes.QueueAttributeNameApproximateNumberOfMessagesNotVisible,
-			sqstypes.QueueAttributeNameApproximateNumberOfMessagesDelayed,
-		},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := 0
-	for _, v := range out.Attributes {
-		k, _ := strconv.Atoi(v)
-		n += k
-	}
-	return n
 }

@@ -1,11 +1,3 @@
-// Package maintenance keeps tablekeep tables healthy: a compactor that folds
-// small and deletion-heavy fragments under a lease lock, a prune planner that
-// raises a table's retention floor and enqueues prunable version ranges, a
-// cleaner that drains those ranges with no lock held, and an orphan sweep.
-//
-// Compaction needs exclusive access and a time bound; cleanup needs neither.
-// Holding a lock through tens of thousands of deletes is what froze the
-// control plane in the seed report, so the cleaner never takes one.
 package maintenance
 
 import (

@@ -1,11 +1,3 @@
-// Package objstore is the small object-store interface tablekeep is built on,
-// with a local-directory implementation, an S3 implementation, and wrappers
-// that count requests by kind, inject faults, add a remote store's latency
-// by request kind (Latency, with named profiles) and measure critical paths.
-//
-// Keys are slash-separated and relative to the store's root (a directory on
-// disk, a bucket on S3). Every method is exactly one request to the backing
-// service, so the counting wrapper's numbers are the service's numbers.
 package objstore
 
 import (

@@ -1,5 +1,3 @@
-// Package progress shows progress bars for long local operations, only
-// when the output is a terminal: piped or redirected output stays quiet.
 package progress
 
 import (

@@ -1,11 +1,3 @@
-// Package queue carries work items (for tablekeep: prunable version ranges)
-// from the compactor to cleaners with at-least-once delivery: SQS in AWS, an
-// in-process queue on a laptop.
-//
-// A received message stays invisible for a visibility timeout and comes back
-// unless acknowledged, so handlers must be idempotent: a message can be
-// delivered twice, out of order, and again if its handler outlives the
-// visibility timeout.
 package queue
 
 import (

@@ -14,24 +14,11 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
-	"github.com/tablekeep/tablekeep/shared/internal/awshttp"
-	"github.com/tablekeep/tablekeep/shared/internal/testenv"
+	"github.com/tablekeep/tablekeep/shared/internal/testkit"
 )
-
-func sqsClient(t *testing.T) *sqs.Client {
-	t.Helper()
-	endpoint := testenv.AWSEndpoint(t)
-	cfg, err := config.LoadDefaultConfig(context.Background(), config.WithRegion("us-east-1"))
-	if err != nil {
-		t.Fatalf("aws config: %v", err)
-	}
-	cfg.BaseEndpoint = aws.String(endpoint)
-	return sqs.NewFromConfig(awshttp.Config(cfg)) // as awsfn builds it
-}
 
 func queueName(t *testing.T) string {
 	var rnd [4]byte
@@ -102,7 +89,7 @@ func receiveAll(t *testing.T, q Queue, n int, vis time.Duration) []Delivery {
 
 func TestSQSBatchSend(t *testing.T) {
 	ctx := context.Background()
-	client := sqsClient(t)
+	client := testkit.SQSClient(t)
 	url, _, err := CreateQueueWithDLQ(ctx, client, queueName(t), 5, 30*time.Second)
 	if err != nil {
 		t.Fatal(err)
@@ -168,7 +155,7 @@ func TestSQSBatchSend(t *testing.T) {
 // failures are deleted, as the Lambda event source mapping does.
 func TestSQSLambdaPartialBatchFailureRedelivers(t *testing.T) {
 	ctx := context.Background()
-	client := sqsClient(t)
+	client := testkit.SQSClient(t)
 	url, _, err := CreateQueueWithDLQ(ctx, client, queueName(t), 5, time.Second)
 	if err != nil {
 		t.Fatal(err)
@@ -223,7 +210,7 @@ func TestSQSLambdaPartialBatchFailureRedelivers(t *testing.T) {
 
 func TestSQSDeadLetterAfterMaxReceives(t *testing.T) {
 	ctx := context.Background()
-	client := sqsClient(t)
+	client := testkit.SQSClient(t)
 	url, dlqURL, err := CreateQueueWithDLQ(ctx, client, queueName(t), 2, 30*time.Second)
 	if err != nil {
 		t.Fatal(err)

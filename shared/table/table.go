@@ -1,7 +1,3 @@
-// Package table implements tablekeep's versioned table format over an
-// objstore.Store: Arrow-schema'd tables whose versions are immutable
-// manifests listing immutable Parquet fragments and deletion vectors.
-// docs/format.md specifies the layout and encoding.
 package table
 
 import (

@@ -1,10 +1,3 @@
-// Package telemetry records maintenance metrics and writes them in
-// CloudWatch Embedded Metric Format (EMF): one JSON line per invocation or
-// run, which CloudWatch Logs turns into metrics with no API call. It also
-// renders request counts as slog attributes for the per-step log lines.
-//
-// A Metrics is created per invocation and injected through constructors; a
-// nil *Metrics records nothing, so components work without one.
 package telemetry
 
 import (

@@ -1,8 +1,3 @@
-// Package testenv connects tests to the local stack started by
-// infra/stack-up.sh (versitygw for S3, moto_server for DynamoDB and SQS).
-//
-// Tests that need the stack fail, never skip, when it is not running: run
-// them with `make test`, or `make stack-up && source .stack/env` first.
 package testenv
 
 import (

@@ -3,9 +3,13 @@
 // store in a temporary directory, DynamoDB and SQS clients for the local
 // moto_server built as the functions build theirs, a queue's depth.
 //
-// Floor: internal, for tests only. It imports objstore, the AWS SDK and
-// shared/internal/testenv (which finds the local stack; a helper that needs
-// the stack fails, never skips, without it). No non-test code imports it,
-// and it must import no package whose tests use it other than objstore
-// (objstore's own tests cannot use it).
+// Floor 2 of the layering (a package's floor is one above the highest floor
+// it imports; floor 0 imports no tablekeep package). It owns the shared
+// helpers only; a helper used by one package's tests stays in that package.
+// No non-test code imports it. It imports objstore, the AWS SDK,
+// shared/internal/awshttp and shared/internal/testenv (a helper that needs
+// the stack fails, never skips, without it), and nothing whose own internal
+// tests use it, so that table, lock, queue and catalog tests can. It must
+// not import: shared/table, shared/lock, shared/queue, shared/maintenance,
+// shared/catalog.
 package testkit

@@ -1,8 +1,3 @@
-// Package lancetest drives the LanceDB fixture (shared/lance/testdata/lancedb,
-// an npm project whose lock file pins @lancedb/lancedb) from the tests of
-// other packages: the CLI, the embedded warehouse and the Lambda functions
-// register and maintain datasets LanceDB wrote, then have LanceDB read them.
-// A machine without node or npm fails the test with how to get them.
 package lancetest
 
 import (

@@ -1,9 +1,3 @@
-// Package pbwire walks protobuf messages field by field for the Lance
-// readers (manifests, data-file containers, page encodings), which read
-// Lance's protobufs with protowire instead of generated code so that every
-// bound is checked and unknown fields can be kept byte for byte. It holds
-// the one walker they share; each reader wraps its *Error in its own
-// corrupt-object error.
 package pbwire
 
 import (
