@@ -118,7 +118,7 @@ func Sweep(ctx context.Context, t *table.Table, p Policy, now time.Time, maxDele
 	if err := guard.check(ctx, del); err != nil {
 		return res, err
 	}
-	n, err := objstore.DeleteAll(ctx, guardedStore{t.Store(), guard}, del, p.DeleteBatch)
+	n, reqs, err := deleteSwept(ctx, guardedStore{t.Store(), guard}, del, p.DeleteBatch)
 	res.Deleted = n
 	var failed map[string]bool
 	var de *objstore.DeleteError
@@ -135,7 +135,7 @@ func Sweep(ctx context.Context, t *table.Table, p Policy, now time.Time, maxDele
 			}
 		}
 	}
-	res.Requests = (len(del) + p.DeleteBatch - 1) / p.DeleteBatch
+	res.Requests = reqs
 	return res, err
 }
 

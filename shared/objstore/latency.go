@@ -200,6 +200,16 @@ func (l *Latency) Inner() Store { return l.inner }
 // Profile is the wrapper's profile.
 func (l *Latency) Profile() Profile { return l.p }
 
+// Rates are S3's (S3Rates) when the profile adds latency: a store made to
+// look like a remote object store is paced like one (Paced). With the zero
+// profile they are the inner store's.
+func (l *Latency) Rates() Rates {
+	if l.p.IsZero() {
+		return RatesOf(l.inner)
+	}
+	return S3Rates()
+}
+
 func (l *Latency) wait(ctx context.Context, op Op) error {
 	if err := precheck(ctx, op); err != nil {
 		return err
@@ -302,6 +312,9 @@ var _ Store = (*PathTracker)(nil)
 // NewPathTracker wraps inner; p weighs the requests (the zero Profile
 // counts round trips only).
 func NewPathTracker(inner Store, p Profile) *PathTracker { return &PathTracker{inner: inner, p: p} }
+
+// Inner is the wrapped store.
+func (t *PathTracker) Inner() Store { return t.inner }
 
 // Path is the longest chain so far.
 func (t *PathTracker) Path() Path {

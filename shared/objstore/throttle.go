@@ -53,6 +53,15 @@ func WithWriteThrottle(s Store, o ThrottleOptions) *WriteThrottle {
 	return &WriteThrottle{Store: s, o: o, buckets: map[string]*rate.Limiter{}}
 }
 
+// Rates are the inner store's, with WritesPerSecond as the delete rate:
+// the throttle stands for S3's write limit (Paced), so callers pace their
+// deletes to it.
+func (w *WriteThrottle) Rates() Rates {
+	r := RatesOf(w.Store)
+	r.DeleteKeys = w.o.WritesPerSecond
+	return r
+}
+
 // Throttled reports the requests refused so far.
 func (w *WriteThrottle) Throttled() Throttled {
 	w.mu.Lock()

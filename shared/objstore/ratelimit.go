@@ -1,4 +1,4 @@
-package maintenance
+package objstore
 
 import (
 	"context"
@@ -7,16 +7,6 @@ import (
 	"time"
 
 	"golang.org/x/time/rate"
-)
-
-// S3's documented request rates per partitioned prefix: 3,500
-// PUT/COPY/POST/DELETE and 5,500 GET/HEAD requests per second. A
-// DeleteObjects request of n keys counts as n DELETEs against the first
-// (each key is a write to the index), so the cleaner limits deleted keys
-// per second, not DeleteObjects requests.
-const (
-	S3DeleteKeysPerSecond = 3500
-	S3GetsPerSecond       = 5500
 )
 
 // AIMDLimiter is a token-bucket rate limit (golang.org/x/time/rate) whose
@@ -72,22 +62,11 @@ func NewAIMDLimiter(o AIMDOptions) *AIMDLimiter {
 		o.Now = time.Now
 	}
 	if o.Sleep == nil {
-		o.Sleep = sleepCtx
+		o.Sleep = Sleep
 	}
 	return &AIMDLimiter{
 		lim: rate.NewLimiter(rate.Limit(o.Cap), o.Burst), cap: o.Cap, floor: o.Floor, step: o.Step,
 		cooldown: o.Cooldown, now: o.Now, sleep: o.Sleep,
-	}
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
 	}
 }
 
