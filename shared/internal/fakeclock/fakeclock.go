@@ -1,5 +1,5 @@
-// Package fakeclock is simulated time: the settable clock tests and
-// benchmarks inject wherever code takes
+// Package fakeclock is simulated time: the settable clock (a clock.Clock)
+// tests and benchmarks inject wherever code takes
 // a clock (lock.Clock, table.Options.Clock, queue.EmbeddedOptions.Now), and a
 // store wrapper that dates objects by it. Time moves only when advanced, or
 // when code under test sleeps on it.
@@ -11,14 +11,17 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tablekeep/tablekeep/shared/clock"
 	"github.com/tablekeep/tablekeep/shared/objstore"
 )
 
-// Clock is safe for concurrent use.
+// Clock is a clock.Clock, safe for concurrent use.
 type Clock struct {
 	mu  sync.Mutex
 	now time.Time
 }
+
+var _ clock.Clock = (*Clock)(nil)
 
 // New returns a clock reading start.
 func New(start time.Time) *Clock { return &Clock{now: start} }
