@@ -108,11 +108,12 @@ bench:
 
 ## bench-lance: the Lance compaction figure (BenchmarkLanceCompaction, local disk; LanceDB
 ## makes LANCE_BENCH_UPSERTS single-row upserts, default 2000, ~4 min) written into
-## docs/lance.md between the lance-compaction-bench markers. The S3-latency variant
+## docs/lance.md between the lance-compaction-bench markers, and the local-disk maintenance
+## pass (BenchmarkLancePass: 1,000 upserts, ~2 min; lance-pass-bench markers). The S3-latency variant
 ## (BenchmarkLanceCompactionS3) needs the stack: docs/lance.md "Figures".
 LANCE_BENCH_TIMEOUT ?= 60m
 bench-lance:
-	LANCE_BENCH_DOC=$(CURDIR)/docs/lance.md $(GO) test -count=1 -run '^$$' -bench 'BenchmarkLanceCompaction$$' -benchtime 1x -timeout $(LANCE_BENCH_TIMEOUT) ./shared/lance/
+	LANCE_BENCH_DOC=$(CURDIR)/docs/lance.md $(GO) test -count=1 -run '^$$' -bench 'BenchmarkLanceCompaction$$|BenchmarkLancePass$$' -benchtime 1x -timeout $(LANCE_BENCH_TIMEOUT) ./shared/lance/
 
 ## Lambda functions (docs/aws.md). SAM's `BuildMethod: makefile` runs
 ## build-<LogicalId> with ARTIFACTS_DIR set. The three functions run one
