@@ -7,6 +7,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/tablekeep/tablekeep/shared/clock"
 )
 
 // Profile is the latency of one request of each kind: what a store adds in
@@ -144,20 +146,8 @@ func (p Profile) String() string {
 // SleepFunc waits d or until ctx ends. fakeclock.Clock.Sleep is one.
 type SleepFunc func(ctx context.Context, d time.Duration) error
 
-// Sleep is the real SleepFunc: a timer, cut short by ctx.
-func Sleep(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
-}
+// Sleep is the real SleepFunc (clock.Sleep): a timer, cut short by ctx.
+func Sleep(ctx context.Context, d time.Duration) error { return clock.Sleep(ctx, d) }
 
 // Latency wraps a Store and delays every request by its profile's latency
 // for the request's kind before sending it, so that code running against a

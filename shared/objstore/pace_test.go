@@ -113,7 +113,7 @@ func TestPaceDeleter(t *testing.T) {
 			keys := put(t, disk, 100)
 			st := &slowStore{Store: disk, slow: func(n int) bool { return n%3 == 0 }, perKey: perKey}
 			clk := fakeclock.New(time.Unix(1e9, 0))
-			lim := objstore.NewAIMDLimiter(objstore.AIMDOptions{Cap: 50, Burst: 10, Cooldown: time.Nanosecond, Now: clk.Now, Sleep: clk.Sleep})
+			lim := objstore.NewAIMDLimiter(objstore.AIMDOptions{Cap: 50, Burst: 10, Cooldown: time.Nanosecond, Clock: clk})
 			d := objstore.NewDeleter(ctx, st, objstore.DeleterOptions{Batch: 10, InFlight: 1, Limit: lim, Retries: 100})
 			d.Add(keys...)
 			n, reqs, err := d.Wait()
