@@ -223,7 +223,7 @@ func openS3Warehouse(ctx context.Context, app *App, wf warehouseFlags, uri strin
 	if wf.QueueURL != "" {
 		w.Remote = d.Queue
 	} else {
-		w.Local = queue.NewEmbedded(queue.EmbeddedOptions{Now: d.Clock.Now, MaxReceives: 5})
+		w.Local = queue.NewEmbedded(queue.EmbeddedOptions{Clock: d.Clock, MaxReceives: 5})
 	}
 	return w, nil
 }

@@ -77,7 +77,7 @@ func Open(ctx context.Context, dir string, clock lock.Clock, logger *slog.Logger
 	if err != nil {
 		return nil, err
 	}
-	q := queue.NewEmbedded(queue.EmbeddedOptions{Now: clock.Now, MaxReceives: 5})
+	q := queue.NewEmbedded(queue.EmbeddedOptions{Clock: clock, MaxReceives: 5})
 	return &Warehouse{Dir: dir, Store: st, Catalog: cat, Locker: locker, Queue: q, Clock: clock, Logger: logger}, nil
 }
 

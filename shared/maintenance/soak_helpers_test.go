@@ -217,7 +217,7 @@ func newSoakWorld(t *testing.T, cfg soakConfig) *soakWorld {
 	w.ts = fakeclock.NewStore(w.disk, w.clock)
 	w.m1st = objstore.NewFaulty(w.ts)
 	w.locker = lock.NewInProcess(w.clock)
-	w.q = queue.NewEmbedded(queue.EmbeddedOptions{Now: w.clock.Now, MaxReceives: 5})
+	w.q = queue.NewEmbedded(queue.EmbeddedOptions{Clock: w.clock, MaxReceives: 5})
 	w.ref = maintenance.TableRef{Name: tblName, Root: "wh/tbl/", Policy: cfg.Policy}
 	w.cat = &memCatalog{refs: []maintenance.TableRef{w.ref}}
 	w.drop = &dropEnqueuer{next: maintenance.QueueEnqueuer{Q: w.q}, rng: rand.New(rand.NewPCG(cfg.Seed, 20)), oneIn: cfg.DropOneIn}
