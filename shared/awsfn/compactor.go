@@ -82,7 +82,7 @@ func (sum *CompactSummary) add(tr maintenance.TableReport) {
 
 // newRunner is the maintenance runner of one invocation.
 func (d *Deps) newRunner(ctx context.Context, log *slog.Logger, cat maintenance.Catalog, m *telemetry.Metrics) *maintenance.Runner {
-	comp := maintenance.NewCompactor(log, d.Clock.Now)
+	comp := maintenance.NewCompactor(log, d.Clock)
 	comp.Margin = d.Config.Margin
 	return &maintenance.Runner{
 		Store: d.Store, Catalog: cat, Locker: d.Locker, Queue: maintenance.QueueEnqueuer{Q: d.Queue},

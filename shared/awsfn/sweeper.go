@@ -83,7 +83,7 @@ func (d *Deps) Sweep(ctx context.Context, raw json.RawMessage) (SweepSummary, er
 		}
 		st := SweepTable{Table: ref.Name}
 		res, err := maintenance.SweepTable(wctx, d.Store, ref, maintenance.SweepOptions{
-			Now: d.Clock.Now(), MaxDeletes: d.Config.SweepMaxDeletes, Logger: log, Clock: d.Clock.Now,
+			Now: d.Clock.Now(), MaxDeletes: d.Config.SweepMaxDeletes, Logger: log, Clock: d.Clock,
 			Metrics: m, Table: d.tableOptions(), Sources: formats.Open,
 		})
 		st.Listed, st.Referenced, st.Young, st.Foreign, st.Deleted = res.Listed, res.Referenced, res.Young, res.Foreign, res.Deleted

@@ -326,7 +326,7 @@ func churn(ctx context.Context, cfg Config, dir string, maintain bool) (ChurnRes
 				return res, err
 			}
 			for _, ref := range refs {
-				if _, err := maintenance.SweepTable(ctx, w.Store, ref, maintenance.SweepOptions{Now: clock.Now(), Clock: clock.Now,
+				if _, err := maintenance.SweepTable(ctx, w.Store, ref, maintenance.SweepOptions{Now: clock.Now(), Clock: clock,
 					Table: table.Options{Clock: clock.Now}}); err != nil {
 					return res, err
 				}
@@ -461,7 +461,7 @@ func replay(ctx context.Context, cfg Config, ch ChurnResult) (ReplayResult, erro
 	res.DrainTime = time.Since(t0)
 	res.Drain = Reqs{C: cnt.Counts().Sub(base), N: 1}
 	base, t0 = cnt.Counts(), time.Now()
-	if _, err := maintenance.SweepTable(ctx, w.Store, ref, maintenance.SweepOptions{Now: clock.Now(), Clock: clock.Now,
+	if _, err := maintenance.SweepTable(ctx, w.Store, ref, maintenance.SweepOptions{Now: clock.Now(), Clock: clock,
 		Table: table.Options{Clock: clock.Now}}); err != nil {
 		return res, err
 	}
@@ -622,7 +622,7 @@ func scale(ctx context.Context, cfg Config, dir string, n int, last bool, all *R
 	// reads again.
 	clock.Advance(2 * time.Hour)
 	ref := maintenance.TableRef{Name: "hist", Root: "hist/", Policy: maintenance.DefaultPolicy()}
-	comp := maintenance.NewCompactor(nil, clock.Now)
+	comp := maintenance.NewCompactor(nil, clock)
 	ct, err := table.Open(ctx, cnt, "hist", opts)
 	if err != nil {
 		return res, err

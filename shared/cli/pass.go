@@ -123,7 +123,7 @@ func (w *whouse) pass(ctx context.Context, o passOptions) (passReport, error) {
 		enq = maintenance.QueueEnqueuer{Q: w.Remote}
 	}
 	host, _ := os.Hostname()
-	comp := maintenance.NewCompactor(w.Logger, w.Clock.Now)
+	comp := maintenance.NewCompactor(w.Logger, w.Clock)
 	if !o.Steps.Compact {
 		comp.Planner = noGroups{}
 	}
@@ -206,7 +206,7 @@ func (w *whouse) pass(ctx context.Context, o passOptions) (passReport, error) {
 			}
 			describe(bar, "sweep "+ref.Name)
 			sr, err := maintenance.SweepTable(ctx, w.Store, ref, maintenance.SweepOptions{
-				Now: w.Clock.Now(), DryRun: o.DryRun, Logger: w.Logger, Clock: w.Clock.Now, Table: w.tableOptions(),
+				Now: w.Clock.Now(), DryRun: o.DryRun, Logger: w.Logger, Clock: w.Clock, Table: w.tableOptions(),
 				Sources: formats.Open, // Lance datasets: SweepSourceFiles
 			})
 			rep.Sweeps[ref.Name] = sr

@@ -202,7 +202,7 @@ func (w *Warehouse) Maintain(ctx context.Context, o Options) (Report, error) {
 		}
 		g.Go(func() error {
 			sr, err := maintenance.SweepTable(ctx, w.Store, ref, maintenance.SweepOptions{
-				Now: w.Clock.Now(), MaxDeletes: o.SweepMax, DryRun: o.DryRun, Logger: w.Logger, Clock: w.Clock.Now,
+				Now: w.Clock.Now(), MaxDeletes: o.SweepMax, DryRun: o.DryRun, Logger: w.Logger, Clock: w.Clock,
 				Metrics: o.Metrics, Table: table.Options{Clock: w.Clock.Now}, Sources: formats.Open,
 			})
 			mu.Lock()

@@ -179,7 +179,7 @@ func TestFleetSkippedTableNeverNeedsWork(t *testing.T) {
 	f.sent.drop["t001"] = true // every message of t001 is lost
 	ctx := context.Background()
 	writes := 0
-	planner := maintenance.NewCompactor(discard, f.clock.Now).Planner
+	planner := maintenance.NewCompactor(discard, f.clock).Planner
 	for pass := 0; pass < 36*4; pass++ {
 		// Writes during the 15 minutes before the pass, one a minute.
 		for m := 0; m < 15; m++ {

@@ -674,7 +674,7 @@ func (w *soakWorld) staleHolder() {
 			checked = true
 		}
 	}}
-	comp := &maintenance.Compactor{Planner: noGroups{}, Logger: discard, Clock: w.clock.Now, Margin: 5 * time.Second}
+	comp := &maintenance.Compactor{Planner: noGroups{}, Logger: discard, Clock: w.clock, Margin: 5 * time.Second}
 	m2 := w.runner("master-2", st, lk, comp)
 	pause := func(where string) {
 		paused = true
