@@ -111,7 +111,8 @@ bench:
 ## LANCE_BENCH_UPSERTS single-row upserts (default 2000, ~4 min); then tablekeep's
 ## compaction against LanceDB's optimize() side by side, at S3 latency (versitygw
 ## behind the latency proxy, every request counted) and on local disk; written into
-## docs/lance.md between the lance-compaction-bench markers. It starts a private
+## docs/lance.md between the lance-compaction-bench markers; and the local-disk
+## maintenance pass (BenchmarkLancePass: 1,000 upserts, ~2 min; lance-pass-bench markers). It starts a private
 ## stack (.stack/bench-lance-<pid>) and stops it, even on failure or Ctrl-C.
 LANCE_BENCH_TIMEOUT ?= 60m
 bench-lance:
@@ -121,7 +122,7 @@ bench-lance:
 	STACK_DIR="$$dir" infra/stack-up.sh || exit 1; \
 	set +e; \
 	( set -a; . "$$dir/env"; set +a; LANCE_BENCH_DOC=$(CURDIR)/docs/lance.md $(GO) test -count=1 -run '^$$' \
-	  -bench 'BenchmarkLanceCompaction$$' -benchtime 1x -timeout $(LANCE_BENCH_TIMEOUT) ./shared/lance/ ); rc=$$?; \
+	  -bench 'BenchmarkLanceCompaction$$|BenchmarkLancePass$$' -benchtime 1x -timeout $(LANCE_BENCH_TIMEOUT) ./shared/lance/ ); rc=$$?; \
 	cleanup; trap - EXIT; \
 	if [ $$rc -eq 0 ]; then rm -rf "$$dir"; else echo "make bench-lance: FAILED (exit $$rc); stack logs kept in $$dir" >&2; fi; \
 	exit $$rc

@@ -126,7 +126,7 @@ func TestCleanerFitsDeadline(t *testing.T) {
 	if len(sink.b) != 2 {
 		t.Fatalf("%d ranges, want 2", len(sink.b))
 	}
-	q := queue.NewEmbedded(queue.EmbeddedOptions{Now: clk.Now})
+	q := queue.NewEmbedded(queue.EmbeddedOptions{Clock: clk})
 	// A batch of 5: the 1,000-version range first, then the other range and
 	// three duplicates (at-least-once delivery).
 	big := sink.b[0]

@@ -609,7 +609,7 @@ func scale(ctx context.Context, cfg Config, dir string, n int, last bool, all *R
 	// reads again.
 	clock.Advance(2 * time.Hour)
 	ref := maintenance.TableRef{Name: "hist", Root: "hist/", Policy: maintenance.DefaultPolicy()}
-	comp := maintenance.NewCompactor(nil, clock.Now)
+	comp := maintenance.NewCompactor(nil, clock)
 	ct, err := table.Open(ctx, cnt, "hist", opts)
 	if err != nil {
 		return res, err
@@ -623,7 +623,7 @@ func scale(ctx context.Context, cfg Config, dir string, n int, last bool, all *R
 		Label: fmt.Sprintf("one-row fragments of the %s-version history", commas(int64(n))),
 		Res:   cr, Reqs: Reqs{C: cnt.Counts().Sub(base), N: 1}, Time: time.Since(t0)})
 	clock.Advance(2 * time.Hour)
-	q := queue.NewEmbedded(queue.EmbeddedOptions{Now: clock.Now, MaxReceives: 5})
+	q := queue.NewEmbedded(queue.EmbeddedOptions{Clock: clock, MaxReceives: 5})
 	base, t0 = cnt.Counts(), time.Now()
 	plan, err := maintenance.PlanPrune(ctx, ct, "hist", ref.Policy, clock.Now())
 	if err != nil {

@@ -344,7 +344,7 @@ func newFleetWorld(ctx context.Context, n, activeEvery int) (*fleetWorld, error)
 		return nil, err
 	}
 	w.locker = &countingLocker{Locker: lock.NewInProcess(w.clock), class: lockClass}
-	w.q = queue.NewEmbedded(queue.EmbeddedOptions{Now: w.clock.Now})
+	w.q = queue.NewEmbedded(queue.EmbeddedOptions{Clock: w.clock})
 	w.cq = &countingQueue{next: maintenance.QueueEnqueuer{Q: w.q}, class: classOf}
 	w.runner = &maintenance.Runner{Store: w.cs, Catalog: w.cat, Locker: w.locker, Queue: w.cq, Clock: w.clock,
 		Owner: "fleet", KeepAlive: -1}

@@ -340,7 +340,7 @@ func drainBacklog(ctx context.Context, wh string, ref maintenance.TableRef, cloc
 	cnt := objstore.NewCounting(objstore.WithLatency(thr, objstore.S3Profile()))
 	// The fake clock stands still: no message becomes visible again while
 	// another worker handles it.
-	q := queue.NewEmbedded(queue.EmbeddedOptions{Now: clock.Now, MaxReceives: 5})
+	q := queue.NewEmbedded(queue.EmbeddedOptions{Clock: clock, MaxReceives: 5})
 	if err := (maintenance.QueueEnqueuer{Q: q}).Send(ctx, bodies); err != nil {
 		return res, err
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/RoaringBitmap/roaring/v2"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/tablekeep/tablekeep/shared/clock"
 	"github.com/tablekeep/tablekeep/shared/lance/lancefile"
 	"github.com/tablekeep/tablekeep/shared/objstore"
 )
@@ -56,9 +57,9 @@ type CompactOptions struct {
 	DryRun bool
 	// CommitAttempts bounds the conditional puts lost to concurrent writers.
 	CommitAttempts int
-	// Now is the manifest timestamp's clock (time.Now if nil), and the
-	// clock of MaxRunDuration.
-	Now func() time.Time
+	// Clock is the manifest timestamp's clock (the real clock if nil), and
+	// the clock of MaxRunDuration.
+	Clock clock.Clock
 	// MaxRunDuration bounds a run from its first upload to its manifest
 	// PUT (default DefaultMaxRunDuration): no group is started once half
 	// of it has passed, and nothing is committed after it, so a file the
@@ -122,9 +123,7 @@ func (o CompactOptions) withDefaults() CompactOptions {
 	if o.CommitAttempts <= 0 {
 		o.CommitAttempts = 8
 	}
-	if o.Now == nil {
-		o.Now = time.Now
-	}
+	o.Clock = clock.Or(o.Clock)
 	if o.MaxRunDuration <= 0 {
 		o.MaxRunDuration = DefaultMaxRunDuration
 	}
@@ -220,13 +219,13 @@ func (d *Dataset) Compact(ctx context.Context, opts CompactOptions) (*CompactRep
 	}
 	// Write each group's spliced file (the commit assigns ids).
 	var done []*groupOut
-	start := o.Now()
+	start := o.Clock.Now()
 	for i, g := range plan {
 		if err := ctx.Err(); err != nil {
 			rep.Stopped = "context: " + err.Error()
 			break
 		}
-		if o.Now().Sub(start) >= o.MaxRunDuration/2 {
+		if o.Clock.Now().Sub(start) >= o.MaxRunDuration/2 {
 			rep.Stopped = fmt.Sprintf("run duration: %d of %d groups written in %s (half of MaxRunDuration)", i, len(plan), o.MaxRunDuration/2)
 			break
 		}
@@ -782,7 +781,7 @@ func (d *Dataset) commitRewrite(ctx context.Context, planned *rawManifest, schem
 		}
 		uuid := newUUID()
 		txnName := fmt.Sprintf("%d-%s.txn", base.m.Version, uuid)
-		ts := o.Now()
+		ts := o.Clock.Now()
 		manifest := base.encode(nextManifest{Version: next, Timestamp: ts, Fragments: frags, MaxFragmentID: maxID, TransactionFile: txnName})
 		for _, dl := range dels {
 			if err := d.store.PutIfAbsent(ctx, dl.key, dl.data); err != nil {
@@ -798,7 +797,7 @@ func (d *Dataset) commitRewrite(ctx context.Context, planned *rawManifest, schem
 				return nil
 			}
 		}
-		if el := o.Now().Sub(start); el > o.MaxRunDuration {
+		if el := o.Clock.Now().Sub(start); el > o.MaxRunDuration {
 			rep.Stopped = fmt.Sprintf("run duration: nothing committed: %v (%s since the first upload)", ErrRunTooLong, el)
 			return nil
 		}

@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/tablekeep/tablekeep/shared/clock"
 	"github.com/tablekeep/tablekeep/shared/objstore"
 	"github.com/tablekeep/tablekeep/shared/table"
 )
@@ -61,8 +62,8 @@ type Source struct {
 	prepared        bool
 	schemeListedErr error
 	// Clock reads the time SetFloor compares floor markers' ages with
-	// (nil: time.Now).
-	Clock func() time.Time
+	// (nil: the real clock).
+	Clock clock.Clock
 }
 
 // NewSource returns the Source of the dataset at root.
@@ -400,7 +401,7 @@ const floorMarkerKeep = 10 * time.Minute
 
 func (s *Source) now() time.Time {
 	if s.Clock != nil {
-		return s.Clock()
+		return s.Clock.Now()
 	}
 	return time.Now()
 }

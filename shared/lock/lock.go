@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"time"
+
+	"github.com/tablekeep/tablekeep/shared/clock"
 )
 
 // Sentinel errors; implementations wrap them with the lock name.
@@ -110,31 +112,12 @@ func (l *Lease) validate() error {
 	return nil
 }
 
-// Clock is the time source of lockers and fences; tests inject a fake one so
-// that waiting and expiry need no real sleeps.
-type Clock interface {
-	Now() time.Time
-	// Sleep waits for d or until ctx is done, returning ctx.Err() in that case.
-	Sleep(ctx context.Context, d time.Duration) error
-}
+// Clock is the time source of lockers and fences (clock.Clock); tests
+// inject a fake one so that waiting and expiry need no real sleeps.
+type Clock = clock.Clock
 
-// SystemClock returns the real clock.
-func SystemClock() Clock { return systemClock{} }
-
-type systemClock struct{}
-
-func (systemClock) Now() time.Time { return time.Now() }
-
-func (systemClock) Sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
+// SystemClock returns the real clock (clock.System).
+func SystemClock() Clock { return clock.System() }
 
 // heldError is what an attempt returns when somebody else holds the lock. It
 // wraps ErrLockHeld; until (zero if unknown) lets the wait loop sleep no longer

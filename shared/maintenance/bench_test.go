@@ -469,7 +469,7 @@ func cleanupBacklog(b *testing.B, inner objstore.Store, versions int) {
 	clk.advance(2 * time.Hour)
 	p := maintenance.Policy{}
 	ref := maintenance.TableRef{Name: "backlog", Root: tb.Root(), Policy: p}
-	q := queue.NewEmbedded(queue.EmbeddedOptions{Now: clk.Now, MaxReceives: 5})
+	q := queue.NewEmbedded(queue.EmbeddedOptions{Clock: clk, MaxReceives: 5})
 	enq := maintenance.QueueEnqueuer{Q: q}
 	c0 := cnt.Counts()
 	t0 := time.Now()

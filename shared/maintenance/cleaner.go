@@ -69,7 +69,7 @@ type Cleaner struct {
 	// deleted keys (per second); nil: built from Limits on first use and
 	// kept for the Cleaner's life, so that a SlowDown seen by one message
 	// slows the next. Share one Cleaner (or limiter) per worker.
-	GetLimit, DeleteLimit *AIMDLimiter
+	GetLimit, DeleteLimit *objstore.AIMDLimiter
 	// StopBy, if set, is when this cleaner stops starting work (read on
 	// OpenOpts.Clock): a message found after it is sent back unchanged
 	// (CleanResult.Deferred) and acknowledged; a range being read stops
@@ -90,14 +90,14 @@ type Cleaner struct {
 	once sync.Once
 }
 
-func (c *Cleaner) limiters() (get, del *AIMDLimiter) {
+func (c *Cleaner) limiters() (get, del *objstore.AIMDLimiter) {
 	c.once.Do(func() {
 		l := c.Limits.withDefaults()
 		if c.GetLimit == nil {
-			c.GetLimit = NewAIMDLimiter(AIMDOptions{Cap: l.GetRate, Burst: l.Reads})
+			c.GetLimit = objstore.NewGetLimiter(c.Store, l.GetRate, l.Reads)
 		}
 		if c.DeleteLimit == nil {
-			c.DeleteLimit = NewAIMDLimiter(AIMDOptions{Cap: l.DeleteRate, Burst: objstore.MaxDeleteKeys})
+			c.DeleteLimit = objstore.NewDeleteLimiter(c.Store, l.DeleteRate)
 		}
 	})
 	return c.GetLimit, c.DeleteLimit
@@ -320,9 +320,9 @@ func (c *Cleaner) cleanRange(ctx context.Context, store objstore.Store, j rangeJ
 	}
 	// Data keys in batches of DeleteBatch, Limits.Deletes requests in
 	// flight, in any order: each is unreferenced by every retained version.
-	del := newDeleter(ctx, store, p.DeleteBatch, lim.Deletes, delLimit, lim.Retries)
-	del.add(rp.DataKeys...)
-	n, reqs, err := del.wait()
+	del := objstore.NewDeleter(ctx, store, objstore.DeleterOptions{Batch: p.DeleteBatch, InFlight: lim.Deletes, Limit: delLimit, Retries: lim.Retries})
+	del.Add(rp.DataKeys...)
+	n, reqs, err := del.Wait()
 	res.DataKeys, res.DeleteRequests = n, reqs
 	res.Bytes = rp.DataBytes
 	if metaDone != nil {
@@ -349,12 +349,12 @@ func (c *Cleaner) cleanRange(ctx context.Context, store objstore.Store, j rangeJ
 	res.VersionsDeleted = rp.VersionsDeleted
 	res.Bytes += metaBytes
 	for _, phase := range rp.metaPhases(p.DeleteBatch) {
-		mdel := newDeleter(ctx, store, p.DeleteBatch, lim.Deletes, delLimit, lim.Retries)
+		mdel := objstore.NewDeleter(ctx, store, objstore.DeleterOptions{Batch: p.DeleteBatch, InFlight: lim.Deletes, Limit: delLimit, Retries: lim.Retries})
 		for _, batch := range phase {
-			mdel.add(batch...)
-			mdel.flush()
+			mdel.Add(batch...)
+			mdel.Flush()
 		}
-		n, reqs, err = mdel.wait()
+		n, reqs, err = mdel.Wait()
 		res.ManifestKeys, res.DeleteRequests = res.ManifestKeys+n, res.DeleteRequests+reqs
 		if err != nil {
 			return res, err

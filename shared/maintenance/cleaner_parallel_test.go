@@ -199,7 +199,7 @@ func (s *slowDownStore) Delete(ctx context.Context, keys []string) error {
 func TestCleanerRateLimitAIMD(t *testing.T) {
 	t.Run("limiter", func(t *testing.T) {
 		clk := fakeclock.New(time.Unix(1e9, 0))
-		l := maintenance.NewAIMDLimiter(maintenance.AIMDOptions{Cap: 3500, Floor: 100, Step: 50, Burst: 1000, Now: clk.Now, Sleep: clk.Sleep})
+		l := objstore.NewAIMDLimiter(objstore.AIMDOptions{Cap: 3500, Floor: 100, Step: 50, Burst: 1000, Clock: clk})
 		if r := l.Rate(); r != 3500 {
 			t.Fatalf("starts at %v, want the cap", r)
 		}
@@ -281,8 +281,8 @@ func TestCleanerRateLimitAIMD(t *testing.T) {
 			cnt := objstore.NewCounting(st)
 			lclk := fakeclock.New(time.Unix(1e9, 0))
 			const capKeys, burst = 200, 10
-			del := maintenance.NewAIMDLimiter(maintenance.AIMDOptions{Cap: capKeys, Floor: 10, Step: 20, Burst: burst, Cooldown: time.Nanosecond, Now: lclk.Now, Sleep: lclk.Sleep})
-			get := maintenance.NewAIMDLimiter(maintenance.AIMDOptions{Cap: 5500, Burst: 32, Cooldown: time.Nanosecond, Now: lclk.Now, Sleep: lclk.Sleep})
+			del := objstore.NewAIMDLimiter(objstore.AIMDOptions{Cap: capKeys, Floor: 10, Step: 20, Burst: burst, Cooldown: time.Nanosecond, Clock: lclk})
+			get := objstore.NewAIMDLimiter(objstore.AIMDOptions{Cap: 5500, Burst: 32, Cooldown: time.Nanosecond, Clock: lclk})
 			rec := &bodies{}
 			c := &maintenance.Cleaner{
 				Store: cnt, Tables: e.cat, Requeue: rec, Logger: discard, OpenOpts: table.Options{Clock: e.clock.Now},

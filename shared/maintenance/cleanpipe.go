@@ -33,9 +33,11 @@ const (
 type CleanerLimits struct {
 	Reads   int // change-record GETs in flight (DefaultCleanerReads)
 	Deletes int // DeleteObjects requests in flight (DefaultCleanerDeletes)
-	// GetRate caps change-record GETs per second (S3GetsPerSecond);
-	// DeleteRate caps keys deleted per second (S3DeleteKeysPerSecond).
-	// Both are per cleaner; SlowDown answers lower them (AIMDLimiter).
+	// GetRate caps change-record GETs per second; DeleteRate caps keys
+	// deleted per second. 0: the store's rates (objstore.RatesOf: S3's
+	// 5,500 and 3,500 for an S3 store, none for a local disk, which is not
+	// paced). Both are per cleaner; SlowDown answers lower them
+	// (objstore.AIMDLimiter).
 	GetRate, DeleteRate float64
 	Retries             int // SlowDown retries per request (DefaultSlowDownRetries)
 }
@@ -46,12 +48,6 @@ func (l CleanerLimits) withDefaults() CleanerLimits {
 	}
 	if l.Deletes <= 0 {
 		l.Deletes = DefaultCleanerDeletes
-	}
-	if l.GetRate <= 0 {
-		l.GetRate = S3GetsPerSecond
-	}
-	if l.DeleteRate <= 0 {
-		l.DeleteRate = S3DeleteKeysPerSecond
 	}
 	if l.Retries <= 0 {
 		l.Retries = DefaultSlowDownRetries
@@ -146,7 +142,7 @@ type scanOpts struct {
 	reads   int         // GETs in flight
 	stop    func() bool // stop early (the invocation's time is up)
 	onKey   func(key string)
-	limit   *AIMDLimiter // paces GETs (nil: none)
+	limit   *objstore.AIMDLimiter // paces GETs (nil: none)
 	retries int
 }
 
@@ -326,7 +322,7 @@ func (rp *RangePlan) consume(ctx context.Context, rd rangeReader, r uint64, cr *
 
 // readChange reads change record r through rd, paced by lim, retrying a
 // SlowDown answer up to retries times with the rate lowered.
-func readChange(ctx context.Context, rd rangeReader, r uint64, lim *AIMDLimiter, retries int) (*table.ChangeRecord, error) {
+func readChange(ctx context.Context, rd rangeReader, r uint64, lim *objstore.AIMDLimiter, retries int) (*table.ChangeRecord, error) {
 	for attempt := 0; ; attempt++ {
 		if lim != nil {
 			if err := lim.Wait(ctx, 1); err != nil {
@@ -349,135 +345,18 @@ func readChange(ctx context.Context, rd rangeReader, r uint64, lim *AIMDLimiter,
 	}
 }
 
-// deleter sends DeleteObjects requests of up to batch keys as batches
-// fill, up to inflight at a time, paced by a keys-per-second limiter.
-// Not safe for concurrent add; wait once.
-type deleter struct {
-	ctx     context.Context
-	store   objstore.Store
-	batch   int
-	limit   *AIMDLimiter
-	retries int
-	g       *errgroup.Group
-	pending []string
-
-	mu       sync.Mutex
-	deleted  int
-	requests int
-	failed   []objstore.KeyError
-}
-
-func newDeleter(ctx context.Context, store objstore.Store, batch, inflight int, limit *AIMDLimiter, retries int) *deleter {
-	if batch <= 0 || batch > objstore.MaxDeleteKeys {
-		batch = objstore.MaxDeleteKeys
-	}
-	g := new(errgroup.Group)
-	g.SetLimit(max(1, inflight))
-	return &deleter{ctx: ctx, store: store, batch: batch, limit: limit, retries: retries, g: g}
-}
-
-// add queues key; a full batch is sent (add blocks while inflight
-// requests are outstanding).
-func (d *deleter) add(keys ...string) {
-	for _, k := range keys {
-		d.pending = append(d.pending, k)
-		if len(d.pending) >= d.batch {
-			d.flush()
-		}
-	}
-}
-
-func (d *deleter) flush() {
-	if len(d.pending) == 0 {
-		return
-	}
-	keys := d.pending
-	d.pending = nil
-	if d.ctx.Err() != nil {
-		return // wait reports ctx's error
-	}
-	d.g.Go(func() error { return d.send(keys) })
-}
-
-// wait sends what is pending, waits for every request and returns the
-// number of keys deleted and of requests sent; per-key failures come back
-// as one *objstore.DeleteError, as objstore.DeleteAll reports them.
-func (d *deleter) wait() (deleted, requests int, err error) {
-	d.flush()
-	err = d.g.Wait()
-	if err == nil {
-		err = d.ctx.Err()
-	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if err == nil && len(d.failed) > 0 {
-		err = &objstore.DeleteError{Failed: d.failed}
-	}
-	return d.deleted, d.requests, err
-}
-
-func (d *deleter) send(keys []string) error {
-	for attempt := 0; ; attempt++ {
-		if err := d.ctx.Err(); err != nil {
-			return err
-		}
-		if d.limit != nil {
-			if err := d.limit.Wait(d.ctx, len(keys)); err != nil {
-				return err
-			}
-		}
-		err := d.store.Delete(d.ctx, keys)
-		d.mu.Lock()
-		d.requests++
-		d.mu.Unlock()
-		var de *objstore.DeleteError
-		switch {
-		case err == nil:
-			d.count(len(keys), nil)
-			if d.limit != nil {
-				d.limit.Success()
-			}
-			return nil
-		case errors.Is(err, objstore.ErrSlowDown):
-			if d.limit != nil {
-				d.limit.SlowDown()
-			}
-			if attempt < d.retries {
-				continue
-			}
-			return err
-		case errors.As(err, &de):
-			var slow []string
-			var other []objstore.KeyError
-			for _, f := range de.Failed {
-				if f.Code == "SlowDown" && attempt < d.retries {
-					slow = append(slow, f.Key)
-				} else {
-					other = append(other, f)
-				}
-			}
-			d.count(len(keys)-len(de.Failed), other)
-			if len(slow) == 0 {
-				if d.limit != nil {
-					d.limit.Success()
-				}
-				return nil
-			}
-			if d.limit != nil {
-				d.limit.SlowDown()
-			}
-			keys = slow
-		default:
-			return err
-		}
-	}
-}
-
-func (d *deleter) count(deleted int, failed []objstore.KeyError) {
-	d.mu.Lock()
-	d.deleted += deleted
-	d.failed = append(d.failed, failed...)
-	d.mu.Unlock()
+// deleteSwept deletes an orphan sweep's keys through the cleaner's paced
+// deleter: batches of batch keys, one request at a time (in order, as the
+// keys were planned), paced at the store's delete rate (objstore.RatesOf:
+// S3's 3,500 keys/s on S3, none on a local disk), a SlowDown answer
+// (whole, or per key) retried DefaultSlowDownRetries times with the rate
+// lowered. Per-key failures come back as one *objstore.DeleteError.
+func deleteSwept(ctx context.Context, st objstore.Store, keys []string, batch int) (deleted, requests int, err error) {
+	d := objstore.NewDeleter(ctx, st, objstore.DeleterOptions{
+		Batch: batch, InFlight: 1, Limit: objstore.NewDeleteLimiter(st, 0), Retries: DefaultSlowDownRetries,
+	})
+	d.Add(keys...)
+	return d.Wait()
 }
 
 // sizer lists, at most once per prefix and concurrently with the scan,

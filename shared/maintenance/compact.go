@@ -10,6 +10,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"golang.org/x/sync/semaphore"
 
+	"github.com/tablekeep/tablekeep/shared/clock"
 	"github.com/tablekeep/tablekeep/shared/lock"
 	"github.com/tablekeep/tablekeep/shared/table"
 )
@@ -105,7 +106,7 @@ type CompactionResult struct {
 type Compactor struct {
 	Planner Planner
 	Logger  *slog.Logger
-	Clock   func() time.Time
+	Clock   clock.Clock
 	// Margin is the time kept in reserve before the context deadline: a
 	// group is not started unless this much time remains.
 	Margin time.Duration
@@ -121,14 +122,11 @@ type Compactor struct {
 }
 
 // NewCompactor returns a compactor with the default planner.
-func NewCompactor(logger *slog.Logger, clock func() time.Time) *Compactor {
+func NewCompactor(logger *slog.Logger, clk clock.Clock) *Compactor {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	if clock == nil {
-		clock = time.Now
-	}
-	return &Compactor{Planner: SizePlanner{}, Logger: logger, Clock: clock, Margin: 5 * time.Second}
+	return &Compactor{Planner: SizePlanner{}, Logger: logger, Clock: clock.Or(clk), Margin: 5 * time.Second}
 }
 
 // planFreshFor is how recently a handle's cached manifest must have been
@@ -158,7 +156,7 @@ func (c *Compactor) Run(ctx context.Context, t *table.Table, p Policy) (Compacti
 	// A handle opened moments ago (MaintainTable opens it just before) is
 	// planned on as is; its load time is the read time the commit's grace
 	// check uses.
-	now := c.Clock()
+	now := c.Clock.Now()
 	m, readAt := t.CachedAt()
 	if m == nil || now.Sub(readAt) > planFreshFor || readAt.After(now) {
 		readAt = now
@@ -177,7 +175,7 @@ func (c *Compactor) Run(ctx context.Context, t *table.Table, p Policy) (Compacti
 		}
 		if fr.Committed {
 			res.FlushedRows = uint64(len(m.Inline))
-			m, readAt = t.Cached(), c.Clock()
+			m, readAt = t.Cached(), c.Clock.Now()
 		}
 	}
 	plan := c.Planner.Plan(m, p)
@@ -302,7 +300,7 @@ func (c *Compactor) checkGroup(ctx context.Context, t *table.Table, i, n int) st
 	if err := ctx.Err(); err != nil {
 		return "context: " + err.Error()
 	}
-	if dl, ok := ctx.Deadline(); ok && dl.Sub(c.Clock()) < c.Margin {
+	if dl, ok := ctx.Deadline(); ok && dl.Sub(c.Clock.Now()) < c.Margin {
 		return fmt.Sprintf("deadline: %d of %d groups done", i, n)
 	}
 	// The lease bounds the run as well as the deadline: the fence must pass

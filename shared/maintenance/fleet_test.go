@@ -76,7 +76,7 @@ func newFleet(t testing.TB, n int, p maintenance.Policy, wrap func(objstore.Stor
 		inner = wrap(dated)
 	}
 	f.cnt = objstore.NewCounting(inner)
-	f.q = queue.NewEmbedded(queue.EmbeddedOptions{Now: clock.Now})
+	f.q = queue.NewEmbedded(queue.EmbeddedOptions{Clock: clock})
 	f.sent = &sendLog{clock: clock, next: maintenance.QueueEnqueuer{Q: f.q}, drop: map[string]bool{}, at: map[string][]time.Time{}}
 	f.runner = &maintenance.Runner{Store: f.cnt, Catalog: f.cat, Locker: lock.NewInProcess(clock), Queue: f.sent,
 		Clock: clock, Logger: discard, Owner: "fleet", KeepAlive: -1, IndexRoot: "wh/"}
@@ -179,7 +179,7 @@ func TestFleetSkippedTableNeverNeedsWork(t *testing.T) {
 	f.sent.drop["t001"] = true // every message of t001 is lost
 	ctx := context.Background()
 	writes := 0
-	planner := maintenance.NewCompactor(discard, f.clock.Now).Planner
+	planner := maintenance.NewCompactor(discard, f.clock).Planner
 	for pass := 0; pass < 36*4; pass++ {
 		// Writes during the 15 minutes before the pass, one a minute.
 		for m := 0; m < 15; m++ {

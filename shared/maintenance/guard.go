@@ -125,6 +125,9 @@ type guardedStore struct {
 	g *latestGuard
 }
 
+// Inner is the guarded store (its rates pace the deletes: objstore.RatesOf).
+func (s guardedStore) Inner() objstore.Store { return s.Store }
+
 func (s guardedStore) Delete(ctx context.Context, keys []string) error {
 	if err := s.g.check(ctx, keys); err != nil {
 		return err

@@ -212,8 +212,8 @@ func newEnv(t testing.TB, dir string, p maintenance.Policy, qopts queue.Embedded
 	}
 	e := &env{dir: dir, disk: disk, faulty: objstore.NewFaulty(disk), clock: newFakeClock()}
 	e.locker = lock.NewInProcess(e.clock)
-	if qopts.Now == nil {
-		qopts.Now = e.clock.Now
+	if qopts.Clock == nil {
+		qopts.Clock = e.clock
 	}
 	e.q = queue.NewEmbedded(qopts)
 	e.ref = maintenance.TableRef{Name: tblName, Root: "wh/tbl/", Policy: p}

@@ -152,7 +152,7 @@ func runCompaction(t *testing.T, src string, concurrency int, p maintenance.Poli
 		t.Fatal(err)
 	}
 	cs.Reset()
-	c := maintenance.NewCompactor(nil, e.clock.Now)
+	c := maintenance.NewCompactor(nil, e.clock)
 	c.ReadConcurrency = concurrency
 	res, err := c.Run(ctx, tb, p)
 	if err != nil {

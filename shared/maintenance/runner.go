@@ -134,7 +134,7 @@ func (r *Runner) defaults() {
 		r.Clock = lock.SystemClock()
 	}
 	if r.Compactor == nil {
-		r.Compactor = NewCompactor(r.Logger, r.Clock.Now)
+		r.Compactor = NewCompactor(r.Logger, r.Clock)
 	}
 	if r.ScanConcurrency <= 0 {
 		r.ScanConcurrency = DefaultScanConcurrency

@@ -218,7 +218,7 @@ func newSoakWorld(t *testing.T, cfg soakConfig) *soakWorld {
 	w.ts = fakeclock.NewStore(w.disk, w.clock)
 	w.m1st = objstore.NewFaulty(w.ts)
 	w.locker = lock.NewInProcess(w.clock)
-	w.q = queue.NewEmbedded(queue.EmbeddedOptions{Now: w.clock.Now, MaxReceives: 5})
+	w.q = queue.NewEmbedded(queue.EmbeddedOptions{Clock: w.clock, MaxReceives: 5})
 	w.ref = maintenance.TableRef{Name: tblName, Root: "wh/tbl/", Policy: cfg.Policy}
 	w.cat = &memCatalog{refs: []maintenance.TableRef{w.ref}}
 	w.drop = &dropEnqueuer{next: maintenance.QueueEnqueuer{Q: w.q}, rng: rand.New(rand.NewPCG(cfg.Seed, 20)), oneIn: cfg.DropOneIn}
@@ -675,7 +675,7 @@ func (w *soakWorld) staleHolder() {
 			checked = true
 		}
 	}}
-	comp := &maintenance.Compactor{Planner: noGroups{}, Logger: discard, Clock: w.clock.Now, Margin: 5 * time.Second}
+	comp := &maintenance.Compactor{Planner: noGroups{}, Logger: discard, Clock: w.clock, Margin: 5 * time.Second}
 	m2 := w.runner("master-2", st, lk, comp)
 	pause := func(where string) {
 		paused = true

@@ -210,8 +210,8 @@ func TestLanceCleanerStopByAndSlowDown(t *testing.T) {
 			st := &slowDownStore{Store: disk, slow: func(n int64) bool { return n%4 == 0 }, perKey: perKey, match: lanceRecords}
 			lclk := fakeclock.New(time.Unix(1e9, 0))
 			const capKeys, capGets, burst = 40, 100, 3
-			del := maintenance.NewAIMDLimiter(maintenance.AIMDOptions{Cap: capKeys, Floor: 5, Step: 1, Burst: burst, Cooldown: time.Nanosecond, Now: lclk.Now, Sleep: lclk.Sleep})
-			get := maintenance.NewAIMDLimiter(maintenance.AIMDOptions{Cap: capGets, Floor: 5, Step: 1, Burst: burst, Cooldown: time.Nanosecond, Now: lclk.Now, Sleep: lclk.Sleep})
+			del := objstore.NewAIMDLimiter(objstore.AIMDOptions{Cap: capKeys, Floor: 5, Step: 1, Burst: burst, Cooldown: time.Nanosecond, Clock: lclk})
+			get := objstore.NewAIMDLimiter(objstore.AIMDOptions{Cap: capGets, Floor: 5, Step: 1, Burst: burst, Cooldown: time.Nanosecond, Clock: lclk})
 			rec := &bodies{}
 			c := &maintenance.Cleaner{
 				Store: st, Tables: cat, Requeue: rec, Logger: discard, Sources: formats.Open,

@@ -422,7 +422,7 @@ func TestLanceFloorMarkersDropped(t *testing.T) {
 	clock := fakeclock.New(time.Now())
 	st := fakeclock.NewStore(lp.store(t), clock)
 	src := lance.NewSource(st, lp.ref.Root)
-	src.Clock = clock.Now
+	src.Clock = clock
 	markers := func() int { return len(listing(t, st, lp.ref.Root+"_tablekeep/floor/")) }
 	f := lp.floor
 	for i, step := range []struct {

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tablekeep/tablekeep/shared/clock"
 	"github.com/tablekeep/tablekeep/shared/objstore"
 	"github.com/tablekeep/tablekeep/shared/table"
 	"github.com/tablekeep/tablekeep/shared/telemetry"
@@ -118,7 +119,7 @@ func Sweep(ctx context.Context, t *table.Table, p Policy, now time.Time, maxDele
 	if err := guard.check(ctx, del); err != nil {
 		return res, err
 	}
-	n, err := objstore.DeleteAll(ctx, guardedStore{t.Store(), guard}, del, p.DeleteBatch)
+	n, reqs, err := deleteSwept(ctx, guardedStore{t.Store(), guard}, del, p.DeleteBatch)
 	res.Deleted = n
 	var failed map[string]bool
 	var de *objstore.DeleteError
@@ -135,7 +136,7 @@ func Sweep(ctx context.Context, t *table.Table, p Policy, now time.Time, maxDele
 			}
 		}
 	}
-	res.Requests = (len(del) + p.DeleteBatch - 1) / p.DeleteBatch
+	res.Requests = reqs
 	return res, err
 }
 
@@ -240,7 +241,7 @@ type SweepOptions struct {
 	MaxDeletes int  // 0: no bound
 	DryRun     bool // list what would be deleted; delete nothing
 	Logger     *slog.Logger
-	Clock      func() time.Time   // times the step (default time.Now)
+	Clock      clock.Clock        // times the step (default the real clock)
 	Metrics    *telemetry.Metrics // ObjectsDeleted, BytesDeleted
 	Table      table.Options      // for opening the table (Grace is the policy's)
 	// Sources opens a dataset of another format (TableRef.Format, e.g.
@@ -255,11 +256,8 @@ type SweepOptions struct {
 // SweepSourceFiles if its Source is a SweepSource; else it is skipped
 // (SweepResult.Skipped), nothing listed or deleted.
 func SweepTable(ctx context.Context, store objstore.Store, ref TableRef, o SweepOptions) (SweepResult, error) {
-	clock := o.Clock
-	if clock == nil {
-		clock = time.Now
-	}
-	start := clock()
+	clock := clock.Or(o.Clock)
+	start := clock.Now()
 	if ref.Format != "" {
 		return sweepOther(ctx, store, ref, o, clock, start)
 	}
@@ -286,7 +284,7 @@ func SweepTable(ctx context.Context, store objstore.Store, ref TableRef, o Sweep
 			slog.Bool("dry_run", o.DryRun), slog.Int("listed", res.Listed), slog.Int("referenced", res.Referenced),
 			slog.Int("young", res.Young), slog.Int("foreign", res.Foreign), slog.Int("deleted", res.Deleted),
 			slog.Int("planned", len(res.Planned)), slog.Any("dangling_tags", res.DanglingTags),
-			telemetry.Requests(st.Counts()), slog.Int64("bytes", res.Bytes), slog.Int64("duration_ms", clock().Sub(start).Milliseconds()),
+			telemetry.Requests(st.Counts()), slog.Int64("bytes", res.Bytes), slog.Int64("duration_ms", clock.Now().Sub(start).Milliseconds()),
 		}
 		if err != nil {
 			level = slog.LevelError
@@ -299,7 +297,7 @@ func SweepTable(ctx context.Context, store objstore.Store, ref TableRef, o Sweep
 
 // sweepOther sweeps a dataset of another format through its SweepSource
 // (SweepSourceFiles), or skips it, with one log line either way.
-func sweepOther(ctx context.Context, store objstore.Store, ref TableRef, o SweepOptions, clock func() time.Time, start time.Time) (SweepResult, error) {
+func sweepOther(ctx context.Context, store objstore.Store, ref TableRef, o SweepOptions, clock clock.Clock, start time.Time) (SweepResult, error) {
 	st := objstore.NewCounting(store)
 	var res SweepResult
 	var err error
@@ -332,7 +330,7 @@ func sweepOther(ctx context.Context, store objstore.Store, ref TableRef, o Sweep
 			attrs = append(attrs, slog.Int("manifests", res.Manifests), slog.Int("listed", res.Listed), slog.Int("referenced", res.Referenced),
 				slog.Int("young", res.Young), slog.Int("foreign", res.Foreign), slog.Int("deleted", res.Deleted),
 				slog.Int("planned", len(res.Planned)), telemetry.Requests(st.Counts()), slog.Int64("bytes", res.Bytes),
-				slog.Int64("duration_ms", clock().Sub(start).Milliseconds()))
+				slog.Int64("duration_ms", clock.Now().Sub(start).Milliseconds()))
 		}
 		if err != nil {
 			level = slog.LevelError

@@ -185,9 +185,8 @@ func SweepSourceFiles(ctx context.Context, src Source, ss SweepSource, p Policy,
 	if err := guard.check(ctx, del); err != nil {
 		return res, fmt.Errorf("%w: %s: %w", ErrSweepRefused, root, err)
 	}
-	n, err := objstore.DeleteAll(ctx, guardedStore{src.Store(), guard}, del, p.DeleteBatch)
-	res.Deleted = n
-	res.Requests = (len(del) + p.DeleteBatch - 1) / p.DeleteBatch
+	n, reqs, err := deleteSwept(ctx, guardedStore{src.Store(), guard}, del, p.DeleteBatch)
+	res.Deleted, res.Requests = n, reqs
 	if err != nil {
 		res.Bytes = 0 // not all measured: the rerun finds what is left
 	}

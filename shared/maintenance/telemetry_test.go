@@ -208,7 +208,7 @@ func TestStepLogsAndMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	sr, err := maintenance.SweepTable(ctx, e.faulty, e.ref, maintenance.SweepOptions{
-		Now: e.clock.Now(), Logger: logger, Clock: e.clock.Now, Metrics: m, Table: e.opts(),
+		Now: e.clock.Now(), Logger: logger, Clock: e.clock, Metrics: m, Table: e.opts(),
 	})
 	if err != nil || sr.Deleted != 1 || sr.Bytes != 100 {
 		t.Fatalf("sweep: %+v %v", sr, err)

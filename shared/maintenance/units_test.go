@@ -62,7 +62,7 @@ func TestNoOpPlanCommitsNothing(t *testing.T) {
 	e := newEnv(t, t.TempDir(), testPolicy(), queue.EmbeddedOptions{})
 	tb := e.create(t)
 	upsert(t, tb, "a", "1")
-	c := maintenance.NewCompactor(discard, e.clock.Now)
+	c := maintenance.NewCompactor(discard, e.clock)
 	res, err := c.Run(context.Background(), tb, e.ref.Policy)
 	if err != nil || res.Planned != 0 || res.Committed != 0 {
 		t.Fatalf("run %+v %v", res, err)
@@ -89,7 +89,7 @@ func TestCompactionStopsNearDeadline(t *testing.T) {
 		}
 	}
 	want := latestRows(t, tb)
-	c := maintenance.NewCompactor(discard, e.clock.Now)
+	c := maintenance.NewCompactor(discard, e.clock)
 	c.Margin = time.Minute
 	// A deadline 30 s away (on the fake clock) is inside the margin: nothing runs.
 	ctx, cancel := context.WithDeadline(context.Background(), e.clock.Now().Add(30*time.Second))
@@ -101,20 +101,20 @@ func TestCompactionStopsNearDeadline(t *testing.T) {
 	// A compactor whose clock jumps past the margin after the first group
 	// commits exactly one group: partial progress.
 	steps := 0
-	c.Clock = func() time.Time {
+	c.Clock = funcClock(func() time.Time {
 		steps++
 		if steps > 2 {
 			return e.clock.Now().Add(10 * time.Minute)
 		}
 		return e.clock.Now()
-	}
+	})
 	ctx, cancel = context.WithDeadline(context.Background(), e.clock.Now().Add(5*time.Minute))
 	res, err = c.Run(ctx, tb, e.ref.Policy)
 	cancel()
 	if err != nil || res.Committed != 1 || res.Stopped == "" {
 		t.Fatalf("partial: %+v %v", res, err)
 	}
-	c.Clock = e.clock.Now
+	c.Clock = e.clock
 	res, err = c.Run(context.Background(), tb, e.ref.Policy)
 	if err != nil || res.Committed != 2 {
 		t.Fatalf("next run: %+v %v", res, err)
@@ -230,3 +230,9 @@ func TestPolicyGraceNotShorterThanWriters(t *testing.T) {
 		t.Fatalf("grace %s: %v", p.Grace, err)
 	}
 }
+
+// funcClock is a clock.Clock reading f; it does not sleep.
+type funcClock func() time.Time
+
+func (f funcClock) Now() time.Time                                 { return f() }
+func (funcClock) Sleep(ctx context.Context, _ time.Duration) error { return ctx.Err() }

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/tablekeep/tablekeep/shared/clock"
 )
 
 // Profile is the latency of one request of each kind: what a store adds in
@@ -144,20 +146,8 @@ func (p Profile) String() string {
 // SleepFunc waits d or until ctx ends. fakeclock.Clock.Sleep is one.
 type SleepFunc func(ctx context.Context, d time.Duration) error
 
-// Sleep is the real SleepFunc: a timer, cut short by ctx.
-func Sleep(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
-}
+// Sleep is the real SleepFunc (clock.Sleep): a timer, cut short by ctx.
+func Sleep(ctx context.Context, d time.Duration) error { return clock.Sleep(ctx, d) }
 
 // Latency wraps a Store and delays every request by its profile's latency
 // for the request's kind before sending it, so that code running against a
@@ -199,6 +189,16 @@ func (l *Latency) Inner() Store { return l.inner }
 
 // Profile is the wrapper's profile.
 func (l *Latency) Profile() Profile { return l.p }
+
+// Rates are S3's (S3Rates) when the profile adds latency: a store made to
+// look like a remote object store is paced like one (Paced). With the zero
+// profile they are the inner store's.
+func (l *Latency) Rates() Rates {
+	if l.p.IsZero() {
+		return RatesOf(l.inner)
+	}
+	return S3Rates()
+}
 
 func (l *Latency) wait(ctx context.Context, op Op) error {
 	if err := precheck(ctx, op); err != nil {
@@ -302,6 +302,9 @@ var _ Store = (*PathTracker)(nil)
 // NewPathTracker wraps inner; p weighs the requests (the zero Profile
 // counts round trips only).
 func NewPathTracker(inner Store, p Profile) *PathTracker { return &PathTracker{inner: inner, p: p} }
+
+// Inner is the wrapped store.
+func (t *PathTracker) Inner() Store { return t.inner }
 
 // Path is the longest chain so far.
 func (t *PathTracker) Path() Path {

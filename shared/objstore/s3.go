@@ -117,6 +117,10 @@ func (s *S3) Bucket() string { return s.bucket }
 // Client is the underlying SDK client.
 func (s *S3) Client() *s3.Client { return s.client }
 
+// Rates are S3's per-prefix rates (S3Rates): callers pace themselves to
+// them (Paced).
+func (s *S3) Rates() Rates { return S3Rates() }
+
 func (s *S3) Get(ctx context.Context, key string) ([]byte, error) {
 	if err := ValidateKey(key); err != nil {
 		return nil, err

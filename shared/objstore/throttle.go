@@ -4,9 +4,10 @@ import (
 	"context"
 	"fmt"
 	"sync"
-	"time"
 
 	"golang.org/x/time/rate"
+
+	"github.com/tablekeep/tablekeep/shared/clock"
 )
 
 // ThrottleOptions configure WithWriteThrottle.
@@ -18,8 +19,8 @@ type ThrottleOptions struct {
 	// Partition maps a key to its partition (nil: one partition for the
 	// whole store, a new prefix as S3 starts it).
 	Partition func(key string) string
-	// Now defaults to time.Now.
-	Now func() time.Time
+	// Clock defaults to real time.
+	Clock clock.Clock
 }
 
 // Throttled counts what a write throttle refused.
@@ -47,10 +48,17 @@ func WithWriteThrottle(s Store, o ThrottleOptions) *WriteThrottle {
 	if o.WritesPerSecond <= 0 {
 		o.WritesPerSecond = 3500
 	}
-	if o.Now == nil {
-		o.Now = time.Now
-	}
+	o.Clock = clock.Or(o.Clock)
 	return &WriteThrottle{Store: s, o: o, buckets: map[string]*rate.Limiter{}}
+}
+
+// Rates are the inner store's, with WritesPerSecond as the delete rate:
+// the throttle stands for S3's write limit (Paced), so callers pace their
+// deletes to it.
+func (w *WriteThrottle) Rates() Rates {
+	r := RatesOf(w.Store)
+	r.DeleteKeys = w.o.WritesPerSecond
+	return r
 }
 
 // Throttled reports the requests refused so far.
@@ -76,7 +84,7 @@ func (w *WriteThrottle) Delete(ctx context.Context, keys []string) error {
 		b = rate.NewLimiter(rate.Limit(w.o.WritesPerSecond), burst)
 		w.buckets[part] = b
 	}
-	allowed := b.AllowN(w.o.Now(), len(keys))
+	allowed := b.AllowN(w.o.Clock.Now(), len(keys))
 	if !allowed {
 		w.throttled.Requests++
 		w.throttled.Keys += int64(len(keys))

@@ -31,7 +31,7 @@ func TestWriteThrottle(t *testing.T) {
 		}
 		return ks
 	}
-	w := objstore.WithWriteThrottle(mem, objstore.ThrottleOptions{WritesPerSecond: 2000, Now: clk.Now,
+	w := objstore.WithWriteThrottle(mem, objstore.ThrottleOptions{WritesPerSecond: 2000, Clock: clk,
 		Partition: func(k string) string { return k[:1] }})
 	a := keys("a", 3000)
 	if err := w.Delete(ctx, a[:1000]); err != nil {

@@ -8,13 +8,15 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/tablekeep/tablekeep/shared/clock"
 )
 
 // EmbeddedOptions configure an Embedded queue.
 type EmbeddedOptions struct {
-	// Now is the clock deciding visibility (default time.Now); tests inject
-	// a fake one.
-	Now func() time.Time
+	// Clock decides visibility (default the real clock); tests inject a
+	// fake one.
+	Clock clock.Clock
 	// DefaultVisibility applies to Receive calls with zero visibility
 	// (default 30 s, as on SQS).
 	DefaultVisibility time.Duration
@@ -59,9 +61,7 @@ var _ Queue = (*Embedded)(nil)
 
 // NewEmbedded returns an empty queue.
 func NewEmbedded(opts EmbeddedOptions) *Embedded {
-	if opts.Now == nil {
-		opts.Now = time.Now
-	}
+	opts.Clock = clock.Or(opts.Clock)
 	if opts.DefaultVisibility <= 0 {
 		opts.DefaultVisibility = 30 * time.Second
 	}
@@ -78,7 +78,7 @@ func (q *Embedded) Send(ctx context.Context, msgs []Message) error {
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	now := q.opts.Now()
+	now := q.opts.Clock.Now()
 	for _, m := range msgs {
 		q.seq++
 		q.msgs = append(q.msgs, &entry{id: "m" + strconv.Itoa(q.seq), body: slices.Clone(m.Body), visibleAt: now})
@@ -97,7 +97,7 @@ func (q *Embedded) Receive(ctx context.Context, n int, visibility time.Duration)
 	n = max(n, 1)
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	now := q.opts.Now()
+	now := q.opts.Clock.Now()
 	var visible []*entry
 	for _, e := range q.msgs {
 		if !e.visibleAt.After(now) {
@@ -172,7 +172,7 @@ func (q *Embedded) Nack(ctx context.Context, d Delivery, delay time.Duration) er
 	if err != nil {
 		return err
 	}
-	e.visibleAt = q.opts.Now().Add(max(delay, 0))
+	e.visibleAt = q.opts.Clock.Now().Add(max(delay, 0))
 	return nil
 }
 

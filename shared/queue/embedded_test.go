@@ -31,7 +31,7 @@ func bodies(n int) []Message {
 func TestEmbeddedAtLeastOnceWithDuplicatesAndReorder(t *testing.T) {
 	ctx := context.Background()
 	clock := newFakeNow()
-	q := NewEmbedded(EmbeddedOptions{Now: clock.Now, DuplicateEvery: 4, Shuffle: rand.New(rand.NewPCG(1, 2))})
+	q := NewEmbedded(EmbeddedOptions{Clock: clock, DuplicateEvery: 4, Shuffle: rand.New(rand.NewPCG(1, 2))})
 	const n = 40
 	if err := q.Send(ctx, bodies(n)); err != nil {
 		t.Fatal(err)
@@ -90,7 +90,7 @@ func TestEmbeddedAtLeastOnceWithDuplicatesAndReorder(t *testing.T) {
 func TestEmbeddedVisibilityExpiryRedelivers(t *testing.T) {
 	ctx := context.Background()
 	clock := newFakeNow()
-	q := NewEmbedded(EmbeddedOptions{Now: clock.Now})
+	q := NewEmbedded(EmbeddedOptions{Clock: clock})
 	if err := q.Send(ctx, bodies(1)); err != nil {
 		t.Fatal(err)
 	}
@@ -130,7 +130,7 @@ func TestEmbeddedVisibilityExpiryRedelivers(t *testing.T) {
 func TestEmbeddedDeadLetterAfterMaxReceives(t *testing.T) {
 	ctx := context.Background()
 	clock := newFakeNow()
-	q := NewEmbedded(EmbeddedOptions{Now: clock.Now, MaxReceives: 3})
+	q := NewEmbedded(EmbeddedOptions{Clock: clock, MaxReceives: 3})
 	if err := q.Send(ctx, bodies(2)); err != nil {
 		t.Fatal(err)
 	}
@@ -187,7 +187,7 @@ func receiveOne(t *testing.T, q Queue, vis time.Duration) Delivery {
 func TestDrain(t *testing.T) {
 	ctx := context.Background()
 	clock := newFakeNow()
-	q := NewEmbedded(EmbeddedOptions{Now: clock.Now})
+	q := NewEmbedded(EmbeddedOptions{Clock: clock})
 	msgs := []Message{{Body: []byte("ok")}, {Body: []byte("bad")}, {Body: []byte("flaky")}, {Body: []byte("ok")}}
 	if err := q.Send(ctx, msgs); err != nil {
 		t.Fatal(err)

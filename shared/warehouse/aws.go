@@ -143,7 +143,7 @@ func OpenAWS(ctx context.Context, cfg AWSConfig) (*Warehouse, error) {
 	// log the requests they made as differences of it.
 	w.Store = objstore.NewCounting(st)
 	if cfg.LockTable == "" && cfg.QueueURL == "" {
-		w.Queue = queue.NewEmbedded(queue.EmbeddedOptions{Now: clock.Now, MaxReceives: 5})
+		w.Queue = queue.NewEmbedded(queue.EmbeddedOptions{Clock: clock, MaxReceives: 5})
 		return w, nil
 	}
 	awsCfg, err := config.LoadDefaultConfig(ctx)
@@ -166,7 +166,7 @@ func OpenAWS(ctx context.Context, cfg AWSConfig) (*Warehouse, error) {
 	if cfg.QueueURL != "" {
 		w.Remote = queue.NewSQS(w.SQSClient(), cfg.QueueURL, queue.SQSOptions{})
 	} else {
-		w.Queue = queue.NewEmbedded(queue.EmbeddedOptions{Now: clock.Now, MaxReceives: 5})
+		w.Queue = queue.NewEmbedded(queue.EmbeddedOptions{Clock: clock, MaxReceives: 5})
 	}
 	return w, nil
 }

@@ -120,7 +120,7 @@ func OpenLocal(ctx context.Context, dir string, o LocalOptions) (*Warehouse, err
 	host, _ := os.Hostname()
 	return &Warehouse{
 		URI: dir, Dir: dir, Store: st, Catalog: cat, Locker: locker, Clock: clock, Logger: logger,
-		Queue: queue.NewEmbedded(queue.EmbeddedOptions{Now: clock.Now, MaxReceives: 5}),
+		Queue: queue.NewEmbedded(queue.EmbeddedOptions{Clock: clock, MaxReceives: 5}),
 		Owner: fmt.Sprintf("%s/%d", host, os.Getpid()),
 	}, nil
 }
@@ -174,7 +174,7 @@ func (w *Warehouse) catalog(o Options) maintenance.Catalog {
 // opened by formats.Open.
 func (w *Warehouse) NewRunner(o Options) *maintenance.Runner {
 	log := w.logger(o)
-	comp := maintenance.NewCompactor(log, w.Clock.Now)
+	comp := maintenance.NewCompactor(log, w.Clock)
 	if w.Margin > 0 {
 		comp.Margin = w.Margin
 	}
@@ -215,7 +215,7 @@ type Sweeper struct {
 // every format opened by formats.Open (a Lance dataset: SweepSourceFiles).
 func (w *Warehouse) NewSweeper(o Options) *Sweeper {
 	return &Sweeper{Store: w.Store, Clock: w.Clock, Options: maintenance.SweepOptions{
-		MaxDeletes: o.MaxDeletes, DryRun: o.DryRun, Logger: w.logger(o), Clock: w.Clock.Now,
+		MaxDeletes: o.MaxDeletes, DryRun: o.DryRun, Logger: w.logger(o), Clock: w.Clock,
 		Metrics: o.Metrics, Table: w.TableOptions(), Sources: formats.Open,
 	}}
 }

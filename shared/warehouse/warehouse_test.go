@@ -91,7 +91,7 @@ func TestPassDrainsLocallyOrLeavesRangesOnTheRemoteQueue(t *testing.T) {
 			}
 			var rq *queue.Embedded
 			if remote {
-				rq = queue.NewEmbedded(queue.EmbeddedOptions{Now: clk.Now})
+				rq = queue.NewEmbedded(queue.EmbeddedOptions{Clock: clk})
 				w.Remote = rq
 			}
 			clk.off = 2 * time.Hour

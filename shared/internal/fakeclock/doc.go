@@ -1,6 +1,6 @@
-// Package fakeclock is simulated time: the settable clock tests and
-// benchmarks inject wherever code takes
-// a clock (lock.Clock, table.Options.Clock, queue.EmbeddedOptions.Now), and a
+// Package fakeclock is simulated time: the settable clock (a clock.Clock)
+// tests and benchmarks inject wherever code takes a clock (clock.Clock,
+// table.Options.Clock, queue.EmbeddedOptions.Clock), and a
 // store wrapper that dates objects by it. Time moves only when advanced, or
 // when code under test sleeps on it.
 //

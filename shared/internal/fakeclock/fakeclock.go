@@ -6,14 +6,17 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tablekeep/tablekeep/shared/clock"
 	"github.com/tablekeep/tablekeep/shared/objstore"
 )
 
-// Clock is safe for concurrent use.
+// Clock is a clock.Clock, safe for concurrent use.
 type Clock struct {
 	mu  sync.Mutex
 	now time.Time
 }
+
+var _ clock.Clock = (*Clock)(nil)
 
 // New returns a clock reading start.
 func New(start time.Time) *Clock { return &Clock{now: start} }

@@ -1,4 +1,4 @@
-package maintenance
+package objstore
 
 import (
 	"context"
@@ -7,16 +7,8 @@ import (
 	"time"
 
 	"golang.org/x/time/rate"
-)
 
-// S3's documented request rates per partitioned prefix: 3,500
-// PUT/COPY/POST/DELETE and 5,500 GET/HEAD requests per second. A
-// DeleteObjects request of n keys counts as n DELETEs against the first
-// (each key is a write to the index), so the cleaner limits deleted keys
-// per second, not DeleteObjects requests.
-const (
-	S3DeleteKeysPerSecond = 3500
-	S3GetsPerSecond       = 5500
+	"github.com/tablekeep/tablekeep/shared/clock"
 )
 
 // AIMDLimiter is a token-bucket rate limit (golang.org/x/time/rate) whose
@@ -32,8 +24,7 @@ type AIMDLimiter struct {
 	step     float64
 	cooldown time.Duration
 	lastCut  time.Time
-	now      func() time.Time
-	sleep    func(context.Context, time.Duration) error
+	clock    clock.Clock
 }
 
 // AIMDOptions configure NewAIMDLimiter. Zero values take the defaults.
@@ -46,9 +37,8 @@ type AIMDOptions struct {
 	// burst of SlowDown answers to requests sent together is one signal,
 	// not one halving each.
 	Cooldown time.Duration
-	// Now and Sleep default to real time; tests pass a fake clock.
-	Now   func() time.Time
-	Sleep func(context.Context, time.Duration) error
+	// Clock defaults to real time; tests pass a fake clock.
+	Clock clock.Clock
 }
 
 // NewAIMDLimiter returns a limiter starting at o.Cap.
@@ -68,26 +58,9 @@ func NewAIMDLimiter(o AIMDOptions) *AIMDLimiter {
 	if o.Cooldown <= 0 {
 		o.Cooldown = time.Second
 	}
-	if o.Now == nil {
-		o.Now = time.Now
-	}
-	if o.Sleep == nil {
-		o.Sleep = sleepCtx
-	}
 	return &AIMDLimiter{
 		lim: rate.NewLimiter(rate.Limit(o.Cap), o.Burst), cap: o.Cap, floor: o.Floor, step: o.Step,
-		cooldown: o.Cooldown, now: o.Now, sleep: o.Sleep,
-	}
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
+		cooldown: o.Cooldown, clock: clock.Or(o.Clock),
 	}
 }
 
@@ -98,14 +71,14 @@ func (l *AIMDLimiter) Wait(ctx context.Context, n int) error {
 		return err
 	}
 	n = min(n, l.lim.Burst())
-	now := l.now()
+	now := l.clock.Now()
 	r := l.lim.ReserveN(now, n)
 	if !r.OK() {
 		return fmt.Errorf("rate limiter: cannot reserve %d", n)
 	}
 	if d := r.DelayFrom(now); d > 0 {
-		if err := l.sleep(ctx, d); err != nil {
-			r.CancelAt(l.now())
+		if err := l.clock.Sleep(ctx, d); err != nil {
+			r.CancelAt(l.clock.Now())
 			return err
 		}
 	}
@@ -116,7 +89,7 @@ func (l *AIMDLimiter) Wait(ctx context.Context, n int) error {
 func (l *AIMDLimiter) SlowDown() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	now := l.now()
+	now := l.clock.Now()
 	if !l.lastCut.IsZero() && now.Sub(l.lastCut) < l.cooldown {
 		return
 	}
@@ -132,7 +105,7 @@ func (l *AIMDLimiter) Success() {
 	if cur >= l.cap {
 		return
 	}
-	l.lim.SetLimitAt(l.now(), rate.Limit(min(l.cap, cur+l.step)))
+	l.lim.SetLimitAt(l.clock.Now(), rate.Limit(min(l.cap, cur+l.step)))
 }
 
 // Rate is the current rate, events per second.

@@ -1,0 +1,53 @@
+// Package clock is tablekeep's one time source: Now and Sleep. Everything
+// that reads the time or waits takes a Clock (lockers and fences, tables
+// and leases, the runner, compaction, the cleaner and the sweep, the rate
+// limiters, the latency store, the in-process queue), so tests and
+// benchmarks inject simulated time (shared/internal/fakeclock) and no
+// rule that compares times needs a real sleep. A leaf: it imports nothing
+// of tablekeep.
+package clock
+
+import (
+	"context"
+	"time"
+)
+
+// Clock reads and waits on one timeline.
+type Clock interface {
+	Now() time.Time
+	// Sleep waits for d or until ctx is done, returning ctx.Err() in that
+	// case (d <= 0 returns at once, ctx.Err()).
+	Sleep(ctx context.Context, d time.Duration) error
+}
+
+// System is the real clock: time.Now and a timer.
+func System() Clock { return system{} }
+
+// Or is c, or the real clock if c is nil.
+func Or(c Clock) Clock {
+	if c == nil {
+		return System()
+	}
+	return c
+}
+
+type system struct{}
+
+func (system) Now() time.Time { return time.Now() }
+
+func (system) Sleep(ctx context.Context, d time.Duration) error { return Sleep(ctx, d) }
+
+// Sleep is the real wait: a timer, cut short by ctx.
+func Sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
