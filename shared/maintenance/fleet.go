@@ -235,6 +235,15 @@ func (k *shardKeys) add(key string, seq uint64) {
 // newest object is unreadable is listed in Damaged (its tables have no
 // mark). A warehouse without an index has an empty one.
 func ReadFleetIndex(ctx context.Context, store objstore.Store, root string) (*FleetIndex, error) {
+	idx, _, err := readFleetIndexSel(ctx, store, root, nil)
+	return idx, err
+}
+
+// readFleetIndexSel is ReadFleetIndex reading only the shards sel accepts
+// (nil: every shard holding an object); it also returns every shard's
+// newest seq as listed (read or not). A warehouse with no shard reads the
+// legacy index whatever sel says.
+func readFleetIndexSel(ctx context.Context, store objstore.Store, root string, sel func(shard int, newest uint64) bool) (*FleetIndex, map[int]uint64, error) {
 	found := map[int]*shardKeys{}
 	err := objstore.ListAll(ctx, store, root+fleetShardDir, "", func(o objstore.ObjectInfo) error {
 		if sh, seq, ok := parseFleetShardKey(root, o.Key); ok {
@@ -246,15 +255,20 @@ func ReadFleetIndex(ctx context.Context, store objstore.Store, root string) (*Fl
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("read fleet index: %w", err)
+		return nil, nil, fmt.Errorf("read fleet index: %w", err)
 	}
 	idx := emptyFleetIndex()
 	if len(found) == 0 {
-		return readLegacyFleetIndex(ctx, store, root)
+		idx, err := readLegacyFleetIndex(ctx, store, root)
+		return idx, map[int]uint64{}, err
 	}
+	newest := make(map[int]uint64, len(found))
 	shards := make([]int, 0, len(found))
-	for sh := range found {
-		shards = append(shards, sh)
+	for sh, k := range found {
+		newest[sh] = k.newest
+		if sel == nil || sel(sh, k.newest) {
+			shards = append(shards, sh)
+		}
 	}
 	sort.Ints(shards)
 	read := make([]*fleetShard, len(shards))
@@ -269,15 +283,15 @@ func ReadFleetIndex(ctx context.Context, store objstore.Store, root string) (*Fl
 	}
 	_ = g.Wait()
 	if err := ctx.Err(); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	for i := range shards {
 		if errs[i] != nil && !errors.Is(errs[i], table.ErrCorruptObject) {
-			return nil, fmt.Errorf("read fleet index: %w", errs[i])
+			return nil, nil, fmt.Errorf("read fleet index: %w", errs[i])
 		}
 		idx.add(read[i], errs[i] != nil)
 	}
-	return idx, nil
+	return idx, newest, nil
 }
 
 // readLegacyFleetIndex reads the single-object index of earlier releases

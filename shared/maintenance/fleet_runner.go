@@ -95,6 +95,21 @@ type FleetScan struct {
 	refs    []TableRef
 	index   *FleetIndex
 	updates map[string]Mark // marks a scan changed (a change first seen)
+	idle    *idleScan       // safety-net mode (Runner.SafetyScanEvery)
+}
+
+// Listed is how many tables the scan listed (one LIST each).
+func (sc *FleetScan) Listed() int {
+	if sc.idle == nil {
+		n := 0
+		for _, ref := range sc.refs {
+			if m, ok := sc.index.Tables[ref.Name]; ok && !(m.Failures > 0 && sc.At.Before(m.RetryAt)) {
+				n++
+			}
+		}
+		return n
+	}
+	return sc.idle.listed
 }
 
 // Refs is every registered table the scan saw, in registry order.
@@ -137,7 +152,13 @@ func (r *Runner) Scan(ctx context.Context) (*FleetScan, error) {
 		}
 		return sc, nil
 	}
-	sc.index, err = ReadFleetIndex(ctx, r.Store, root)
+	if r.SafetyScanEvery > 0 {
+		var sel func(int, uint64) bool
+		sc.idle, sel = r.startIdleScan(ctx, root, refs, sc.At)
+		sc.index, sc.idle.newest, err = readFleetIndexSel(ctx, r.Store, root, sel)
+	} else {
+		sc.index, err = ReadFleetIndex(ctx, r.Store, root)
+	}
 	if err != nil {
 		r.Logger.WarnContext(ctx, "fleet index unreadable: every table is in need", "err", err)
 		sc.IndexError = err.Error()
@@ -152,10 +173,25 @@ func (r *Runner) Scan(ctx context.Context) (*FleetScan, error) {
 	errs := make([]error, len(refs))
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(r.ScanConcurrency)
+	skipped := make([]bool, len(refs)) // safety-net mode: its shard unread, nothing due
 	for i, ref := range refs {
 		m, known := sc.index.Tables[ref.Name]
+		if is := sc.idle; is != nil && sc.IndexError == "" {
+			sh := FleetShardOf(ref.Name)
+			if _, read := sc.index.shards[sh]; !read && is.newest[sh] != 0 {
+				skipped[i] = true
+				continue
+			}
+			if known && !is.list[sh] {
+				latest[i] = markLatest(m) // not its window: no LIST
+				continue
+			}
+		}
 		if !known || (m.Failures > 0 && sc.At.Before(m.RetryAt)) {
 			continue // in need whatever its version, or backing off: not listed
+		}
+		if sc.idle != nil {
+			sc.idle.listed++
 		}
 		g.Go(func() error {
 			lctx, cancel := context.WithTimeout(gctx, r.ScanTimeout)
@@ -176,6 +212,10 @@ func (r *Runner) Scan(ctx context.Context) (*FleetScan, error) {
 	}
 	now := sc.At
 	for i, ref := range refs {
+		if skipped[i] {
+			sc.Idle++
+			continue
+		}
 		m, known := sc.index.Tables[ref.Name]
 		reasons, upd, changed := decideNeed(ref, m, known, latest[i], errs[i], now)
 		if changed {
@@ -526,6 +566,9 @@ func (r *Runner) recordMarksOn(ctx context.Context, rep *RunReport, sc *FleetSca
 		}
 	}
 	if len(updates) == 0 && len(also) == 0 && (sc == nil || len(base.legacy) == 0) {
+		if sc != nil {
+			r.saveScanState(ctx, root, sc)
+		}
 		return
 	}
 	n, err := writeFleetIndex(ctx, r.Store, root, base, updates, also, keep, now)
@@ -534,6 +577,9 @@ func (r *Runner) recordMarksOn(ctx context.Context, rep *RunReport, sc *FleetSca
 		rep.IndexNote = "fleet index not written: " + err.Error()
 		r.Logger.WarnContext(ctx, "fleet index not (all) written; those tables will be maintained again", "err", err)
 		return
+	}
+	if sc != nil {
+		r.saveScanState(ctx, root, sc)
 	}
 	if sc != nil && len(base.legacy) > 0 {
 		if _, err := objstore.DeleteAll(ctx, r.Store, base.legacy, objstore.MaxDeleteKeys); err != nil {

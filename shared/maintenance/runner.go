@@ -106,6 +106,13 @@ type Runner struct {
 	// the fan-out's retry jobs (awsfn) are scheduled by it.
 	FailureBackoff    time.Duration
 	FailureBackoffMax time.Duration
+	// SafetyScanEvery, with S3 notifications on (a notified write is
+	// maintained by the compaction queue), is the safety-net cadence: a
+	// scan lists an unchanged table once per SafetyScanEvery, not at every
+	// pass (fleet_idle.go; docs/reliability.md "Safety-net scan"). 0 (the
+	// embedded default and the CLI: no notifications): every pass lists
+	// every table.
+	SafetyScanEvery time.Duration
 	// Sources opens the datasets of other formats (TableRef.Format set,
 	// e.g. "lance"), as Cleaner.Sources: they are pruned through the Source
 	// (PruneSource), and compacted first if the Source is a SourceCompacter

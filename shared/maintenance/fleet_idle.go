@@ -1,0 +1,299 @@
+package maintenance
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/tablekeep/tablekeep/shared/objstore"
+)
+
+// Idle tables with S3 notifications on (issue 23 point 4; docs/format.md
+// "Scan state", docs/reliability.md "Safety-net scan").
+//
+// With Runner.SafetyScanEvery = S > 0 a notified write maintains its table
+// (the compaction queue), so the scheduled scan need not list an unchanged
+// table at every pass. Instead each index shard has a phase, shard*S/256,
+// and a pass lists the tables of the shards whose phase point (phase + k*S)
+// falls in the window (last, now], last being the end of the previous
+// pass's window (the scan state, one small object). Windows chain, so every
+// table is listed once per S, about 1/N of the fleet a pass (N = S / the
+// pass interval), never all at once. The scan state also summarises each
+// shard as last read (its newest seq, the earliest time one of its marks
+// is due without a change, a digest of its tables), so a pass GETs only
+// the shards that changed, whose tables changed in the registry, that are
+// due, or whose window it is.
+
+// fleetScanStateKey is the scan state under the warehouse root.
+const fleetScanStateKey = FleetIndexDir + "scan.json"
+
+// fleetScanStateVersion is the format of the scan state.
+const fleetScanStateVersion = 1
+
+// MaxScanStateSkew is how far ahead of a scanner's clock the scan state's
+// time may be (another scanner's clock running ahead): later than that the
+// state is distrusted and the pass lists every table.
+const MaxScanStateSkew = time.Minute
+
+// MaxSafetyScanEvery bounds the safety-net cadence.
+const MaxSafetyScanEvery = 7 * 24 * time.Hour
+
+// scanState is the safety-net scan's state (docs/format.md "Scan state").
+type scanState struct {
+	V int `json:"v"`
+	// At is the end of the last window covered: every shard whose phase
+	// point is at or before At has been listed at or after its point.
+	At time.Time `json:"at"`
+	// Every is the cadence (nanoseconds) the windows were covered for: a
+	// state of another cadence is ignored.
+	Every int64 `json:"every"`
+	// Shards summarises each shard as last read, by "%02x".
+	Shards map[string]shardSummary `json:"shards"`
+}
+
+// shardSummary is what a pass needs to know of a shard it does not read.
+type shardSummary struct {
+	// Seq is the shard object summarised (a newer one: read it).
+	Seq uint64 `json:"seq"`
+	// Wake is the earliest time one of its marks is due with no change
+	// (markWake); zero: at once.
+	Wake time.Time `json:"wake,omitzero"`
+	// Digest is of its marks' (name, root, registered policy): the
+	// registry's digest of the shard's tables differs if a table was
+	// registered, dropped, moved or re-policied since.
+	Digest string `json:"digest"`
+}
+
+// idleScan is a scan's safety-net bookkeeping.
+type idleScan struct {
+	every time.Duration
+	last  time.Time // zero: no usable state (every shard is listed)
+	prev  *scanState
+	// newest is each shard's newest seq as listed.
+	newest map[int]uint64
+	list   map[int]bool // shards whose tables this pass lists
+	// Listed is how many tables the pass listed.
+	listed int
+}
+
+// shardPhase is shard's phase in a cadence of every.
+func shardPhase(shard int, every time.Duration) time.Duration {
+	return every / FleetShards * time.Duration(shard)
+}
+
+// InSafetyWindow reports whether index shard's phase point (phase + k*every,
+// from the Unix epoch) lies in (last, now]: zero last, or a window of at
+// least every, holds every point.
+func InSafetyWindow(shard int, last, now time.Time, every time.Duration) bool {
+	if last.IsZero() || every <= 0 || now.Sub(last) >= every {
+		return true
+	}
+	ns := now.UnixNano() - int64(shardPhase(shard, every))
+	k := ns / int64(every)
+	if ns < 0 && ns%int64(every) != 0 {
+		k--
+	}
+	point := k*int64(every) + int64(shardPhase(shard, every))
+	return point > last.UnixNano()
+}
+
+// markLatest is the newest version a mark knows of its table (a change a
+// scan saw, or the version last maintained).
+func markLatest(m Mark) uint64 {
+	if m.Seen != 0 {
+		return m.Seen
+	}
+	return m.Latest
+}
+
+// markWake is the earliest time decideNeed finds the table in need when
+// its latest version is markLatest(m) (nothing changed since the mark):
+// its retry time if it failed; otherwise its due time, and with a change
+// seen, when the change's fragments reach the threshold (at once, or when
+// compaction's backoff ends) or when it has waited CompactMaxWait. Zero:
+// at once.
+func markWake(ref TableRef, m Mark) time.Time {
+	if m.Failures > 0 {
+		return m.RetryAt
+	}
+	w := m.Due
+	lat := markLatest(m)
+	if lat == m.Latest {
+		return w
+	}
+	p := ref.Policy.WithDefaults()
+	vers := p.CompactMinFragments
+	if lat > m.Latest {
+		vers = int(min(lat-m.Latest, 1<<31-1))
+	}
+	switch {
+	case vers >= p.CompactMinFragments:
+		return time.Time{}
+	case m.CompactFrags+vers >= p.CompactMinFragments:
+		if m.CompactFailures == 0 {
+			return time.Time{}
+		}
+		w = minTime(w, m.CompactRetryAt)
+	}
+	if !m.ChangedAt.IsZero() {
+		w = minTime(w, m.ChangedAt.Add(p.CompactMaxWait))
+	}
+	return w
+}
+
+// digestItem is one table's contribution to a shard digest.
+func digestItem(name, root string, p *Policy) uint64 {
+	h := sha256.New()
+	h.Write([]byte(name))
+	h.Write([]byte{0})
+	h.Write([]byte(root))
+	h.Write([]byte{0})
+	if p == nil {
+		h.Write([]byte("unregistered"))
+	} else {
+		b, _ := json.Marshal(p.WithDefaults())
+		h.Write(b)
+	}
+	return binary.BigEndian.Uint64(h.Sum(nil))
+}
+
+func digestString(sum uint64, n int) string { return fmt.Sprintf("%d:%016x", n, sum) }
+
+// registryDigests is each shard's digest of its registered tables.
+func registryDigests(refs []TableRef) map[int]string {
+	sums, counts := map[int]uint64{}, map[int]int{}
+	for _, ref := range refs {
+		sh := FleetShardOf(ref.Name)
+		p := ref.Policy
+		sums[sh] += digestItem(ref.Name, ref.Root, &p)
+		counts[sh]++
+	}
+	out := make(map[int]string, len(sums))
+	for sh, s := range sums {
+		out[sh] = digestString(s, counts[sh])
+	}
+	return out
+}
+
+// summarise is the summary of shard s as read, against the registry.
+func summarise(s *fleetShard, byName map[string]TableRef) shardSummary {
+	var sum uint64
+	var wake time.Time
+	first := true
+	for n, m := range s.Tables {
+		ref, ok := byName[n]
+		if !ok {
+			sum += digestItem(n, m.Root, nil)
+			continue
+		}
+		p := ref.Policy
+		sum += digestItem(n, m.Root, &p)
+		if w := markWake(ref, m); first || w.Before(wake) {
+			wake, first = w, false
+		}
+	}
+	if first {
+		wake = time.Unix(1<<62, 0) // no mark: never due
+	}
+	return shardSummary{Seq: s.Seq, Wake: wake, Digest: digestString(sum, len(s.Tables))}
+}
+
+// readScanState reads the scan state (nil if absent, unreadable or of
+// another cadence: the pass then lists every table and reads every shard).
+func readScanState(ctx context.Context, store objstore.Store, root string, every time.Duration) (*scanState, error) {
+	b, err := store.Get(ctx, root+fleetScanStateKey)
+	if errors.Is(err, objstore.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var st scanState
+	if json.Unmarshal(b, &st) != nil || st.V != fleetScanStateVersion || st.Every != int64(every) || st.At.IsZero() {
+		return nil, nil
+	}
+	return &st, nil
+}
+
+// startIdleScan reads the scan state and decides which shards the pass
+// lists (their phase point in the window) and, through the returned
+// selector, which it reads.
+func (r *Runner) startIdleScan(ctx context.Context, root string, refs []TableRef, now time.Time) (*idleScan, func(int, uint64) bool) {
+	is := &idleScan{every: r.SafetyScanEvery, list: map[int]bool{}}
+	st, err := readScanState(ctx, r.Store, root, is.every)
+	if err != nil {
+		r.Logger.WarnContext(ctx, "scan state unreadable: every table is listed", "err", err)
+	}
+	if st != nil && st.At.After(now.Add(MaxScanStateSkew)) {
+		r.Logger.WarnContext(ctx, "scan state ahead of this clock: every table is listed", "at", st.At, "now", now)
+		st = nil
+	}
+	if st != nil {
+		is.prev, is.last = st, st.At
+	}
+	for sh := range FleetShards {
+		is.list[sh] = InSafetyWindow(sh, is.last, now, is.every)
+	}
+	reg := registryDigests(refs)
+	sel := func(sh int, newest uint64) bool {
+		if st == nil || is.list[sh] {
+			return true
+		}
+		sum, ok := st.Shards[fmt.Sprintf("%02x", sh)]
+		return !ok || sum.Seq != newest || sum.Digest != reg[sh] || !now.Before(sum.Wake)
+	}
+	return is, sel
+}
+
+// saveScanState writes the scan state after a scan whose marks were
+// recorded: its window's end (never before the previous one) and the
+// summaries of the shards it read (the others' carried over). A write that
+// fails leaves the previous state: the next pass's window then starts
+// earlier, which lists more, never less.
+func (r *Runner) saveScanState(ctx context.Context, root string, sc *FleetScan) {
+	is := sc.idle
+	if is == nil || sc.IndexError != "" {
+		return
+	}
+	st := scanState{V: fleetScanStateVersion, At: sc.At, Every: int64(is.every), Shards: map[string]shardSummary{}}
+	if is.last.After(st.At) {
+		st.At = is.last
+	}
+	byName := make(map[string]TableRef, len(sc.refs))
+	for _, ref := range sc.refs {
+		byName[ref.Name] = ref
+	}
+	damaged := map[int]bool{}
+	for _, sh := range sc.index.Damaged {
+		damaged[sh] = true
+	}
+	shards := make([]int, 0, len(is.newest))
+	for sh := range is.newest {
+		shards = append(shards, sh)
+	}
+	sort.Ints(shards)
+	for _, sh := range shards {
+		key := fmt.Sprintf("%02x", sh)
+		if s, ok := sc.index.shards[sh]; ok {
+			if !damaged[sh] {
+				st.Shards[key] = summarise(s, byName)
+			}
+		} else if is.prev != nil {
+			if old, ok := is.prev.Shards[key]; ok {
+				st.Shards[key] = old
+			}
+		}
+	}
+	b, err := json.Marshal(st)
+	if err == nil {
+		err = r.Store.Put(ctx, root+fleetScanStateKey, b)
+	}
+	if err != nil {
+		r.Logger.WarnContext(ctx, "scan state not written; the next pass lists from the previous window", "err", err)
+	}
+}
