@@ -95,6 +95,8 @@ func (d *Deps) newRunner(ctx context.Context, log *slog.Logger, cat maintenance.
 		// One failure backoff for a failing table in every mode: the fleet
 		// index's retry time is the retry job's not-before.
 		FailureBackoff: RetryBackoffBase, FailureBackoffMax: RetryBackoffMax,
+		// With notifications on: the safety-net scan (fanout_config.go).
+		SafetyScanEvery: d.Config.SafetyScanEvery, Unnotified: unnotified,
 	}
 }
 

@@ -203,6 +203,12 @@ func summarise(s *fleetShard, byName map[string]TableRef) shardSummary {
 	return shardSummary{Seq: s.Seq, Wake: wake, Digest: digestString(sum, len(s.Tables))}
 }
 
+// unnotified reports whether ref's writes are not notified (listed at
+// every pass).
+func (r *Runner) unnotified(ref TableRef) bool {
+	return r.Unnotified != nil && r.Unnotified(ref)
+}
+
 // readScanState reads the scan state (nil if absent, unreadable or of
 // another cadence: the pass then lists every table and reads every shard).
 func readScanState(ctx context.Context, store objstore.Store, root string, every time.Duration) (*scanState, error) {
@@ -239,9 +245,15 @@ func (r *Runner) startIdleScan(ctx context.Context, root string, refs []TableRef
 	for sh := range FleetShards {
 		is.list[sh] = InSafetyWindow(sh, is.last, now, is.every)
 	}
+	always := map[int]bool{}
+	for _, ref := range refs {
+		if r.unnotified(ref) {
+			always[FleetShardOf(ref.Name)] = true
+		}
+	}
 	reg := registryDigests(refs)
 	sel := func(sh int, newest uint64) bool {
-		if st == nil || is.list[sh] {
+		if st == nil || is.list[sh] || always[sh] {
 			return true
 		}
 		sum, ok := st.Shards[fmt.Sprintf("%02x", sh)]

@@ -182,7 +182,7 @@ func (r *Runner) Scan(ctx context.Context) (*FleetScan, error) {
 				skipped[i] = true
 				continue
 			}
-			if known && !is.list[sh] {
+			if known && !is.list[sh] && !r.unnotified(ref) {
 				latest[i] = markLatest(m) // not its window: no LIST
 				continue
 			}

@@ -113,6 +113,10 @@ type Runner struct {
 	// embedded default and the CLI: no notifications): every pass lists
 	// every table.
 	SafetyScanEvery time.Duration
+	// Unnotified, with SafetyScanEvery, names the tables whose writes are
+	// not notified (awsfn: the _stats table, which the notification path
+	// ignores): they are listed at every pass.
+	Unnotified func(TableRef) bool
 	// Sources opens the datasets of other formats (TableRef.Format set,
 	// e.g. "lance"), as Cleaner.Sources: they are pruned through the Source
 	// (PruneSource), and compacted first if the Source is a SourceCompacter
