@@ -185,3 +185,33 @@ func TestFleetSafetyNetBoundForLostNotification(t *testing.T) {
 	}
 	t.Logf("%d lost notifications, noticed within %s (bound %s); %d after more than 2 h", noticed, longest, bound, late)
 }
+
+// A table whose writes are not notified (awsfn: _stats) is listed, and its
+// shard read, at every pass of the safety-net scan, exactly.
+func TestFleetUnnotifiedTableListedEveryPass(t *testing.T) {
+	const n = 20
+	f := newFleet(t, n, maintenance.DefaultPolicy(), nil)
+	f.runner.SafetyScanEvery = testSafetyEvery
+	f.runner.Unnotified = func(ref maintenance.TableRef) bool { return ref.Name == "t000" }
+	for range 2 {
+		f.pass(t)
+		f.clock.Advance(testPass)
+	}
+	prev := f.clock.Now().Add(-testPass)
+	for p := range 8 {
+		now := f.clock.Now()
+		tables, shards := 0, map[int]bool{maintenance.FleetShardOf("t000"): true}
+		for name := range f.tables {
+			if sh := maintenance.FleetShardOf(name); name == "t000" || maintenance.InSafetyWindow(sh, prev, now, testSafetyEvery) {
+				tables++
+				shards[sh] = true
+			}
+		}
+		rep, c := f.pass(t)
+		if want := (objstore.Counts{List: 1 + int64(tables), Get: 1 + int64(len(shards)), Put: 1}); c != want || len(rep.Tables) != 0 {
+			t.Fatalf("pass %d: %v, want %v; maintained %v", p, c, want, maintained(rep))
+		}
+		prev = now
+		f.clock.Advance(testPass)
+	}
+}
