@@ -15,8 +15,10 @@ import (
 const NotifiedEvery = 6 * time.Hour
 
 // notifiedSettle is the passes with nothing written before the
-// measurement: the tables written until then finish their pending work.
-const notifiedSettle = 12
+// measurement: the tables written until then finish their pending work
+// (12 h: past ReplanAfter, 6 h, twice, when their last tracked ranges are
+// re-planned and dropped).
+const notifiedSettle = 48
 
 // FleetNotified is the fleet with S3 notifications on and nothing written
 // (issue 23 point 4): the scheduled pass with the safety-net scan
