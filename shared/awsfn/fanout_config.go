@@ -4,6 +4,7 @@ import (
 	"net/url"
 
 	"github.com/tablekeep/tablekeep/shared/catalog"
+	"github.com/tablekeep/tablekeep/shared/fleet"
 	"github.com/tablekeep/tablekeep/shared/maintenance"
 	"strconv"
 	"strings"
@@ -61,8 +62,8 @@ func loadFanout(c *Config, getenv func(string) string, bad func(string, ...any))
 	}
 	if v := strings.TrimSpace(getenv(EnvSafetyScanEvery)); v != "" && v != "0" {
 		d, err := time.ParseDuration(v)
-		if err != nil || d < 0 || d > maintenance.MaxSafetyScanEvery {
-			bad("%s=%q must be 0 or a duration up to %s (e.g. 6h)", EnvSafetyScanEvery, v, maintenance.MaxSafetyScanEvery)
+		if err != nil || d < 0 || d > fleet.MaxSafetyScanEvery {
+			bad("%s=%q must be 0 or a duration up to %s (e.g. 6h)", EnvSafetyScanEvery, v, fleet.MaxSafetyScanEvery)
 		} else {
 			c.SafetyScanEvery = d
 		}

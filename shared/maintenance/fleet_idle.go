@@ -5,12 +5,11 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"sort"
 	"time"
 
-	"github.com/tablekeep/tablekeep/shared/objstore"
+	"github.com/tablekeep/tablekeep/shared/fleet"
 )
 
 // Idle tables with S3 notifications on (issue 23 point 4; docs/format.md
@@ -29,77 +28,16 @@ import (
 // the shards that changed, whose tables changed in the registry, that are
 // due, or whose window it is.
 
-// fleetScanStateKey is the scan state under the warehouse root.
-const fleetScanStateKey = FleetIndexDir + "scan.json"
-
-// fleetScanStateVersion is the format of the scan state.
-const fleetScanStateVersion = 1
-
-// MaxScanStateSkew is how far ahead of a scanner's clock the scan state's
-// time may be (another scanner's clock running ahead): later than that the
-// state is distrusted and the pass lists every table.
-const MaxScanStateSkew = time.Minute
-
-// MaxSafetyScanEvery bounds the safety-net cadence.
-const MaxSafetyScanEvery = 7 * 24 * time.Hour
-
-// scanState is the safety-net scan's state (docs/format.md "Scan state").
-type scanState struct {
-	V int `json:"v"`
-	// At is the end of the last window covered: every shard whose phase
-	// point is at or before At has been listed at or after its point.
-	At time.Time `json:"at"`
-	// Every is the cadence (nanoseconds) the windows were covered for: a
-	// state of another cadence is ignored.
-	Every int64 `json:"every"`
-	// Shards summarises each shard as last read, by "%02x".
-	Shards map[string]shardSummary `json:"shards"`
-}
-
-// shardSummary is what a pass needs to know of a shard it does not read.
-type shardSummary struct {
-	// Seq is the shard object summarised (a newer one: read it).
-	Seq uint64 `json:"seq"`
-	// Wake is the earliest time one of its marks is due with no change
-	// (markWake); zero: at once.
-	Wake time.Time `json:"wake,omitzero"`
-	// Digest is of its marks' (name, root, registered policy): the
-	// registry's digest of the shard's tables differs if a table was
-	// registered, dropped, moved or re-policied since.
-	Digest string `json:"digest"`
-}
-
 // idleScan is a scan's safety-net bookkeeping.
 type idleScan struct {
 	every time.Duration
 	last  time.Time // zero: no usable state (every shard is listed)
-	prev  *scanState
+	prev  *fleet.ScanState
 	// newest is each shard's newest seq as listed.
 	newest map[int]uint64
 	list   map[int]bool // shards whose tables this pass lists
 	// Listed is how many tables the pass listed.
 	listed int
-}
-
-// shardPhase is shard's phase in a cadence of every.
-func shardPhase(shard int, every time.Duration) time.Duration {
-	return every / FleetShards * time.Duration(shard)
-}
-
-// InSafetyWindow reports whether index shard's phase point (phase + k*every,
-// from the Unix epoch) lies in (last, now]: zero last, or a window of at
-// least every, holds every point.
-func InSafetyWindow(shard int, last, now time.Time, every time.Duration) bool {
-	if last.IsZero() || every <= 0 || now.Sub(last) >= every {
-		return true
-	}
-	ns := now.UnixNano() - int64(shardPhase(shard, every))
-	k := ns / int64(every)
-	if ns < 0 && ns%int64(every) != 0 {
-		k--
-	}
-	point := k*int64(every) + int64(shardPhase(shard, every))
-	return point > last.UnixNano()
 }
 
 // markLatest is the newest version a mark knows of its table (a change a
@@ -181,7 +119,7 @@ func registryDigests(refs []TableRef) map[int]string {
 }
 
 // summarise is the summary of shard s as read, against the registry.
-func summarise(s *fleetShard, byName map[string]TableRef) shardSummary {
+func summarise(s *fleet.Shard, byName map[string]TableRef) fleet.ShardSummary {
 	var sum uint64
 	var wake time.Time
 	first := true
@@ -200,7 +138,7 @@ func summarise(s *fleetShard, byName map[string]TableRef) shardSummary {
 	if first {
 		wake = time.Unix(1<<62, 0) // no mark: never due
 	}
-	return shardSummary{Seq: s.Seq, Wake: wake, Digest: digestString(sum, len(s.Tables))}
+	return fleet.ShardSummary{Seq: s.Seq, Wake: wake, Digest: digestString(sum, len(s.Tables))}
 }
 
 // unnotified reports whether ref's writes are not notified (listed at
@@ -209,41 +147,24 @@ func (r *Runner) unnotified(ref TableRef) bool {
 	return r.Unnotified != nil && r.Unnotified(ref)
 }
 
-// readScanState reads the scan state (nil if absent, unreadable or of
-// another cadence: the pass then lists every table and reads every shard).
-func readScanState(ctx context.Context, store objstore.Store, root string, every time.Duration) (*scanState, error) {
-	b, err := store.Get(ctx, root+fleetScanStateKey)
-	if errors.Is(err, objstore.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	var st scanState
-	if json.Unmarshal(b, &st) != nil || st.V != fleetScanStateVersion || st.Every != int64(every) || st.At.IsZero() {
-		return nil, nil
-	}
-	return &st, nil
-}
-
 // startIdleScan reads the scan state and decides which shards the pass
 // lists (their phase point in the window) and, through the returned
 // selector, which it reads.
 func (r *Runner) startIdleScan(ctx context.Context, root string, refs []TableRef, now time.Time) (*idleScan, func(int, uint64) bool) {
 	is := &idleScan{every: r.SafetyScanEvery, list: map[int]bool{}}
-	st, err := readScanState(ctx, r.Store, root, is.every)
+	st, err := fleet.ReadScanState(ctx, r.Store, root, is.every)
 	if err != nil {
 		r.Logger.WarnContext(ctx, "scan state unreadable: every table is listed", "err", err)
 	}
-	if st != nil && st.At.After(now.Add(MaxScanStateSkew)) {
+	if st != nil && st.At.After(now.Add(fleet.MaxScanStateSkew)) {
 		r.Logger.WarnContext(ctx, "scan state ahead of this clock: every table is listed", "at", st.At, "now", now)
 		st = nil
 	}
 	if st != nil {
 		is.prev, is.last = st, st.At
 	}
-	for sh := range FleetShards {
-		is.list[sh] = InSafetyWindow(sh, is.last, now, is.every)
+	for sh := range fleet.Shards {
+		is.list[sh] = fleet.InSafetyWindow(sh, is.last, now, is.every)
 	}
 	always := map[int]bool{}
 	for _, ref := range refs {
@@ -272,7 +193,7 @@ func (r *Runner) saveScanState(ctx context.Context, root string, sc *FleetScan) 
 	if is == nil || sc.IndexError != "" {
 		return
 	}
-	st := scanState{V: fleetScanStateVersion, At: sc.At, Every: int64(is.every), Shards: map[string]shardSummary{}}
+	st := &fleet.ScanState{At: sc.At, Every: int64(is.every), Shards: map[string]fleet.ShardSummary{}}
 	if is.last.After(st.At) {
 		st.At = is.last
 	}
@@ -291,7 +212,7 @@ func (r *Runner) saveScanState(ctx context.Context, root string, sc *FleetScan) 
 	sort.Ints(shards)
 	for _, sh := range shards {
 		key := fmt.Sprintf("%02x", sh)
-		if s, ok := sc.index.shards[sh]; ok {
+		if s, ok := sc.index.ReadShard(sh); ok {
 			if !damaged[sh] {
 				st.Shards[key] = summarise(s, byName)
 			}
@@ -301,11 +222,7 @@ func (r *Runner) saveScanState(ctx context.Context, root string, sc *FleetScan) 
 			}
 		}
 	}
-	b, err := json.Marshal(st)
-	if err == nil {
-		err = r.Store.Put(ctx, root+fleetScanStateKey, b)
-	}
-	if err != nil {
+	if err := fleet.WriteScanState(ctx, r.Store, root, st); err != nil {
 		r.Logger.WarnContext(ctx, "scan state not written; the next pass lists from the previous window", "err", err)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	fleetidx "github.com/tablekeep/tablekeep/shared/fleet"
 	"github.com/tablekeep/tablekeep/shared/lock"
 	"github.com/tablekeep/tablekeep/shared/maintenance"
 	"github.com/tablekeep/tablekeep/shared/objstore"
@@ -49,7 +50,7 @@ func TestFleetIdleNotifiedRequests(t *testing.T) {
 		now := f.clock.Now()
 		wantTables, wantShards := 0, map[int]bool{}
 		for name := range f.tables {
-			if sh := maintenance.FleetShardOf(name); maintenance.InSafetyWindow(sh, prev, now, testSafetyEvery) {
+			if sh := maintenance.FleetShardOf(name); fleetidx.InSafetyWindow(sh, prev, now, testSafetyEvery) {
 				wantTables++
 				wantShards[sh] = true
 				listed[name]++
@@ -202,7 +203,7 @@ func TestFleetUnnotifiedTableListedEveryPass(t *testing.T) {
 		now := f.clock.Now()
 		tables, shards := 0, map[int]bool{maintenance.FleetShardOf("t000"): true}
 		for name := range f.tables {
-			if sh := maintenance.FleetShardOf(name); name == "t000" || maintenance.InSafetyWindow(sh, prev, now, testSafetyEvery) {
+			if sh := maintenance.FleetShardOf(name); name == "t000" || fleetidx.InSafetyWindow(sh, prev, now, testSafetyEvery) {
 				tables++
 				shards[sh] = true
 			}

@@ -10,8 +10,8 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/tablekeep/tablekeep/shared/fleet"
 	"github.com/tablekeep/tablekeep/shared/lock"
-	"github.com/tablekeep/tablekeep/shared/objstore"
 	"github.com/tablekeep/tablekeep/shared/table"
 )
 
@@ -32,31 +32,17 @@ const DefaultScanConcurrency = 64
 const DefaultScanTimeout = 10 * time.Second
 
 // DefaultFailureBackoff is the first retry delay of a failed table; it
-// doubles with each consecutive failure, up to DefaultFailureBackoffMax.
+// doubles with each consecutive failure, up to DefaultFailureBackoffMax
+// (fleet.BackoffOf(fleet.ModePass)).
 const DefaultFailureBackoff = 15 * time.Minute
 
 // DefaultFailureBackoffMax caps the failure backoff.
 const DefaultFailureBackoffMax = 6 * time.Hour
 
-// FailureBackoffFor is the one backoff policy of a failing table (its
-// maintenance failed, or its compaction did: counted separately), in every
-// mode: base doubled per consecutive failure after the first, capped at
-// most (the sum saturates: any overflow is the cap). k < 1 counts as 1.
+// FailureBackoffFor is the one backoff policy of a failing table
+// (fleet.Backoff{base, most}.Delay(k)).
 func FailureBackoffFor(k int, base, most time.Duration) time.Duration {
-	if base <= 0 {
-		base = DefaultFailureBackoff
-	}
-	if most <= 0 {
-		most = DefaultFailureBackoffMax
-	}
-	d := base
-	for i := 1; i < k && d < most; i++ {
-		d *= 2
-		if d <= 0 {
-			return most
-		}
-	}
-	return min(d, most)
+	return fleet.Backoff{Base: base, Max: most}.Delay(k)
 }
 
 // RetryBackoff is the runner's failure backoff after k consecutive
@@ -155,14 +141,14 @@ func (r *Runner) Scan(ctx context.Context) (*FleetScan, error) {
 	if r.SafetyScanEvery > 0 {
 		var sel func(int, uint64) bool
 		sc.idle, sel = r.startIdleScan(ctx, root, refs, sc.At)
-		sc.index, sc.idle.newest, err = readFleetIndexSel(ctx, r.Store, root, sel)
+		sc.index, sc.idle.newest, err = fleet.ReadSel(ctx, r.Store, root, sel)
 	} else {
 		sc.index, err = ReadFleetIndex(ctx, r.Store, root)
 	}
 	if err != nil {
 		r.Logger.WarnContext(ctx, "fleet index unreadable: every table is in need", "err", err)
 		sc.IndexError = err.Error()
-		sc.index = emptyFleetIndex()
+		sc.index = fleet.NewIndex()
 	} else if len(sc.index.Damaged) > 0 {
 		// Their tables have no mark (in need); the pass's index write
 		// replaces each damaged object with the next one.
@@ -178,7 +164,7 @@ func (r *Runner) Scan(ctx context.Context) (*FleetScan, error) {
 		m, known := sc.index.Tables[ref.Name]
 		if is := sc.idle; is != nil && sc.IndexError == "" {
 			sh := FleetShardOf(ref.Name)
-			if _, read := sc.index.shards[sh]; !read && is.newest[sh] != 0 {
+			if _, read := sc.index.ReadShard(sh); !read && is.newest[sh] != 0 {
 				skipped[i] = true
 				continue
 			}
@@ -304,13 +290,13 @@ func (r *Runner) MaintainNamed(ctx context.Context, names ...string) (RunReport,
 // maintainBatch is the body of Run and MaintainTables. sc, if not nil, is
 // the scan the refs came from (its index and updates are reused).
 func (r *Runner) maintainBatch(ctx context.Context, refs []TableRef, sc *FleetScan) (RunReport, error) {
-	return r.maintainBatchOpt(ctx, refs, sc, true)
+	return r.maintainBatchOpt(ctx, refs, sc, true, true)
 }
 
 // maintainBatchOpt is maintainBatch; without runDeadline a table is started
 // whatever time is left (MaintainTable alone: the compactor keeps its own
 // margin, as it always did).
-func (r *Runner) maintainBatchOpt(ctx context.Context, refs []TableRef, sc *FleetScan, runDeadline bool) (RunReport, error) {
+func (r *Runner) maintainBatchOpt(ctx context.Context, refs []TableRef, sc *FleetScan, runDeadline, record bool) (RunReport, error) {
 	var rep RunReport
 	// The tables' marks before this batch: a table whose compaction is
 	// backing off is pruned without compaction. A scan has them; a batch
@@ -320,7 +306,7 @@ func (r *Runner) maintainBatchOpt(ctx context.Context, refs []TableRef, sc *Flee
 		base = sc.index
 	} else if root, ok := r.indexRoot(); ok && !r.DryRun {
 		var err error
-		if base, err = readFleetShards(ctx, r.Store, root, shardsOf(refs)); err != nil {
+		if base, err = fleet.ReadShards(ctx, r.Store, root, shardsOf(refs)); err != nil {
 			r.Logger.WarnContext(ctx, "fleet index unreadable before maintenance", "err", err)
 			base = nil
 		}
@@ -367,15 +353,43 @@ func (r *Runner) maintainBatchOpt(ctx context.Context, refs []TableRef, sc *Flee
 	if r.DryRun {
 		return rep, nil
 	}
+	if !record {
+		for i := range rep.Tables {
+			rep.Tables[i].base = base
+		}
+		return rep, nil
+	}
+	r.recordBatch(ctx, &rep, sc, base)
+	return rep, nil
+}
+
+// RecordTables writes what MaintainTable computed for the given reports:
+// their _stats rows that changed (one commit) and their marks in the
+// fleet index (one write per shard), on the marks MaintainTable read
+// before (none read: their shards are read now). It returns the batch's
+// report (StatsWritten, MarksWritten, IndexNote, and the tables with their
+// failures and retry times).
+func (r *Runner) RecordTables(ctx context.Context, reps ...TableReport) RunReport {
+	r.defaults()
+	rep := RunReport{Tables: append([]TableReport(nil), reps...)}
+	if r.DryRun || len(reps) == 0 {
+		return rep
+	}
+	r.recordBatch(ctx, &rep, nil, reps[0].base)
+	return rep
+}
+
+// recordBatch writes a batch's stats rows and marks (after its context
+// ended: within the margin).
+func (r *Runner) recordBatch(ctx context.Context, rep *RunReport, sc *FleetScan, base *FleetIndex) {
 	wctx := ctx
 	if ctx.Err() != nil {
 		var cancel context.CancelFunc
 		wctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), r.Margin)
 		defer cancel()
 	}
-	r.writeStatsBatch(wctx, &rep)
-	r.recordMarksOn(wctx, &rep, sc, base)
-	return rep, nil
+	r.writeStatsBatch(wctx, rep)
+	r.recordMarksOn(wctx, rep, sc, base)
 }
 
 // shardsOf is the index shards of refs' marks, in order.
@@ -523,7 +537,7 @@ func (r *Runner) recordMarksOn(ctx context.Context, rep *RunReport, sc *FleetSca
 			}
 		}
 		var err error
-		if base, err = readFleetShards(ctx, r.Store, root, shardsOf(refs)); err != nil {
+		if base, err = fleet.ReadShards(ctx, r.Store, root, shardsOf(refs)); err != nil {
 			rep.IndexNote = "fleet index not written: " + err.Error()
 			r.Logger.WarnContext(ctx, "fleet index unreadable; marks not recorded", "err", err)
 			return
@@ -555,7 +569,7 @@ func (r *Runner) recordMarksOn(ctx context.Context, rep *RunReport, sc *FleetSca
 		}
 	}
 	migrated := 0
-	if sc != nil && len(base.legacy) > 0 {
+	if sc != nil && len(base.Legacy()) > 0 {
 		// The single index object of an earlier release: its marks move
 		// into the shards, then it is deleted.
 		for n, m := range base.Tables {
@@ -565,13 +579,13 @@ func (r *Runner) recordMarksOn(ctx context.Context, rep *RunReport, sc *FleetSca
 			}
 		}
 	}
-	if len(updates) == 0 && len(also) == 0 && (sc == nil || len(base.legacy) == 0) {
+	if len(updates) == 0 && len(also) == 0 && (sc == nil || len(base.Legacy()) == 0) {
 		if sc != nil {
 			r.saveScanState(ctx, root, sc)
 		}
 		return
 	}
-	n, err := writeFleetIndex(ctx, r.Store, root, base, updates, also, keep, now)
+	n, err := fleet.Write(ctx, r.Store, root, base, updates, also, keep, now)
 	rep.MarksWritten = n - migrated
 	if err != nil {
 		rep.IndexNote = "fleet index not written: " + err.Error()
@@ -581,11 +595,11 @@ func (r *Runner) recordMarksOn(ctx context.Context, rep *RunReport, sc *FleetSca
 	if sc != nil {
 		r.saveScanState(ctx, root, sc)
 	}
-	if sc != nil && len(base.legacy) > 0 {
-		if _, err := objstore.DeleteAll(ctx, r.Store, base.legacy, objstore.MaxDeleteKeys); err != nil {
+	if sc != nil && len(base.Legacy()) > 0 {
+		if err := fleet.DeleteLegacy(ctx, r.Store, base); err != nil {
 			r.Logger.WarnContext(ctx, "single-object fleet index of an earlier release not deleted", "err", err)
 		} else {
-			r.Logger.InfoContext(ctx, "fleet index moved into shards", "marks", migrated, "old_objects_deleted", len(base.legacy))
+			r.Logger.InfoContext(ctx, "fleet index moved into shards", "marks", migrated, "old_objects_deleted", len(base.Legacy()))
 		}
 	}
 }
