@@ -43,7 +43,7 @@ type ShardSummary struct {
 	// Seq is the shard object summarised (a newer one: read it).
 	Seq uint64 `json:"seq"`
 	// Wake is the earliest time one of its marks is due with no change
-	// (markWake); zero: at once.
+	// (Wake); zero: at once.
 	Wake time.Time `json:"wake,omitzero"`
 	// Digest is of its marks' (name, root, registered policy): the
 	// registry's digest of the shard's tables differs if a table was

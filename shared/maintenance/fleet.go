@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"hash/fnv"
-	"math"
 	"slices"
 	"strings"
 	"time"
@@ -57,54 +56,6 @@ func LatestVersion(ctx context.Context, store objstore.Store, root string) (uint
 		return 0, err
 	}
 	return t.Cached().Version, nil
-}
-
-// need is what a scan decided for one table.
-func decideNeed(ref TableRef, m Mark, known bool, latest uint64, scanErr error, now time.Time) (reasons []string, upd Mark, changed bool) {
-	p := ref.Policy.WithDefaults()
-	if !known || m.Root != ref.Root {
-		return []string{"no mark"}, m, false
-	}
-	if scanErr != nil {
-		return []string{"scan failed: " + scanErr.Error()}, m, false
-	}
-	upd = m
-	if latest != m.Latest && latest != m.Seen {
-		upd.Seen = latest
-		if upd.ChangedAt.IsZero() {
-			upd.ChangedAt = now
-		}
-		upd.Updated = now
-		changed = true
-	}
-	if m.Failures > 0 {
-		if now.Before(m.RetryAt) {
-			return nil, upd, changed // backing off: its failure delays no one
-		}
-		return []string{fmt.Sprintf("retry after %d failures", m.Failures)}, upd, changed
-	}
-	if !now.Before(m.Due) {
-		reasons = append(reasons, "due: "+m.DueReason)
-	}
-	if latest != m.Latest {
-		est := m.CompactFrags
-		if m.CompactHeld(now) {
-			// Compaction backs off: the versions since count (pruning's
-			// own need), not the fragments compaction left.
-			est = 0
-		}
-		if latest > m.Latest {
-			est += int(min(latest-m.Latest, math.MaxInt32))
-		} else {
-			est += p.CompactMinFragments // version went back: a recreated table
-		}
-		if est >= p.CompactMinFragments {
-			reasons = append(reasons, fmt.Sprintf("changed: ~%d fragments to compact", est))
-		} else if !upd.ChangedAt.IsZero() && now.Sub(upd.ChangedAt) >= p.CompactMaxWait {
-			reasons = append(reasons, fmt.Sprintf("changed %s ago", now.Sub(upd.ChangedAt).Round(time.Second)))
-		}
-	}
-	return reasons, upd, changed
 }
 
 // markAfter computes a table's mark after a successful maintenance at now
@@ -222,19 +173,10 @@ func (md *markDue) done() Mark {
 	return md.m
 }
 
-// carryCompactSince keeps the time small fragments were first left
-// waiting across maintenances that leave some (so the wait bound counts
-// from the first), and moves the due time up accordingly.
-func carryCompactSince(ref TableRef, m, prev Mark) Mark {
-	if m.CompactFrags == 0 || prev.CompactFrags == 0 || prev.CompactSince.IsZero() || !prev.CompactSince.Before(m.CompactSince) {
-		return m
-	}
+// thresholds is what of ref's policy the fleet's decision reads.
+func thresholds(ref TableRef) fleet.Thresholds {
 	p := ref.Policy.WithDefaults()
-	m.CompactSince = prev.CompactSince
-	if at := laterOf(m.CompactSince.Add(p.CompactMaxWait), m.CompactRetryAt); m.CompactFrags < p.CompactMinFragments && at.Before(m.Due) {
-		m.Due, m.DueReason = at, "small fragments waiting"
-	}
-	return m
+	return fleet.Thresholds{CompactMinFragments: p.CompactMinFragments, CompactMaxWait: p.CompactMaxWait}
 }
 
 // fullCheckAfter is when, after a maintenance, the table's next full check
@@ -248,21 +190,6 @@ func fullCheckAfter(name string, every time.Duration) time.Duration {
 		return every
 	}
 	return every - time.Duration(h.Sum64()%uint64(half))
-}
-
-// markFailed records a failed or timed-out maintenance: the table keeps
-// its previous mark (so nothing it recorded as pending is forgotten) and
-// is retried after the failure backoff (FailureBackoffFor).
-func markFailed(ref TableRef, prev Mark, known bool, err error, base, most time.Duration, now time.Time) Mark {
-	m := prev
-	if !known || m.Root != ref.Root {
-		m = Mark{Root: ref.Root, Due: now}
-	}
-	m.Failures++
-	m.RetryAt = addSat(now, FailureBackoffFor(m.Failures, base, most))
-	m.Updated = now
-	m.Error = clip(err.Error())
-	return m
 }
 
 func clip(s string) string {

@@ -40,50 +40,6 @@ type idleScan struct {
 	listed int
 }
 
-// markLatest is the newest version a mark knows of its table (a change a
-// scan saw, or the version last maintained).
-func markLatest(m Mark) uint64 {
-	if m.Seen != 0 {
-		return m.Seen
-	}
-	return m.Latest
-}
-
-// markWake is the earliest time decideNeed finds the table in need when
-// its latest version is markLatest(m) (nothing changed since the mark):
-// its retry time if it failed; otherwise its due time, and with a change
-// seen, when the change's fragments reach the threshold (at once, or when
-// compaction's backoff ends) or when it has waited CompactMaxWait. Zero:
-// at once.
-func markWake(ref TableRef, m Mark) time.Time {
-	if m.Failures > 0 {
-		return m.RetryAt
-	}
-	w := m.Due
-	lat := markLatest(m)
-	if lat == m.Latest {
-		return w
-	}
-	p := ref.Policy.WithDefaults()
-	vers := p.CompactMinFragments
-	if lat > m.Latest {
-		vers = int(min(lat-m.Latest, 1<<31-1))
-	}
-	switch {
-	case vers >= p.CompactMinFragments:
-		return time.Time{}
-	case m.CompactFrags+vers >= p.CompactMinFragments:
-		if m.CompactFailures == 0 {
-			return time.Time{}
-		}
-		w = minTime(w, m.CompactRetryAt)
-	}
-	if !m.ChangedAt.IsZero() {
-		w = minTime(w, m.ChangedAt.Add(p.CompactMaxWait))
-	}
-	return w
-}
-
 // digestItem is one table's contribution to a shard digest.
 func digestItem(name, root string, p *Policy) uint64 {
 	h := sha256.New()
@@ -131,7 +87,7 @@ func summarise(s *fleet.Shard, byName map[string]TableRef) fleet.ShardSummary {
 		}
 		p := ref.Policy
 		sum += digestItem(n, m.Root, &p)
-		if w := markWake(ref, m); first || w.Before(wake) {
+		if w := fleet.Wake(m, thresholds(ref)); first || w.Before(wake) {
 			wake, first = w, false
 		}
 	}

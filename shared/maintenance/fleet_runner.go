@@ -169,7 +169,7 @@ func (r *Runner) Scan(ctx context.Context) (*FleetScan, error) {
 				continue
 			}
 			if known && !is.list[sh] && !r.unnotified(ref) {
-				latest[i] = markLatest(m) // not its window: no LIST
+				latest[i] = fleet.LatestOf(m) // not its window: no LIST
 				continue
 			}
 		}
@@ -203,7 +203,7 @@ func (r *Runner) Scan(ctx context.Context) (*FleetScan, error) {
 			continue
 		}
 		m, known := sc.index.Tables[ref.Name]
-		reasons, upd, changed := decideNeed(ref, m, known, latest[i], errs[i], now)
+		reasons, upd, changed := fleet.Decide(ref.Root, m, known, latest[i], errs[i], now, thresholds(ref))
 		if changed {
 			sc.updates[ref.Name] = upd
 		}
@@ -551,13 +551,13 @@ func (r *Runner) recordMarksOn(ctx context.Context, rep *RunReport, sc *FleetSca
 			if tr.ref.Root == "" {
 				continue // unknown table: nothing to mark
 			}
-			m := markFailed(tr.ref, prev, known, tr.err, r.FailureBackoff, r.FailureBackoffMax, now)
+			m := fleet.Failed(tr.ref.Root, prev, known, tr.err, fleet.Backoff{Base: r.FailureBackoff, Max: r.FailureBackoffMax}, now)
 			updates[tr.Table] = m
 			rep.Tables[i].Failures, rep.Tables[i].RetryAt = m.Failures, m.RetryAt
 		case tr.marked:
 			m := tr.mark
 			if known && prev.Root == m.Root {
-				m = carryCompactSince(tr.ref, m, prev)
+				m = fleet.CarryCompactSince(m, prev, thresholds(tr.ref))
 			}
 			if sc == nil && !r.registeredPolicy(ctx, tr.ref) {
 				// Maintained under another policy than the registry's (the
