@@ -86,6 +86,8 @@ func (d *Deps) newRunner(ctx context.Context, log *slog.Logger, cat maintenance.
 	// One failure backoff for a failing table in every mode: the fleet
 	// index's retry time is the retry job's not-before.
 	r.FailureBackoff, r.FailureBackoffMax = RetryBackoffBase, RetryBackoffMax
+	// With notifications on: the safety-net scan (fanout_config.go).
+	r.SafetyScanEvery, r.Unnotified = d.Config.SafetyScanEvery, unnotified
 	return r
 }
 

@@ -97,6 +97,7 @@ type Config struct {
 	CompactionQueueURL string
 	InlineTables       int           // -1: no limit
 	InlineTime         time.Duration // 0: until the deadline
+	SafetyScanEvery    time.Duration // 0: every pass lists every table
 }
 
 // LocalStack is where a function run by sam local invoke talks to.

@@ -16,8 +16,8 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/tablekeep/tablekeep/shared/fleet"
 	"github.com/tablekeep/tablekeep/shared/maintenance"
-	"github.com/tablekeep/tablekeep/shared/objstore"
 	"github.com/tablekeep/tablekeep/shared/queue"
 	"github.com/tablekeep/tablekeep/shared/table"
 )
@@ -94,8 +94,8 @@ const maxJobAttempt = 1 << 20
 // RetryBackoffMax, in its own invocation, and never delays other tables
 // (they are separate messages and separate invocations).
 const (
-	RetryBackoffBase = time.Minute
-	RetryBackoffMax  = time.Hour
+	RetryBackoffBase = 1 * time.Minute // fleet.BackoffOf(fleet.ModeJobs)
+	RetryBackoffMax  = 1 * time.Hour
 	// BusyDelay: a job whose table is locked by another run comes back
 	// after this long (the holder may have planned before the change that
 	// sent the job).
@@ -198,21 +198,12 @@ const SendJobsInFlight = 8
 // A marker is a hint only: a missing one means the table may be maintained
 // inline once more, a stale one a duplicate job; both are safe.
 const (
-	markerPrefix = maintenance.FleetRetryDir
 	// MarkerStale: RetryBackoffMax plus a 15-minute invocation plus margin.
 	MarkerStale = RetryBackoffMax + 30*time.Minute
 )
 
-// Marker is the body of a retry marker.
-type Marker struct {
-	Table   string    `json:"table"`
-	Attempt int       `json:"attempt"`
-	Reason  string    `json:"reason"`
-	Error   string    `json:"error,omitempty"`
-	At      time.Time `json:"at"` // on the compactor's clock
-	// NotBefore is the retry job's not-before (retries only).
-	NotBefore time.Time `json:"not_before,omitzero"`
-}
+// Marker is the body of a retry marker (fleet.Marker).
+type Marker = fleet.Marker
 
 // markerStale reports whether a marker outlived its job (the job was
 // lost): now - At > MarkerStale. A marker dated more than inlineRunSkew
@@ -233,38 +224,18 @@ func (d *Deps) resendLost(ctx, wctx context.Context, log *slog.Logger, name stri
 	return OutJob{Job: d.job(name, mk.Attempt, ReasonLost)}
 }
 
-func (d *Deps) markerKey(name string) string {
-	return table.NormalizeRoot(d.Root) + markerPrefix + name
-}
-
 func (d *Deps) putMarker(ctx context.Context, m Marker) error {
-	b, err := json.Marshal(m)
-	if err != nil {
-		return err
-	}
-	return d.Store.Put(ctx, d.markerKey(m.Table), b)
+	return fleet.PutMarker(ctx, d.Store, table.NormalizeRoot(d.Root), m)
 }
 
 // readMarker reads one table's retry marker (one GET); ok false if it has
 // none. A body that is not JSON is a stale marker (zero At).
 func (d *Deps) readMarker(ctx context.Context, name string) (Marker, bool, error) {
-	b, err := d.Store.Get(ctx, d.markerKey(name))
-	if errors.Is(err, objstore.ErrNotExist) {
-		return Marker{}, false, nil
-	}
-	if err != nil {
-		return Marker{}, false, err
-	}
-	var m Marker
-	if json.Unmarshal(b, &m) != nil {
-		return Marker{Table: name}, true, nil
-	}
-	m.Table = name
-	return m, true, nil
+	return fleet.ReadMarker(ctx, d.Store, table.NormalizeRoot(d.Root), name)
 }
 
-func (d *Deps) deleteMarker(ctx context.Context, table string) error {
-	return d.Store.Delete(ctx, []string{d.markerKey(table)})
+func (d *Deps) deleteMarker(ctx context.Context, name string) error {
+	return fleet.DeleteMarker(ctx, d.Store, table.NormalizeRoot(d.Root), name)
 }
 
 // markers reads every retry marker (one LIST, and one GET per marker: only
@@ -279,37 +250,5 @@ func (d *Deps) markers(ctx, wctx context.Context, log *slog.Logger) (map[string]
 }
 
 func (d *Deps) readMarkers(ctx context.Context, bad func(string, error)) (map[string]Marker, error) {
-	out := map[string]Marker{}
-	prefix := table.NormalizeRoot(d.Root) + markerPrefix
-	after := ""
-	for {
-		page, err := d.Store.List(ctx, objstore.ListOptions{Prefix: prefix, StartAfter: after})
-		if err != nil {
-			return nil, fmt.Errorf("list retry markers: %w", err)
-		}
-		for _, o := range page.Objects {
-			name := strings.TrimPrefix(o.Key, prefix)
-			m := Marker{Table: name, At: d.Clock.Now()}
-			b, err := d.Store.Get(ctx, o.Key)
-			switch {
-			case errors.Is(err, objstore.ErrNotExist):
-				after = o.Key
-				continue // deleted since the list: its job finished
-			case err == nil:
-				var got Marker
-				if jerr := json.Unmarshal(b, &got); jerr != nil {
-					bad(o.Key, jerr)
-					m.At = time.Time{} // stale
-				} else {
-					m = got
-				}
-				m.Table = name
-			}
-			out[name] = m
-			after = o.Key
-		}
-		if !page.Truncated || len(page.Objects) == 0 {
-			return out, nil
-		}
-	}
+	return fleet.ReadMarkers(ctx, d.Store, table.NormalizeRoot(d.Root), d.Clock.Now(), bad)
 }

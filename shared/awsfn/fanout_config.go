@@ -2,6 +2,10 @@ package awsfn
 
 import (
 	"net/url"
+
+	"github.com/tablekeep/tablekeep/shared/catalog"
+	"github.com/tablekeep/tablekeep/shared/fleet"
+	"github.com/tablekeep/tablekeep/shared/maintenance"
 	"strconv"
 	"strings"
 	"time"
@@ -21,7 +25,18 @@ const (
 	// maintaining tables itself (default: until its deadline); tables not
 	// started by then are fanned out, so the invocation ends soon after.
 	EnvInlineTime = "TABLEKEEP_INLINE_TIME"
+	// EnvSafetyScanEvery, with S3 notifications on (a notified write is
+	// maintained by the compaction queue), is the safety-net cadence: the
+	// scheduled scan lists an unchanged table once per this duration instead
+	// of at every run (maintenance.Runner.SafetyScanEvery; docs/reliability.md
+	// "Safety-net scan"). Unset or 0: every run lists every table. The
+	// template sets 6h when ManifestNotifications is Enabled.
+	EnvSafetyScanEvery = "TABLEKEEP_SAFETY_SCAN_EVERY"
 )
+
+// unnotified: the tables the notification path ignores (notifiedTable),
+// listed by every scheduled scan even with the safety-net scan on.
+func unnotified(ref maintenance.TableRef) bool { return ref.Name == catalog.StatsName }
 
 // loadFanout reads the fan-out variables into c (LoadConfig's helper).
 func loadFanout(c *Config, getenv func(string) string, bad func(string, ...any)) {
@@ -43,6 +58,14 @@ func loadFanout(c *Config, getenv func(string) string, bad func(string, ...any))
 			bad("%s=%q must be a whole number (0 fans every table out)", EnvInlineTables, v)
 		} else {
 			c.InlineTables = n
+		}
+	}
+	if v := strings.TrimSpace(getenv(EnvSafetyScanEvery)); v != "" && v != "0" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 || d > fleet.MaxSafetyScanEvery {
+			bad("%s=%q must be 0 or a duration up to %s (e.g. 6h)", EnvSafetyScanEvery, v, fleet.MaxSafetyScanEvery)
+		} else {
+			c.SafetyScanEvery = d
 		}
 	}
 	if v := strings.TrimSpace(getenv(EnvInlineTime)); v != "" {

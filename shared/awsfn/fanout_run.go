@@ -15,8 +15,8 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/tablekeep/tablekeep/shared/catalog"
+	"github.com/tablekeep/tablekeep/shared/fleet"
 	"github.com/tablekeep/tablekeep/shared/maintenance"
-	"github.com/tablekeep/tablekeep/shared/objstore"
 	"github.com/tablekeep/tablekeep/shared/queue"
 	"github.com/tablekeep/tablekeep/shared/table"
 	"github.com/tablekeep/tablekeep/shared/telemetry"
@@ -107,14 +107,14 @@ func (d *Deps) compactFanout(ctx, wctx context.Context, r *maintenance.Runner, c
 	var deadKeys []string
 	for _, pr := range prevRuns {
 		dead := now.After(pr.Until.Add(inlineRunSkew))
-		log.WarnContext(ctx, "an earlier scheduled run did not finish its inline tables", "record", pr.key, "started", pr.At,
+		log.WarnContext(ctx, "an earlier scheduled run did not finish its inline tables", "record", pr.Key, "started", pr.At,
 			"until", pr.Until, "dead", dead, "tables", pr.Tables)
 		for _, n := range pr.Tables {
 			inPrev[n] = true
 			deadOf[n] = deadOf[n] || dead
 		}
 		if dead {
-			deadKeys = append(deadKeys, pr.key)
+			deadKeys = append(deadKeys, pr.Key)
 		}
 	}
 	for n, dead := range deadOf {
@@ -615,8 +615,6 @@ func (d *Deps) notifiedTable(ctx context.Context, cat *catalog.Catalog, roots *m
 // <warehouse>/_fleet/inline-run.json, as earlier releases wrote it, is read
 // and handled the same way: it shares the prefix.)
 const (
-	inlineRunPrefix = maintenance.FleetInlineRunPrefix
-	inlineRunDir    = inlineRunPrefix + "/"
 	// inlineRunSkew: clock skew between invocations, added to a run's
 	// deadline before it is taken for dead.
 	inlineRunSkew = time.Minute
@@ -630,44 +628,17 @@ const (
 // scheduled run was maintaining inline when it died.
 var errInlineRunDied = errors.New("an earlier scheduled run died while maintaining its inline tables (killed, out of memory or time)")
 
-// InlineRun is the body of an inline run record.
-type InlineRun struct {
-	At     time.Time `json:"at"`    // on the compactor's clock
-	Until  time.Time `json:"until"` // the run's deadline
-	Tables []string  `json:"tables"`
-
-	key string
-}
+// InlineRun is the body of an inline run record (fleet.InlineRun).
+type InlineRun = fleet.InlineRun
 
 // readInlineRuns reads every inline run record (one LIST, one GET per
 // record: only runs that died or are still going have one). A record that
 // is not JSON names no table it could be trusted for: it is logged and
 // taken for a dead run with no tables (so deleted once handled).
 func (d *Deps) readInlineRuns(ctx context.Context, log *slog.Logger) ([]InlineRun, error) {
-	prefix := table.NormalizeRoot(d.Root) + inlineRunPrefix
-	var out []InlineRun
-	err := objstore.ListAll(ctx, d.Store, prefix, "", func(o objstore.ObjectInfo) error {
-		rest := strings.TrimPrefix(o.Key, prefix)
-		if rest != ".json" && !strings.HasPrefix(rest, "/") {
-			return nil // another name sharing the prefix: not a record
-		}
-		b, err := d.Store.Get(ctx, o.Key)
-		if errors.Is(err, objstore.ErrNotExist) {
-			return nil // its run finished since the list
-		}
-		if err != nil {
-			return err
-		}
-		var r InlineRun
-		if err := json.Unmarshal(b, &r); err != nil {
-			log.WarnContext(ctx, "inline run record is not JSON; taken for a dead run naming no table", "key", o.Key, "err", err)
-			r = InlineRun{}
-		}
-		r.key = o.Key
-		out = append(out, r)
-		return nil
+	return fleet.ReadInlineRuns(ctx, d.Store, table.NormalizeRoot(d.Root), func(key string, err error) {
+		log.WarnContext(ctx, "inline run record is not JSON; taken for a dead run naming no table", "key", key, "err", err)
 	})
-	return out, err
 }
 
 // putInlineRun writes this run's record and returns its key ("" if not
@@ -681,15 +652,8 @@ func (d *Deps) putInlineRun(ctx, wctx context.Context, log *slog.Logger, refs []
 	for _, ref := range refs {
 		r.Tables = append(r.Tables, ref.Name)
 	}
-	id := strings.Map(func(c rune) rune {
-		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' {
-			return c
-		}
-		return '_'
-	}, requestID(ctx))
-	key := fmt.Sprintf("%s%s%020d-%s.json", table.NormalizeRoot(d.Root), inlineRunDir, max(now.UnixNano(), 0), id)
-	b, _ := json.Marshal(r)
-	if err := d.Store.Put(context.WithoutCancel(ctx), key, b); err != nil {
+	key, err := fleet.PutInlineRun(context.WithoutCancel(ctx), d.Store, table.NormalizeRoot(d.Root), requestID(ctx), r)
+	if err != nil {
 		log.WarnContext(ctx, "inline run record not written (a crash inline would go unnoticed once)", "err", err)
 		return ""
 	}
@@ -700,7 +664,7 @@ func (d *Deps) deleteInlineRuns(ctx context.Context, log *slog.Logger, keys []st
 	if len(keys) == 0 {
 		return
 	}
-	if _, err := objstore.DeleteAll(context.WithoutCancel(ctx), d.Store, keys, objstore.MaxDeleteKeys); err != nil {
+	if err := fleet.DeleteInlineRuns(context.WithoutCancel(ctx), d.Store, keys); err != nil {
 		log.WarnContext(ctx, "inline run records not deleted (a later run handles their tables again: a duplicate job)", "err", err)
 	}
 }

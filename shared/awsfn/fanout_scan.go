@@ -27,9 +27,16 @@ func scanTables(ctx context.Context, r *maintenance.Runner) (*maintenance.FleetS
 	return sc, refs, nil
 }
 
-// maintainTable maintains one table (lock, compact, plan prune, stats).
+// maintainTable maintains one table (lock, compact, plan prune) and
+// records its stats row and mark (RecordTables): MaintainTable writes
+// neither. The recorded report carries the failure count and retry time
+// the index recorded, which the follow-up job's delay follows.
 func maintainTable(ctx context.Context, r *maintenance.Runner, ref maintenance.TableRef) (maintenance.TableReport, error) {
-	return r.MaintainTable(ctx, ref)
+	tr, err := r.MaintainTable(ctx, ref)
+	if rec := r.RecordTables(ctx, tr); len(rec.Tables) == 1 {
+		tr = rec.Tables[0]
+	}
+	return tr, err
 }
 
 // resolveTable finds a registered table by name (unknown names wrap

@@ -563,6 +563,19 @@ func TestFanoutConfig(t *testing.T) {
 	if c, err = awsfn.LoadConfig(awsfn.RoleCompactor, get); err != nil || c.InlineTime != 45*time.Second {
 		t.Fatalf("%+v %v", c, err)
 	}
+	env[awsfn.EnvSafetyScanEvery] = "6h"
+	if c, err = awsfn.LoadConfig(awsfn.RoleCompactor, get); err != nil || c.SafetyScanEvery != 6*time.Hour {
+		t.Fatalf("%s=6h: %+v %v", awsfn.EnvSafetyScanEvery, c.SafetyScanEvery, err)
+	}
+	env[awsfn.EnvSafetyScanEvery] = "0"
+	if c, err = awsfn.LoadConfig(awsfn.RoleCompactor, get); err != nil || c.SafetyScanEvery != 0 {
+		t.Fatalf("%s=0: %+v %v", awsfn.EnvSafetyScanEvery, c.SafetyScanEvery, err)
+	}
+	env[awsfn.EnvSafetyScanEvery] = "8d"
+	if _, err = awsfn.LoadConfig(awsfn.RoleCompactor, get); err == nil || !strings.Contains(err.Error(), awsfn.EnvSafetyScanEvery) {
+		t.Fatalf("%s=8d accepted: %v", awsfn.EnvSafetyScanEvery, err)
+	}
+	delete(env, awsfn.EnvSafetyScanEvery)
 	env[awsfn.EnvCompactionQueueURL] = env[awsfn.EnvQueueURL]
 	env[awsfn.EnvInlineTables] = "-2"
 	env[awsfn.EnvInlineTime] = "1h"

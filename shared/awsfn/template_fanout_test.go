@@ -49,7 +49,8 @@ func TestTemplateFanout(t *testing.T) {
 	}
 	env := path(res, "CompactorFunction", "Properties", "Environment", "Variables")
 	if render(child(env, "TABLEKEEP_COMPACTION_QUEUE_URL")) != "Ref:CompactionQueue" || render(child(env, "TABLEKEEP_INLINE_TABLES")) != "Ref:InlineTables" ||
-		render(child(env, "TABLEKEEP_INLINE_TIME")) != "Ref:InlineTime" {
+		render(child(env, "TABLEKEEP_INLINE_TIME")) != "Ref:InlineTime" ||
+		render(child(env, "TABLEKEEP_SAFETY_SCAN_EVERY")) != "If:[NotificationsOn,Ref:SafetyScanEvery,0]" {
 		t.Errorf("compactor environment: %s", render(env))
 	}
 	if nc := render(path(res, "WarehouseBucket", "Properties", "NotificationConfiguration")); nc != "If:[NotificationsOn,{EventBridgeConfiguration={EventBridgeEnabled=true}},Ref:AWS::NoValue]" {

@@ -97,6 +97,7 @@ type FleetResult struct {
 	MaxVersions    int              // most versions stored by an active table after a pass
 	MaxManifest    int64            // largest latest manifest of an active table
 	Scheduled      []FleetScheduled // measured scheduled invocations
+	Notified       FleetNotified    // the idle fleet with S3 notifications on
 	Linearity      []FleetIdle
 	Embedded       []EmbeddedIdle
 	Elapsed        time.Duration
@@ -521,6 +522,9 @@ func FleetSim(ctx context.Context, cfg FleetConfig, logf func(string, ...any)) (
 			return res, err
 		}
 		res.Scheduled = append(res.Scheduled, sc)
+	}
+	if res.Notified, err = notifiedIdle(ctx, w, cfg, logf); err != nil {
+		return res, err
 	}
 	res.MeanMaintained = float64(maintainedSum) / float64(max(passes, 1))
 	res.MeanWall = wallSum / time.Duration(max(passes, 1))

@@ -25,6 +25,12 @@ func TestFleetSimQuick(t *testing.T) {
 			t.Fatalf("%d idle tables: per table %v, want exactly 1 LIST", l.Tables, l.PerTable)
 		}
 	}
+	// Notifications on: over one cadence every table is listed exactly
+	// once (the tables and _registry), and _stats (not notified) at every
+	// pass.
+	if nf := res.Notified; nf.Passes != 24 || nf.Listed != cfg.Tables+1+nf.Passes {
+		t.Fatalf("notified idle fleet: %d passes, %d tables listed, want 24 and %d", nf.Passes, nf.Listed, cfg.Tables+1+24)
+	}
 	if !strings.Contains(md, "Cost per table-month") {
 		t.Fatal("no cost table")
 	}

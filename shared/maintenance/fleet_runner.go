@@ -10,8 +10,8 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/tablekeep/tablekeep/shared/fleet"
 	"github.com/tablekeep/tablekeep/shared/lock"
-	"github.com/tablekeep/tablekeep/shared/objstore"
 	"github.com/tablekeep/tablekeep/shared/table"
 )
 
@@ -32,31 +32,17 @@ const DefaultScanConcurrency = 64
 const DefaultScanTimeout = 10 * time.Second
 
 // DefaultFailureBackoff is the first retry delay of a failed table; it
-// doubles with each consecutive failure, up to DefaultFailureBackoffMax.
+// doubles with each consecutive failure, up to DefaultFailureBackoffMax
+// (fleet.BackoffOf(fleet.ModePass)).
 const DefaultFailureBackoff = 15 * time.Minute
 
 // DefaultFailureBackoffMax caps the failure backoff.
 const DefaultFailureBackoffMax = 6 * time.Hour
 
-// FailureBackoffFor is the one backoff policy of a failing table (its
-// maintenance failed, or its compaction did: counted separately), in every
-// mode: base doubled per consecutive failure after the first, capped at
-// most (the sum saturates: any overflow is the cap). k < 1 counts as 1.
+// FailureBackoffFor is the one backoff policy of a failing table
+// (fleet.Backoff{base, most}.Delay(k)).
 func FailureBackoffFor(k int, base, most time.Duration) time.Duration {
-	if base <= 0 {
-		base = DefaultFailureBackoff
-	}
-	if most <= 0 {
-		most = DefaultFailureBackoffMax
-	}
-	d := base
-	for i := 1; i < k && d < most; i++ {
-		d *= 2
-		if d <= 0 {
-			return most
-		}
-	}
-	return min(d, most)
+	return fleet.Backoff{Base: base, Max: most}.Delay(k)
 }
 
 // RetryBackoff is the runner's failure backoff after k consecutive
@@ -95,6 +81,21 @@ type FleetScan struct {
 	refs    []TableRef
 	index   *FleetIndex
 	updates map[string]Mark // marks a scan changed (a change first seen)
+	idle    *idleScan       // safety-net mode (Runner.SafetyScanEvery)
+}
+
+// Listed is how many tables the scan listed (one LIST each).
+func (sc *FleetScan) Listed() int {
+	if sc.idle == nil {
+		n := 0
+		for _, ref := range sc.refs {
+			if m, ok := sc.index.Tables[ref.Name]; ok && !(m.Failures > 0 && sc.At.Before(m.RetryAt)) {
+				n++
+			}
+		}
+		return n
+	}
+	return sc.idle.listed
 }
 
 // Refs is every registered table the scan saw, in registry order.
@@ -137,11 +138,17 @@ func (r *Runner) Scan(ctx context.Context) (*FleetScan, error) {
 		}
 		return sc, nil
 	}
-	sc.index, err = ReadFleetIndex(ctx, r.Store, root)
+	if r.SafetyScanEvery > 0 {
+		var sel func(int, uint64) bool
+		sc.idle, sel = r.startIdleScan(ctx, root, refs, sc.At)
+		sc.index, sc.idle.newest, err = fleet.ReadSel(ctx, r.Store, root, sel)
+	} else {
+		sc.index, err = ReadFleetIndex(ctx, r.Store, root)
+	}
 	if err != nil {
 		r.Logger.WarnContext(ctx, "fleet index unreadable: every table is in need", "err", err)
 		sc.IndexError = err.Error()
-		sc.index = emptyFleetIndex()
+		sc.index = fleet.NewIndex()
 	} else if len(sc.index.Damaged) > 0 {
 		// Their tables have no mark (in need); the pass's index write
 		// replaces each damaged object with the next one.
@@ -152,10 +159,25 @@ func (r *Runner) Scan(ctx context.Context) (*FleetScan, error) {
 	errs := make([]error, len(refs))
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(r.ScanConcurrency)
+	skipped := make([]bool, len(refs)) // safety-net mode: its shard unread, nothing due
 	for i, ref := range refs {
 		m, known := sc.index.Tables[ref.Name]
+		if is := sc.idle; is != nil && sc.IndexError == "" {
+			sh := FleetShardOf(ref.Name)
+			if _, read := sc.index.ReadShard(sh); !read && is.newest[sh] != 0 {
+				skipped[i] = true
+				continue
+			}
+			if known && !is.list[sh] && !r.unnotified(ref) {
+				latest[i] = fleet.LatestOf(m) // not its window: no LIST
+				continue
+			}
+		}
 		if !known || (m.Failures > 0 && sc.At.Before(m.RetryAt)) {
 			continue // in need whatever its version, or backing off: not listed
+		}
+		if sc.idle != nil {
+			sc.idle.listed++
 		}
 		g.Go(func() error {
 			lctx, cancel := context.WithTimeout(gctx, r.ScanTimeout)
@@ -176,8 +198,12 @@ func (r *Runner) Scan(ctx context.Context) (*FleetScan, error) {
 	}
 	now := sc.At
 	for i, ref := range refs {
+		if skipped[i] {
+			sc.Idle++
+			continue
+		}
 		m, known := sc.index.Tables[ref.Name]
-		reasons, upd, changed := decideNeed(ref, m, known, latest[i], errs[i], now)
+		reasons, upd, changed := fleet.Decide(ref.Root, m, known, latest[i], errs[i], now, thresholds(ref))
 		if changed {
 			sc.updates[ref.Name] = upd
 		}
@@ -266,13 +292,13 @@ func (r *Runner) MaintainNamed(ctx context.Context, names ...string) (RunReport,
 // maintainBatch is the body of Run and MaintainTables. sc, if not nil, is
 // the scan the refs came from (its index and updates are reused).
 func (r *Runner) maintainBatch(ctx context.Context, refs []TableRef, sc *FleetScan) (RunReport, error) {
-	return r.maintainBatchOpt(ctx, refs, sc, true)
+	return r.maintainBatchOpt(ctx, refs, sc, true, true)
 }
 
 // maintainBatchOpt is maintainBatch; without runDeadline a table is started
 // whatever time is left (MaintainTable alone: the compactor keeps its own
 // margin, as it always did).
-func (r *Runner) maintainBatchOpt(ctx context.Context, refs []TableRef, sc *FleetScan, runDeadline bool) (RunReport, error) {
+func (r *Runner) maintainBatchOpt(ctx context.Context, refs []TableRef, sc *FleetScan, runDeadline, record bool) (RunReport, error) {
 	var rep RunReport
 	// The tables' marks before this batch: a table whose compaction is
 	// backing off is pruned without compaction. A scan has them; a batch
@@ -282,7 +308,7 @@ func (r *Runner) maintainBatchOpt(ctx context.Context, refs []TableRef, sc *Flee
 		base = sc.index
 	} else if root, ok := r.indexRoot(); ok && !r.DryRun {
 		var err error
-		if base, err = readFleetShards(ctx, r.Store, root, shardsOf(refs)); err != nil {
+		if base, err = fleet.ReadShards(ctx, r.Store, root, shardsOf(refs)); err != nil {
 			r.Logger.WarnContext(ctx, "fleet index unreadable before maintenance", "err", err)
 			base = nil
 		}
@@ -329,15 +355,43 @@ func (r *Runner) maintainBatchOpt(ctx context.Context, refs []TableRef, sc *Flee
 	if r.DryRun {
 		return rep, nil
 	}
+	if !record {
+		for i := range rep.Tables {
+			rep.Tables[i].base = base
+		}
+		return rep, nil
+	}
+	r.recordBatch(ctx, &rep, sc, base)
+	return rep, nil
+}
+
+// RecordTables writes what MaintainTable computed for the given reports:
+// their _stats rows that changed (one commit) and their marks in the
+// fleet index (one write per shard), on the marks MaintainTable read
+// before (none read: their shards are read now). It returns the batch's
+// report (StatsWritten, MarksWritten, IndexNote, and the tables with their
+// failures and retry times).
+func (r *Runner) RecordTables(ctx context.Context, reps ...TableReport) RunReport {
+	r.defaults()
+	rep := RunReport{Tables: append([]TableReport(nil), reps...)}
+	if r.DryRun || len(reps) == 0 {
+		return rep
+	}
+	r.recordBatch(ctx, &rep, nil, reps[0].base)
+	return rep
+}
+
+// recordBatch writes a batch's stats rows and marks (after its context
+// ended: within the margin).
+func (r *Runner) recordBatch(ctx context.Context, rep *RunReport, sc *FleetScan, base *FleetIndex) {
 	wctx := ctx
 	if ctx.Err() != nil {
 		var cancel context.CancelFunc
 		wctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), r.Margin)
 		defer cancel()
 	}
-	r.writeStatsBatch(wctx, &rep)
-	r.recordMarksOn(wctx, &rep, sc, base)
-	return rep, nil
+	r.writeStatsBatch(wctx, rep)
+	r.recordMarksOn(wctx, rep, sc, base)
 }
 
 // shardsOf is the index shards of refs' marks, in order.
@@ -485,7 +539,7 @@ func (r *Runner) recordMarksOn(ctx context.Context, rep *RunReport, sc *FleetSca
 			}
 		}
 		var err error
-		if base, err = readFleetShards(ctx, r.Store, root, shardsOf(refs)); err != nil {
+		if base, err = fleet.ReadShards(ctx, r.Store, root, shardsOf(refs)); err != nil {
 			rep.IndexNote = "fleet index not written: " + err.Error()
 			r.Logger.WarnContext(ctx, "fleet index unreadable; marks not recorded", "err", err)
 			return
@@ -499,13 +553,13 @@ func (r *Runner) recordMarksOn(ctx context.Context, rep *RunReport, sc *FleetSca
 			if tr.ref.Root == "" {
 				continue // unknown table: nothing to mark
 			}
-			m := markFailed(tr.ref, prev, known, tr.err, r.FailureBackoff, r.FailureBackoffMax, now)
+			m := fleet.Failed(tr.ref.Root, prev, known, tr.err, fleet.Backoff{Base: r.FailureBackoff, Max: r.FailureBackoffMax}, now)
 			updates[tr.Table] = m
 			rep.Tables[i].Failures, rep.Tables[i].RetryAt = m.Failures, m.RetryAt
 		case tr.marked:
 			m := tr.mark
 			if known && prev.Root == m.Root {
-				m = carryCompactSince(tr.ref, m, prev)
+				m = fleet.CarryCompactSince(m, prev, thresholds(tr.ref))
 			}
 			if sc == nil && !r.registeredPolicy(ctx, tr.ref) {
 				// Maintained under another policy than the registry's (the
@@ -517,7 +571,7 @@ func (r *Runner) recordMarksOn(ctx context.Context, rep *RunReport, sc *FleetSca
 		}
 	}
 	migrated := 0
-	if sc != nil && len(base.legacy) > 0 {
+	if sc != nil && len(base.Legacy()) > 0 {
 		// The single index object of an earlier release: its marks move
 		// into the shards, then it is deleted.
 		for n, m := range base.Tables {
@@ -527,21 +581,27 @@ func (r *Runner) recordMarksOn(ctx context.Context, rep *RunReport, sc *FleetSca
 			}
 		}
 	}
-	if len(updates) == 0 && len(also) == 0 && (sc == nil || len(base.legacy) == 0) {
+	if len(updates) == 0 && len(also) == 0 && (sc == nil || len(base.Legacy()) == 0) {
+		if sc != nil {
+			r.saveScanState(ctx, root, sc)
+		}
 		return
 	}
-	n, err := writeFleetIndex(ctx, r.Store, root, base, updates, also, keep, now)
+	n, err := fleet.Write(ctx, r.Store, root, base, updates, also, keep, now)
 	rep.MarksWritten = n - migrated
 	if err != nil {
 		rep.IndexNote = "fleet index not written: " + err.Error()
 		r.Logger.WarnContext(ctx, "fleet index not (all) written; those tables will be maintained again", "err", err)
 		return
 	}
-	if sc != nil && len(base.legacy) > 0 {
-		if _, err := objstore.DeleteAll(ctx, r.Store, base.legacy, objstore.MaxDeleteKeys); err != nil {
+	if sc != nil {
+		r.saveScanState(ctx, root, sc)
+	}
+	if sc != nil && len(base.Legacy()) > 0 {
+		if err := fleet.DeleteLegacy(ctx, r.Store, base); err != nil {
 			r.Logger.WarnContext(ctx, "single-object fleet index of an earlier release not deleted", "err", err)
 		} else {
-			r.Logger.InfoContext(ctx, "fleet index moved into shards", "marks", migrated, "old_objects_deleted", len(base.legacy))
+			r.Logger.InfoContext(ctx, "fleet index moved into shards", "marks", migrated, "old_objects_deleted", len(base.Legacy()))
 		}
 	}
 }

@@ -433,8 +433,16 @@ func TestFleetIndexMergeAndMaintainNamed(t *testing.T) {
 	ref := f.cat.refs[0]
 	ref.Policy = ref.Policy.WithDefaults()
 	ref.Policy.KeepLast = 1 << 30
-	if _, err := f.runner.MaintainTable(ctx, ref); err != nil {
+	tr, err := f.runner.MaintainTable(ctx, ref)
+	if err != nil {
 		t.Fatal(err)
+	}
+	// MaintainTable writes no mark: RecordTables does.
+	if sc, err = f.runner.Scan(ctx); err != nil || len(sc.Need) != 1 {
+		t.Fatalf("MaintainTable alone recorded something: need %+v, %v", sc.Need, err)
+	}
+	if rec := f.runner.RecordTables(ctx, tr); rec.MarksWritten != 1 || rec.IndexNote != "" {
+		t.Fatalf("RecordTables: %d marks, %q", rec.MarksWritten, rec.IndexNote)
 	}
 	if sc, err = f.runner.Scan(ctx); err != nil {
 		t.Fatal(err)

@@ -106,6 +106,17 @@ type Runner struct {
 	// the fan-out's retry jobs (awsfn) are scheduled by it.
 	FailureBackoff    time.Duration
 	FailureBackoffMax time.Duration
+	// SafetyScanEvery, with S3 notifications on (a notified write is
+	// maintained by the compaction queue), is the safety-net cadence: a
+	// scan lists an unchanged table once per SafetyScanEvery, not at every
+	// pass (fleet_idle.go; docs/reliability.md "Safety-net scan"). 0 (the
+	// embedded default and the CLI: no notifications): every pass lists
+	// every table.
+	SafetyScanEvery time.Duration
+	// Unnotified, with SafetyScanEvery, names the tables whose writes are
+	// not notified (awsfn: the _stats table, which the notification path
+	// ignores): they are listed at every pass.
+	Unnotified func(TableRef) bool
 	// Sources opens the datasets of other formats (TableRef.Format set,
 	// e.g. "lance"), as Cleaner.Sources: they are pruned through the Source
 	// (PruneSource), and compacted first if the Source is a SourceCompacter
@@ -193,7 +204,8 @@ type TableReport struct {
 	compactErr error // compaction failed, pruning did not
 	mark       Mark  // the table's mark after this maintenance
 	marked     bool
-	statsReady bool // Stats computed, left to the batch to write
+	statsReady bool        // Stats computed, left to the batch to write
+	base       *FleetIndex // MaintainTable: the marks read before, for RecordTables
 }
 
 // RunReport covers one scheduled run.
@@ -262,7 +274,9 @@ func (r *Runner) TableLockName(ref TableRef) string { return r.LockNamespace + "
 func (r *Runner) StatsLockName() string { return r.LockNamespace + "stats-writer" }
 
 // MaintainTable compacts one table and plans its pruning under its lock,
-// then refreshes its stats. Each step (compaction, prune plan, stats
+// then computes its stats and mark, and returns them in its report: it
+// writes neither (RecordTables does, for a caller that maintains tables one
+// at a time: the fan-out). Each step (compaction, prune plan, stats
 // refresh) is one log line "maintenance step" with the table, versions,
 // fencing token, requests by kind (of this step; a store that is already an
 // *objstore.Counting shared with the catalog also counts catalog requests),
@@ -273,8 +287,8 @@ func (r *Runner) MaintainTable(ctx context.Context, ref TableRef) (TableReport, 
 	if r.DryRun {
 		return r.maintainOne(ctx, ref, Mark{})
 	}
-	// Alone: as a batch of one, which writes its stats row and mark.
-	br, _ := r.maintainBatchOpt(ctx, []TableRef{ref}, nil, false)
+	// Alone: its report only; RecordTables writes its stats row and mark.
+	br, _ := r.maintainBatchOpt(ctx, []TableRef{ref}, nil, false, false)
 	if len(br.Tables) == 0 {
 		return rep, fmt.Errorf("maintain %s: %s", ref.Name, br.Stopped)
 	}
@@ -361,7 +375,7 @@ func (r *Runner) maintainOne(ctx context.Context, ref TableRef, prev Mark) (Tabl
 	// The floor is read by the prune plan (and logged with it): reading it
 	// here for the compaction's log line cost a LIST per maintained table.
 	before := t.Cached().Version
-	held := prev.compactHeld(r.Clock.Now())
+	held := prev.CompactHeld(r.Clock.Now())
 	if held {
 		rep.CompactionHeld = true
 		r.Logger.InfoContext(ctx, "compaction backing off after failures; pruning only", "table", ref.Name,

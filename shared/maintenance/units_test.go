@@ -198,6 +198,11 @@ func TestStatsRefreshWaitsBounded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// MaintainTable writes no stats row: RecordTables does.
+	if _, ok := e.cat.stats[tblName]; ok {
+		t.Fatal("MaintainTable wrote a stats row")
+	}
+	rep = e.runner.RecordTables(context.Background(), rep).Tables[0]
 	waited := e.clock.Now().Sub(start)
 	if rep.StatsNote == "" || waited < 10*time.Second || waited > 11*time.Second {
 		t.Fatalf("stats note %q after %s", rep.StatsNote, waited)
@@ -209,9 +214,10 @@ func TestStatsRefreshWaitsBounded(t *testing.T) {
 		t.Fatal("stats written without the lock")
 	}
 	e.locker.Release(context.Background(), held)
-	if _, err := e.runner.MaintainTable(context.Background(), e.ref); err != nil {
+	if rep, err = e.runner.MaintainTable(context.Background(), e.ref); err != nil {
 		t.Fatal(err)
 	}
+	e.runner.RecordTables(context.Background(), rep)
 	if s, ok := e.cat.stats[tblName]; !ok || s.Rows != 6 || s.Fragments != 1 {
 		t.Fatalf("stats %+v", s)
 	}

@@ -1,4 +1,4 @@
-package maintenance
+package fleet
 
 import (
 	"context"
@@ -30,13 +30,13 @@ func TestFleetIndexBytesPerMaintenance(t *testing.T) {
 		tables   int
 		maxShard int // bytes, asserted
 	}{{10_000, 24 << 10}, {100_000, 200 << 10}} {
-		shards := map[int]*fleetShard{}
+		shards := map[int]*Shard{}
 		all := map[string]Mark{}
 		for i := range tc.tables {
 			name := fmt.Sprintf("t%06d", i)
-			sh := FleetShardOf(name)
+			sh := ShardOf(name)
 			if shards[sh] == nil {
-				shards[sh] = &fleetShard{V: fleetIndexVersion, Shard: sh, Seq: 12345, Written: now, Tables: map[string]Mark{}}
+				shards[sh] = &Shard{V: indexVersion, Shard: sh, Seq: 12345, Written: now, Tables: map[string]Mark{}}
 			}
 			m := typicalMark(i, now)
 			shards[sh].Tables[name] = m
@@ -52,8 +52,8 @@ func TestFleetIndexBytesPerMaintenance(t *testing.T) {
 		mean := total / len(shards)
 		t.Logf("%d tables: one maintenance rewrites one shard: mean %d B, max %d B (the single index object: %d B); %d shards",
 			tc.tables, mean, biggest, len(whole), len(shards))
-		if len(shards) != FleetShards || biggest > tc.maxShard {
-			t.Fatalf("%d tables: %d shards, biggest %d B, want %d shards and at most %d B", tc.tables, len(shards), biggest, FleetShards, tc.maxShard)
+		if len(shards) != Shards || biggest > tc.maxShard {
+			t.Fatalf("%d tables: %d shards, biggest %d B, want %d shards and at most %d B", tc.tables, len(shards), biggest, Shards, tc.maxShard)
 		}
 	}
 }
@@ -77,22 +77,22 @@ func TestFleetIndexRequestsAt10000Tables(t *testing.T) {
 	}
 	// Two generations of every shard (the newest and the one below).
 	for range 2 {
-		if _, err := writeFleetIndex(ctx, cnt, "wh/", emptyFleetIndex(), updates, nil, nil, now); err != nil {
+		if _, err := Write(ctx, cnt, "wh/", NewIndex(), updates, nil, nil, now); err != nil {
 			t.Fatal(err)
 		}
 	}
 	before := cnt.Counts()
-	idx, err := ReadFleetIndex(ctx, cnt, "wh/")
+	idx, err := Read(ctx, cnt, "wh/")
 	if err != nil {
 		t.Fatal(err)
 	}
 	read := cnt.Counts().Sub(before)
-	if len(idx.Tables) != 10_000 || read != (objstore.Counts{List: 1, Get: FleetShards}) {
-		t.Fatalf("reading the index of 10,000 tables: %d marks, %v; want 1 LIST and %d GETs", len(idx.Tables), read, FleetShards)
+	if len(idx.Tables) != 10_000 || read != (objstore.Counts{List: 1, Get: Shards}) {
+		t.Fatalf("reading the index of 10,000 tables: %d marks, %v; want 1 LIST and %d GETs", len(idx.Tables), read, Shards)
 	}
 	one := map[string]Mark{"t000042": typicalMark(42, now.Add(time.Hour))}
 	before = cnt.Counts()
-	if _, err := writeFleetIndex(ctx, cnt, "wh/", idx, one, nil, nil, now); err != nil {
+	if _, err := Write(ctx, cnt, "wh/", idx, one, nil, nil, now); err != nil {
 		t.Fatal(err)
 	}
 	write := cnt.Counts().Sub(before)
@@ -100,7 +100,7 @@ func TestFleetIndexRequestsAt10000Tables(t *testing.T) {
 		t.Fatalf("one maintenance's index write (scan's base): %v, want PUT 1, LIST 1, DELETE 1", write)
 	}
 	before = cnt.Counts()
-	if _, err := writeFleetIndex(ctx, cnt, "wh/", nil, one, nil, nil, now.Add(time.Minute)); err != nil {
+	if _, err := Write(ctx, cnt, "wh/", nil, one, nil, nil, now.Add(time.Minute)); err != nil {
 		t.Fatal(err)
 	}
 	if job := cnt.Counts().Sub(before); job != (objstore.Counts{Get: 1, Put: 1, List: 2, DeleteRequests: 1, DeleteKeys: 1}) {
@@ -123,16 +123,16 @@ func TestFailureBackoffPolicy(t *testing.T) {
 		{3, 15 * time.Minute, 6 * time.Hour, time.Hour}, {6, 15 * time.Minute, 6 * time.Hour, 6 * time.Hour},
 		{64, 1<<62 - 1, 1<<63 - 1, 1<<63 - 1}, {2, 1 << 62, 1<<63 - 1, 1<<63 - 1},
 	} {
-		if got := FailureBackoffFor(tc.k, tc.base, tc.most); got != tc.want {
-			t.Errorf("FailureBackoffFor(%d, %s, %s) = %s, want %s", tc.k, tc.base, tc.most, got, tc.want)
+		if got := (Backoff{Base: tc.base, Max: tc.most}).Delay(tc.k); got != tc.want {
+			t.Errorf("Backoff{%s, %s}.Delay(%d) = %s, want %s", tc.base, tc.most, tc.k, got, tc.want)
 		}
 	}
-	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	if at := addSat(now, 1<<63-1); at.Before(now) {
-		t.Fatalf("addSat wrapped: %v", at)
+	if p, j := BackoffOf(ModePass), BackoffOf(ModeJobs); p != (Backoff{15 * time.Minute, 6 * time.Hour}) || j != (Backoff{time.Minute, time.Hour}) {
+		t.Fatalf("modes: pass %v, jobs %v", p, j)
 	}
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	m := Mark{CompactFailures: 1, CompactRetryAt: now}
-	if !m.compactHeld(now.Add(-time.Nanosecond)) || m.compactHeld(now) {
+	if !m.CompactHeld(now.Add(-time.Nanosecond)) || m.CompactHeld(now) {
 		t.Fatal("compaction must be held strictly before its retry time and tried at it")
 	}
 }
@@ -155,14 +155,14 @@ func TestFleetShardKeyLimits(t *testing.T) {
 		{"wh/_fleet/index/0a/!x", false, 0},
 		{"wh/_fleet/index/", false, 0},
 	} {
-		sh, seq, ok := parseFleetShardKey("wh/", tc.key)
+		sh, seq, ok := ParseShardKey("wh/", tc.key)
 		if ok != tc.ok || (ok && (seq != tc.seq || sh != 10)) {
 			t.Errorf("%s: shard %d seq %d ok %v, want seq %d ok %v", tc.key, sh, seq, ok, tc.seq, tc.ok)
 		}
 	}
-	base := &fleetShard{V: fleetIndexVersion, Shard: 3, Seq: maxFleetSeq, Tables: map[string]Mark{}}
+	base := &Shard{V: indexVersion, Shard: 3, Seq: MaxSeq, Tables: map[string]Mark{}}
 	disk, _ := objstore.NewDisk(t.TempDir())
-	if _, err := writeFleetShard(context.Background(), disk, "wh/", 3, base, nil, nil, time.Now()); err == nil {
+	if _, err := WriteShard(context.Background(), disk, "wh/", 3, base, nil, nil, time.Now()); err == nil {
 		t.Fatal("a write past the largest sequence number was not refused")
 	}
 }
