@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/tablekeep/tablekeep/shared/dataset"
 	"github.com/tablekeep/tablekeep/shared/lance"
 	"github.com/tablekeep/tablekeep/shared/objstore"
 	"github.com/tablekeep/tablekeep/shared/table"
@@ -129,7 +130,7 @@ func plural(n int, one, many string) string {
 
 // lanceVersions lists the versions of the Lance dataset at --table (List
 // requests only: COMMITTED is each manifest's object time) and its tags.
-func lanceVersions(ctx context.Context, app *App) ([]table.VersionInfo, map[string]uint64, error) {
+func lanceVersions(ctx context.Context, app *App) ([]dataset.VersionInfo, map[string]uint64, error) {
 	store, root, err := app.OpenStore(ctx, true)
 	if err != nil {
 		return nil, nil, err
@@ -139,9 +140,9 @@ func lanceVersions(ctx context.Context, app *App) ([]table.VersionInfo, map[stri
 	if err != nil {
 		return nil, nil, err
 	}
-	vs := make([]table.VersionInfo, len(vfs))
+	vs := make([]dataset.VersionInfo, len(vfs))
 	for i, vf := range vfs {
-		vs[i] = table.VersionInfo{Version: vf.Version, Time: vf.LastModified, ManifestBytes: vf.Size}
+		vs[i] = dataset.VersionInfo{Version: vf.Version, Time: vf.LastModified, ManifestBytes: vf.Size}
 	}
 	tags, err := ds.Tags(ctx)
 	return vs, tags, err

@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/tablekeep/tablekeep/shared/dataset"
 	"github.com/tablekeep/tablekeep/shared/objstore"
 	"github.com/tablekeep/tablekeep/shared/queue"
 	"github.com/tablekeep/tablekeep/shared/table"
@@ -67,7 +68,7 @@ func (l CleanerLimits) withDefaults() CleanerLimits {
 type rangeReader interface {
 	// record reads version v's change record (an error wrapping
 	// objstore.ErrNotExist if there is none). One request.
-	record(ctx context.Context, v uint64) (*table.ChangeRecord, error)
+	record(ctx context.Context, v uint64) (*dataset.ChangeRecord, error)
 	// check accepts only keys (relative to the root) that a change record
 	// of the format may name: a forged record deletes nothing.
 	check(rel string) error
@@ -92,7 +93,7 @@ func newTableReader(st objstore.Store, ref TableRef) tableReader {
 	return tableReader{st: st, ref: ref, root: table.NormalizeRoot(ref.Root)}
 }
 
-func (r tableReader) record(ctx context.Context, v uint64) (*table.ChangeRecord, error) {
+func (r tableReader) record(ctx context.Context, v uint64) (*dataset.ChangeRecord, error) {
 	return table.ReadChangeRecord(ctx, r.st, r.root, v)
 }
 func (r tableReader) check(rel string) error { return checkDataKey(r.ref, rel) }
@@ -109,7 +110,7 @@ func (r tableReader) manifestKeys(_ context.Context, v uint64) ([]string, error)
 // (a Lance index) expanded by listing them.
 type sourceReader struct{ src Source }
 
-func (r sourceReader) record(ctx context.Context, v uint64) (*table.ChangeRecord, error) {
+func (r sourceReader) record(ctx context.Context, v uint64) (*dataset.ChangeRecord, error) {
 	return r.src.ChangeRecord(ctx, v)
 }
 func (r sourceReader) check(rel string) error { return checkSourceKey(r.src, rel) }
@@ -181,7 +182,7 @@ func scanRange(ctx context.Context, rd rangeReader, msg RangeMessage, o scanOpts
 	end := msg.To + 1
 
 	type got struct {
-		cr   *table.ChangeRecord
+		cr   *dataset.ChangeRecord
 		err  error
 		none bool // the version has no change record (msg.Records)
 	}
@@ -301,7 +302,7 @@ func scanRange(ctx context.Context, rd rangeReader, msg RangeMessage, o scanOpts
 // consume adds the files change record r removes to the plan: each is
 // checked (a forged key fails the whole range, permanently), kept if a
 // tagged version referenced it, else its keys are planned for deletion.
-func (rp *RangePlan) consume(ctx context.Context, rd rangeReader, r uint64, cr *table.ChangeRecord, taggedIn func(lo, hi uint64) bool, onKey func(string)) error {
+func (rp *RangePlan) consume(ctx context.Context, rd rangeReader, r uint64, cr *dataset.ChangeRecord, taggedIn func(lo, hi uint64) bool, onKey func(string)) error {
 	for _, rf := range cr.Removed {
 		if err := rd.check(rf.Key); err != nil {
 			return fmt.Errorf("%w: change record %d: %w", queue.ErrPermanent, r, err)
@@ -326,7 +327,7 @@ func (rp *RangePlan) consume(ctx context.Context, rd rangeReader, r uint64, cr *
 
 // readChange reads change record r through rd, paced by lim, retrying a
 // SlowDown answer up to retries times with the rate lowered.
-func readChange(ctx context.Context, rd rangeReader, r uint64, lim *AIMDLimiter, retries int) (*table.ChangeRecord, error) {
+func readChange(ctx context.Context, rd rangeReader, r uint64, lim *AIMDLimiter, retries int) (*dataset.ChangeRecord, error) {
 	for attempt := 0; ; attempt++ {
 		if lim != nil {
 			if err := lim.Wait(ctx, 1); err != nil {

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/tablekeep/tablekeep/shared/dataset"
 	"github.com/tablekeep/tablekeep/shared/table"
 )
 
@@ -22,14 +23,14 @@ func PlanPruneAfterCompaction(ctx context.Context, t *table.Table, name string, 
 }
 
 // withCommits returns vs followed by n versions written at now.
-func withCommits(vs []table.VersionInfo, n int, now time.Time) []table.VersionInfo {
+func withCommits(vs []dataset.VersionInfo, n int, now time.Time) []dataset.VersionInfo {
 	if n <= 0 || len(vs) == 0 {
 		return vs
 	}
 	out := slices.Clip(vs)
 	last := vs[len(vs)-1].Version
 	for i := range n {
-		out = append(out, table.VersionInfo{Version: last + uint64(i) + 1, Time: now})
+		out = append(out, dataset.VersionInfo{Version: last + uint64(i) + 1, Time: now})
 	}
 	return out
 }

@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/tablekeep/tablekeep/shared/dataset"
 	"github.com/tablekeep/tablekeep/shared/objstore"
 	"github.com/tablekeep/tablekeep/shared/table"
 )
@@ -128,7 +129,7 @@ type PrunePlan struct {
 	name      string
 	policy    Policy
 	now       time.Time
-	vs        []table.VersionInfo
+	vs        []dataset.VersionInfo
 	floorRead table.FloorRead   // the plan's floor read (SetFloorFrom)
 	tags      map[string]uint64 // read by the plan (dry run: why versions are kept)
 	grace     time.Duration     // RetentionGrace
@@ -278,7 +279,7 @@ func planPrune(ctx context.Context, t *table.Table, name string, p Policy, now t
 	// The version listing, the floor and the tags are independent reads:
 	// sent at once. (Tags read here only preview the plan (dry run):
 	// ApplyPrune reads them again after writing the raised floor.)
-	var vs []table.VersionInfo
+	var vs []dataset.VersionInfo
 	var tags map[string]uint64
 	tagsRead := !forApply
 	reads := []func(context.Context) error{
@@ -307,7 +308,7 @@ func planPrune(ctx context.Context, t *table.Table, name string, p Policy, now t
 	// (by more than the skew of the store's own timestamps) is another
 	// history's, left when the table was created again and grew past it.
 	if mt := plan.floorRead.MarkerTime(); !mt.IsZero() {
-		i, found := slices.BinarySearchFunc(vs, plan.OldFloor, func(v table.VersionInfo, f uint64) int { return cmp.Compare(v.Version, f) })
+		i, found := slices.BinarySearchFunc(vs, plan.OldFloor, func(v dataset.VersionInfo, f uint64) int { return cmp.Compare(v.Version, f) })
 		if found && mt.Before(vs[i].Time.Add(-table.MaxClockSkew)) {
 			return plan, fmt.Errorf("%w (its marker, written %s, is older than version %d's manifest, written %s)",
 				staleFloor(t.Root(), plan.OldFloor, vs[len(vs)-1].Version), mt.UTC().Format(time.RFC3339), plan.OldFloor, vs[i].Time.UTC().Format(time.RFC3339))

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tablekeep/tablekeep/shared/dataset"
 	"github.com/tablekeep/tablekeep/shared/lock"
 	"github.com/tablekeep/tablekeep/shared/objstore"
 	"github.com/tablekeep/tablekeep/shared/queue"
@@ -562,8 +563,8 @@ func (r *Runner) stampCompaction(s TableStats, rep TableReport) TableStats {
 // stats, the floor unless given, the version listing, the cleanup state)
 // are independent and sent at once.
 func ComputeStats(ctx context.Context, t *table.Table, ref TableRef, floor uint64) (TableStats, error) {
-	var st table.Stats
-	var vs []table.VersionInfo
+	var st dataset.Stats
+	var vs []dataset.VersionInfo
 	var last time.Time
 	var errs [4]error
 	_ = inParallel(ctx,

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tablekeep/tablekeep/shared/dataset"
 	"github.com/tablekeep/tablekeep/shared/objstore"
 	"github.com/tablekeep/tablekeep/shared/table"
 )
@@ -34,7 +35,7 @@ type Source interface {
 	// version's grace window starts: a version is retained while now - Time
 	// is at most Grace (tablekeep: when its successor was written; Lance:
 	// its own manifest timestamp, as cleanup_old_versions(older_than)).
-	Versions(ctx context.Context) ([]table.VersionInfo, error)
+	Versions(ctx context.Context) ([]dataset.VersionInfo, error)
 	// Floor is the retention floor: versions below it may be pruned.
 	Floor(ctx context.Context) (uint64, error)
 	// SetFloor raises the floor (never lowers it).
@@ -44,7 +45,7 @@ type Source interface {
 	// ChangeRecord is version v's record (an error wrapping
 	// objstore.ErrNotExist if there is none): its Removed files were
 	// referenced by exactly the versions [Since, v-1].
-	ChangeRecord(ctx context.Context, v uint64) (*table.ChangeRecord, error)
+	ChangeRecord(ctx context.Context, v uint64) (*dataset.ChangeRecord, error)
 	// EnsureChangeRecords rebuilds missing records of the spans [from,
 	// through] where it can; it returns how many it rebuilt.
 	EnsureChangeRecords(ctx context.Context, spans [][2]uint64) (int, error)
@@ -95,7 +96,7 @@ func planSourcePrune(ctx context.Context, src Source, name string, p Policy, now
 	if err := src.Prepare(ctx); err != nil {
 		return plan, fmt.Errorf("prepare %s: %w", src.Root(), err)
 	}
-	var vs []table.VersionInfo
+	var vs []dataset.VersionInfo
 	var tags map[string]uint64
 	err := inParallel(ctx,
 		func(ctx context.Context) (err error) { vs, err = src.Versions(ctx); return err },

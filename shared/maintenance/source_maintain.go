@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tablekeep/tablekeep/shared/dataset"
 	"github.com/tablekeep/tablekeep/shared/lock"
 	"github.com/tablekeep/tablekeep/shared/objstore"
 	"github.com/tablekeep/tablekeep/shared/table"
@@ -26,7 +27,7 @@ type LatestProber interface {
 // LatestStatser is a Source that summarises its latest version for
 // _stats (rows and fragments), with at most a few requests.
 type LatestStatser interface {
-	LatestStats(ctx context.Context) (table.Stats, error)
+	LatestStats(ctx context.Context) (dataset.Stats, error)
 }
 
 // SourceCompacter is a Source that compacts its own format (Lance: pages

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/tablekeep/tablekeep/shared/dataset"
 	"github.com/tablekeep/tablekeep/shared/objstore"
 	"github.com/tablekeep/tablekeep/shared/table"
 )
@@ -23,7 +24,7 @@ func (s TableSource) Prepare(ctx context.Context) error { return nil }
 
 // Versions lists the stored versions; Time is the store time of the next
 // stored manifest (the latest's own).
-func (s TableSource) Versions(ctx context.Context) ([]table.VersionInfo, error) {
+func (s TableSource) Versions(ctx context.Context) ([]dataset.VersionInfo, error) {
 	vs, err := s.T.Versions(ctx)
 	for i := 0; i+1 < len(vs); i++ {
 		vs[i].Time = vs[i+1].Time
@@ -36,7 +37,7 @@ func (s TableSource) SetFloor(ctx context.Context, f uint64) error {
 	return s.T.SetFloor(ctx, f)
 }
 func (s TableSource) Tags(ctx context.Context) (map[string]uint64, error) { return s.T.Tags(ctx) }
-func (s TableSource) ChangeRecord(ctx context.Context, v uint64) (*table.ChangeRecord, error) {
+func (s TableSource) ChangeRecord(ctx context.Context, v uint64) (*dataset.ChangeRecord, error) {
 	return s.T.ChangeRecord(ctx, v)
 }
 func (s TableSource) EnsureChangeRecords(ctx context.Context, spans [][2]uint64) (int, error) {

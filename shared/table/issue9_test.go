@@ -14,6 +14,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 
+	"github.com/tablekeep/tablekeep/shared/dataset"
 	"github.com/tablekeep/tablekeep/shared/internal/fakeclock"
 	"github.com/tablekeep/tablekeep/shared/objstore"
 )
@@ -128,7 +129,7 @@ func exampleManifest() *Manifest {
 			{Name: "n", Type: arrow.PrimitiveTypes.Int64, Nullable: true},
 		}, nil),
 		KeyColumn: "name", NextFragmentID: 2,
-		Op:          Operation{Kind: OpAppend, TxnID: 0x0102030405060708, RowsAdded: 2},
+		Op:          Operation{Kind: dataset.OpAppend, TxnID: 0x0102030405060708, RowsAdded: 2},
 		WriterGrace: time.Hour,
 		Fragments: []Fragment{{ID: 1, File: 0x00112233aabbccdd, Rows: 2, Bytes: 900, CreatedVersion: 2,
 			MinKey: []byte("a"), MaxKey: []byte("b")}},
