@@ -351,38 +351,19 @@ func (w *whouse) planCleanup(ctx context.Context, rep *passReport, refs []mainte
 		if o.Steps.Prune { // compaction alone plans no pruning: no kept versions to explain
 			rep.Kept[tr.Table] = tr.Prune.Kept()
 		}
+		// Itemised from the change records the dry run read (or derived,
+		// in memory) on the table's Source.
 		ref := byName[tr.Table]
-		if ref.Format != "" {
-			// Itemised from the change records the dry run derived (in
-			// memory) on the dataset's Source.
-			for _, rg := range tr.Prune.Ranges {
-				if tr.Source == nil {
-					break
-				}
-				describe(bar, fmt.Sprintf("plan cleanup %s %d-%d", tr.Table, rg.From, rg.To))
-				rp, err := maintenance.PlanSourceRange(ctx, tr.Source, rg, 0, maintenance.DefaultConcurrency)
-				progressed(rg)
-				if err != nil {
-					rep.fail(tr.Table, fmt.Errorf("plan cleanup [%d, %d]: %w", rg.From, rg.To, err))
-					break
-				}
-				rp.Sizes(ctx, w.Store, ref.Root, 0)
-				rep.Cleanup[tr.Table] = append(rep.Cleanup[tr.Table], rp)
-			}
+		if tr.Source == nil {
 			continue
 		}
-		opts := w.tableOptions()
-		opts.Grace = ref.Policy.Grace
-		t, err := table.Open(ctx, w.Store, ref.Root, opts)
-		if err != nil {
-			rep.fail(tr.Table, fmt.Errorf("plan cleanup: %w", err))
-			continue
+		if tb, ok := tr.Source.(maintenance.TableBacked); ok && tb.Table().Cached() != nil {
+			g, f := maintenance.CompactionLeftover(tb.Table().Cached(), ref.Policy, tr.Compaction)
+			rep.Leftover[tr.Table] = [2]int{g, f}
 		}
-		g, f := maintenance.CompactionLeftover(t.Cached(), ref.Policy, tr.Compaction)
-		rep.Leftover[tr.Table] = [2]int{g, f}
 		for _, rg := range tr.Prune.Ranges {
 			describe(bar, fmt.Sprintf("plan cleanup %s %d-%d", tr.Table, rg.From, rg.To))
-			rp, err := maintenance.PlanRange(ctx, t, ref, rg, 0)
+			rp, err := maintenance.PlanRange(ctx, tr.Source, rg, 0)
 			progressed(rg)
 			if err != nil {
 				rep.fail(tr.Table, fmt.Errorf("plan cleanup [%d, %d]: %w", rg.From, rg.To, err))

@@ -268,35 +268,17 @@ func (w *Warehouse) planCleanup(ctx context.Context, rep *Report) {
 }
 
 func (w *Warehouse) planTableCleanup(ctx context.Context, rep *Report, tr maintenance.TableReport) error {
-	ref, err := w.Catalog.Resolve(ctx, tr.Table)
-	if err != nil {
-		return err
-	}
-	if ref.Format != "" {
-		// From the change records the dry run derived in memory.
-		if tr.Source == nil {
-			return nil
-		}
-		for _, rg := range tr.Prune.Ranges {
-			rp, err := maintenance.PlanSourceRange(ctx, tr.Source, rg, 0, maintenance.DefaultConcurrency)
-			if err != nil {
-				return fmt.Errorf("[%d, %d]: %w", rg.From, rg.To, err)
-			}
-			rp.Sizes(ctx, w.Store, ref.Root, 0)
-			rep.Cleanup[tr.Table] = append(rep.Cleanup[tr.Table], rp)
-		}
+	// From the change records the dry run read (or derived, in memory) on
+	// the table's Source.
+	if tr.Source == nil {
 		return nil
 	}
-	t, err := table.Open(ctx, w.Store, ref.Root, table.Options{Clock: w.Clock.Now, Grace: ref.Policy.Grace})
-	if err != nil {
-		return err
-	}
 	for _, rg := range tr.Prune.Ranges {
-		rp, err := maintenance.PlanRange(ctx, t, ref, rg, 0)
+		rp, err := maintenance.PlanRange(ctx, tr.Source, rg, 0)
 		if err != nil {
 			return fmt.Errorf("[%d, %d]: %w", rg.From, rg.To, err)
 		}
-		rp.Sizes(ctx, w.Store, ref.Root, 0)
+		rp.Sizes(ctx, w.Store, tr.Source.Root(), 0)
 		rep.Cleanup[tr.Table] = append(rep.Cleanup[tr.Table], rp)
 	}
 	return nil

@@ -22,11 +22,14 @@ const Lance = "lance"
 // Known reports whether format is one Open opens ("" is tablekeep's own).
 func Known(format string) bool { return format == "" || format == Lance }
 
-// Open is a maintenance.SourceOpener: a Lance dataset's lance.Source at the
-// ref's root; any other format is maintenance.ErrUnknownFormat (nothing is
-// read or deleted).
-func Open(_ context.Context, store objstore.Store, ref maintenance.TableRef) (maintenance.Source, error) {
+// Open is a maintenance.SourceOpener for every registered dataset: a
+// tablekeep table's maintenance.TableSource (ref.Format "": no request
+// made), a Lance dataset's lance.Source at the ref's root; any other format
+// is maintenance.ErrUnknownFormat (nothing is read or deleted).
+func Open(ctx context.Context, store objstore.Store, ref maintenance.TableRef) (maintenance.Source, error) {
 	switch ref.Format {
+	case "":
+		return maintenance.OpenTableSource(ctx, store, ref)
 	case Lance:
 		return lanceSource{lance.NewSource(store, ref.Root)}, nil
 	}

@@ -357,7 +357,8 @@ func (s *Source) Versions(ctx context.Context) ([]dataset.VersionInfo, error) {
 	}
 	out := make([]dataset.VersionInfo, 0, len(s.versions))
 	for _, vf := range s.versions {
-		out = append(out, dataset.VersionInfo{Version: vf.Version, Time: s.times[vf.Version], ManifestBytes: vf.Size})
+		t := s.times[vf.Version] // a version's grace window starts at its own timestamp
+		out = append(out, dataset.VersionInfo{Version: vf.Version, Time: t, ManifestBytes: vf.Size, GraceFrom: t})
 	}
 	return out, nil
 }

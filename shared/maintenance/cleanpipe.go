@@ -14,7 +14,6 @@ import (
 	"github.com/tablekeep/tablekeep/shared/dataset"
 	"github.com/tablekeep/tablekeep/shared/objstore"
 	"github.com/tablekeep/tablekeep/shared/queue"
-	"github.com/tablekeep/tablekeep/shared/table"
 )
 
 // Cleaner concurrency and rate defaults (CleanerLimits).
@@ -63,8 +62,7 @@ func (l CleanerLimits) withDefaults() CleanerLimits {
 // rangeReader is what scanRange reads a range through: the change
 // records, the check of every key a record names, the keys a removed file
 // stands for, and the keys of a version's record and manifest. Keys it
-// returns are full keys. tableReader reads a tablekeep table with direct
-// store reads; sourceReader reads any Source (a Lance dataset).
+// returns are full keys: sourceReader reads any Source.
 type rangeReader interface {
 	// record reads version v's change record (an error wrapping
 	// objstore.ErrNotExist if there is none). One request.
@@ -79,30 +77,6 @@ type rangeReader interface {
 	// manifest (full keys).
 	recordKey(v uint64) string
 	manifestKeys(ctx context.Context, v uint64) ([]string, error)
-}
-
-// tableReader reads a tablekeep table's range from the store: one GET per
-// change record, no other request.
-type tableReader struct {
-	st   objstore.Store
-	ref  TableRef
-	root string // normalized ref.Root
-}
-
-func newTableReader(st objstore.Store, ref TableRef) tableReader {
-	return tableReader{st: st, ref: ref, root: table.NormalizeRoot(ref.Root)}
-}
-
-func (r tableReader) record(ctx context.Context, v uint64) (*dataset.ChangeRecord, error) {
-	return table.ReadChangeRecord(ctx, r.st, r.root, v)
-}
-func (r tableReader) check(rel string) error { return checkDataKey(r.ref, rel) }
-func (r tableReader) keys(_ context.Context, rel string) ([]string, error) {
-	return []string{r.ref.Root + rel}, nil
-}
-func (r tableReader) recordKey(v uint64) string { return r.ref.Root + table.ChangeKey(v) }
-func (r tableReader) manifestKeys(_ context.Context, v uint64) ([]string, error) {
-	return []string{r.ref.Root + table.ManifestKey(v)}, nil
 }
 
 // sourceReader reads a Source's range: its records through ChangeRecord,
@@ -489,6 +463,7 @@ type sizer struct {
 	ctx      context.Context
 	st       objstore.Store
 	root     string
+	prefixes []string // the data prefixes listed (SizeLister)
 	maxPages int
 	mu       sync.Mutex
 	lists    map[string]*sizeList
@@ -499,14 +474,14 @@ type sizeList struct {
 	sizes map[string]int64
 }
 
-func newSizer(ctx context.Context, st objstore.Store, root string, maxPages int) *sizer {
-	return &sizer{ctx: ctx, st: st, root: root, maxPages: maxPages, lists: map[string]*sizeList{}}
+func newSizer(ctx context.Context, st objstore.Store, root string, prefixes []string, maxPages int) *sizer {
+	return &sizer{ctx: ctx, st: st, root: root, prefixes: prefixes, maxPages: maxPages, lists: map[string]*sizeList{}}
 }
 
 // see starts the listing of key's data prefix if it is not started yet.
 func (s *sizer) see(key string) {
 	rel := strings.TrimPrefix(key, s.root)
-	for _, p := range []string{table.DataPrefix, table.DeletionsPrefix} {
+	for _, p := range s.prefixes {
 		if !strings.HasPrefix(rel, p) {
 			continue
 		}

@@ -8,7 +8,6 @@ import (
 
 	"github.com/tablekeep/tablekeep/shared/dataset"
 	"github.com/tablekeep/tablekeep/shared/objstore"
-	"github.com/tablekeep/tablekeep/shared/table"
 )
 
 // Source is what the prune pipeline (planner, prune state, cleaner) needs
@@ -80,77 +79,48 @@ type stateAt struct {
 func (s stateAt) Store() objstore.Store { return s.store }
 func (s stateAt) Root() string          { return s.root }
 
-// PlanSourcePrune is PlanPrune for any Source: it prepares the change
+// PlanSourcePrune plans the pruning of any Source: it prepares the change
 // records, then computes the floor (the newest KeepLast versions and every
-// version whose grace window is not over are kept) and the ranges to
-// enqueue. Call it under the table's lock (Prepare may write).
+// version whose grace window, from its GraceFrom, is not over are kept)
+// and the ranges to enqueue. Call it under the table's lock (Prepare may
+// write).
 func PlanSourcePrune(ctx context.Context, src Source, name string, p Policy, now time.Time) (PrunePlan, error) {
-	return planSourcePrune(ctx, src, name, p, now, false)
+	return planPrune(ctx, src, name, p, now, 0, false)
 }
 
-// planSourcePrune is PlanSourcePrune; forApply: the plan is applied next
-// (holdForLeases).
-func planSourcePrune(ctx context.Context, src Source, name string, p Policy, now time.Time, forApply bool) (PrunePlan, error) {
-	p = p.WithDefaults()
-	plan := PrunePlan{name: name, policy: p, now: now}
-	if err := src.Prepare(ctx); err != nil {
-		return plan, fmt.Errorf("prepare %s: %w", src.Root(), err)
-	}
-	var vs []dataset.VersionInfo
-	var tags map[string]uint64
-	err := inParallel(ctx,
-		func(ctx context.Context) (err error) { vs, err = src.Versions(ctx); return err },
-		func(ctx context.Context) (err error) { plan.OldFloor, err = src.Floor(ctx); return err },
-		func(ctx context.Context) (err error) { tags, err = src.Tags(ctx); return err },
-	)
-	if err != nil {
-		return plan, err
-	}
-	if len(vs) == 0 {
-		return plan, fmt.Errorf("%s: %w", src.Root(), table.ErrNotATable)
-	}
-	plan.vs = vs
-	plan.Versions = len(vs)
-	plan.Latest = vs[len(vs)-1].Version
-	if plan.OldFloor > plan.Latest {
-		return plan, staleFloor(src.Root(), plan.OldFloor, plan.Latest)
-	}
-	grace := src.Grace(p.Grace)
-	plan.grace, plan.ownTime = grace, true
-	floor := uint64(1)
-	if plan.Latest > uint64(p.KeepLast) {
-		floor = plan.Latest - uint64(p.KeepLast) + 1
-	}
-	for _, v := range vs {
-		if now.Sub(v.Time) <= grace {
-			floor = min(floor, v.Version)
-			break
-		}
-	}
-	plan.Floor = max(floor, plan.OldFloor)
-	if ll, ok := src.(LeaseLister); ok {
-		if err := plan.holdForLeases(ctx, ll.LeaseDir(), now, forApply); err != nil {
-			return plan, err
-		}
-	}
-	if vs[0].Version < plan.Floor {
-		st := stateAt{src.Store(), src.StateRoot()}
-		if plan.state, plan.stateKeys, err = readPruneState(ctx, st); err != nil {
-			return plan, err
-		}
-	}
-	plan.planRanges(src.Root(), tags)
-	return plan, nil
-}
-
-// ApplySourcePrune is ApplyPrune for any Source: the floor first, then the
-// tags read again, the ranges' change records ensured, the ranges sent and
-// the prune state written under plan.Token. Call it under the table's lock.
+// ApplySourcePrune applies a plan of src: the floor first (a FloorReader's
+// from the plan's floor read), then the tags read again, the ranges'
+// change records ensured (a RecordLister's named in the messages), the
+// ranges sent and the prune state written under plan.Token. Call it under
+// the table's lock, with the fence checked. From the floor write on,
+// checkout, tag and restore below it fail, before any cleaner can delete
+// anything.
 func ApplySourcePrune(ctx context.Context, src Source, plan *PrunePlan, q Enqueuer) error {
-	return plan.apply(ctx, applyTarget{
+	at := applyTarget{
 		root: src.Root(), setFloor: src.SetFloor, tags: src.Tags, ensure: src.EnsureChangeRecords,
 		state: stateAt{src.Store(), src.StateRoot()},
-	}, q)
+	}
+	if fr, ok := src.(FloorReader); ok {
+		// The plan's floor read stands in for SetFloor's own (same lock).
+		at.setFloor = func(ctx context.Context, f uint64) error { return fr.SetFloorFrom(ctx, f, plan.floorRead) }
+	}
+	if rl, ok := src.(RecordLister); ok {
+		var have [][]uint64
+		at.ensure = func(ctx context.Context, spans [][2]uint64) (int, error) {
+			var n int
+			var err error
+			n, have, err = rl.EnsureRecords(ctx, spans)
+			return n, err
+		}
+		at.records = func(i int) *[]uint64 {
+			if have == nil || i >= len(have) || len(have[i]) > MaxMessageRecords {
+				return nil
+			}
+			recs := append([]uint64{}, have[i]...) // [] (not null) when none has one
+			return &recs
+		}
+	}
+	return plan.apply(ctx, at, q)
 }
 
 // checkSourceKey applies src's key check and the store's, to a key

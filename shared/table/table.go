@@ -253,6 +253,15 @@ func Open(ctx context.Context, store objstore.Store, root string, opts Options) 
 	return t, nil
 }
 
+// Handle is a handle on the table at root that has read nothing: the
+// listings, floor, tags and change records read through it as through an
+// opened table, and Cached is nil until a Refresh (Open is Handle and
+// Refresh). The maintenance of a table opens one per message (the cleaner)
+// or refreshes it under the table's lock (the compactor).
+func Handle(store objstore.Store, root string, opts Options) *Table {
+	return newTable(store, root, opts)
+}
+
 func newTable(store objstore.Store, root string, opts Options) *Table {
 	return &Table{store: store, root: NormalizeRoot(root), graceSet: opts.Grace > 0, opts: opts.withDefaults()}
 }
