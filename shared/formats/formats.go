@@ -1,9 +1,11 @@
-// Package formats opens the registered datasets whose format is not
-// tablekeep's (maintenance.TableRef.Format) as maintenance.Source values:
-// the one place that knows both the maintenance pipeline and the Lance
-// reader, so that neither learns the other. The Lambda functions, the CLI
-// and the embedded warehouse pass Open as Runner.Sources and
-// Cleaner.Sources.
+// Package formats is the format registry: it opens every registered
+// dataset (maintenance.TableRef.Format) as a maintenance.Source, a
+// tablekeep table's maintenance.TableSource or a Lance dataset's
+// lance.Source: the one place that knows both the maintenance pipeline and
+// the Lance reader, so that neither learns the other. NewRunner, NewCleaner
+// and SweepOptions wire Open into the maintenance verbs once, so that a
+// caller cannot forget it (a Lance dataset would fail with
+// maintenance.ErrUnknownFormat).
 package formats
 
 import (
@@ -34,6 +36,31 @@ func Open(ctx context.Context, store objstore.Store, ref maintenance.TableRef) (
 		return lanceSource{lance.NewSource(store, ref.Root)}, nil
 	}
 	return nil, fmt.Errorf("%w: %q (known: %q)", maintenance.ErrUnknownFormat, ref.Format, Lance)
+}
+
+// NewRunner returns r with Sources set to Open unless r sets its own: the
+// runner of every registered dataset.
+func NewRunner(r *maintenance.Runner) *maintenance.Runner {
+	if r.Sources == nil {
+		r.Sources = Open
+	}
+	return r
+}
+
+// NewCleaner returns c with Sources set to Open unless c sets its own.
+func NewCleaner(c *maintenance.Cleaner) *maintenance.Cleaner {
+	if c.Sources == nil {
+		c.Sources = Open
+	}
+	return c
+}
+
+// SweepOptions returns o with Sources set to Open unless o sets its own.
+func SweepOptions(o maintenance.SweepOptions) maintenance.SweepOptions {
+	if o.Sources == nil {
+		o.Sources = Open
+	}
+	return o
 }
 
 // lanceSource is a lance.Source that also compacts (maintenance.SourceCompacter).

@@ -22,8 +22,8 @@ type TableRef struct {
 	Name   string
 	Root   string // key prefix in the store, ending in "/"
 	Policy Policy
-	// Format is "" for a tablekeep table, else the format of a dataset
-	// maintained through a Source ("lance"): Cleaner.Sources opens it.
+	// Format is "" for a tablekeep table, else the format of the dataset
+	// ("lance"): the SourceOpener (formats.Open) opens its Source.
 	Format string
 }
 
@@ -77,8 +77,10 @@ type Cleaner struct {
 	// The caller leaves time after StopBy for the deletes in flight, the
 	// range's manifests and the continuation's send.
 	StopBy time.Time
-	// Sources opens the datasets of other formats (TableRef.Format set);
-	// nil: such messages fail permanently.
+	// Sources opens every registered dataset as a Source (formats.Open);
+	// nil: OpenTableSource (tablekeep's own format only: a message for
+	// another fails permanently with ErrUnknownFormat, nothing deleted).
+	// formats.NewCleaner wires formats.Open.
 	Sources SourceOpener
 	// SkipSizes leaves the deleted bytes unmeasured (CleanResult.Bytes 0):
 	// no listing of data/, _versions/ and _changes/ for their sizes, 3

@@ -107,11 +107,13 @@ type Runner struct {
 	// the fan-out's retry jobs (awsfn) are scheduled by it.
 	FailureBackoff    time.Duration
 	FailureBackoffMax time.Duration
-	// Sources opens the datasets of other formats (TableRef.Format set,
-	// e.g. "lance"), as Cleaner.Sources: they are pruned through the Source
-	// (PruneSource), and compacted first if the Source is a SourceCompacter
-	// (Lance, through shared/formats). nil, or an opener that does not know
-	// the format: the table fails with ErrUnknownFormat, nothing is deleted.
+	// Sources opens every registered dataset as a Source (formats.Open:
+	// tablekeep tables and Lance datasets), as Cleaner.Sources: each is
+	// compacted (a TableBacked source by Compactor, a SourceCompacter by
+	// itself) and pruned through it. nil: OpenTableSource, tablekeep's own
+	// format only; an opener that does not know the format: the table fails
+	// with ErrUnknownFormat, nothing is deleted. formats.NewRunner wires
+	// formats.Open.
 	Sources SourceOpener
 }
 
@@ -179,9 +181,10 @@ type TableReport struct {
 	Stats            TableStats
 	StatsNote        string `json:"stats_note,omitempty"`
 	Duration         time.Duration
-	// Source, in a dry run of a dataset of another format, is the Source
-	// the plan was made on: its change records (derived in memory, not
-	// written) are what PlanSourceRange itemises the ranges from.
+	// Source, in a dry run, is the Source the plan was made on (on a view
+	// of the store that keeps writes in memory): its change records (a
+	// Lance dataset's derived there, not written) are what PlanRange
+	// itemises the ranges from.
 	Source Source `json:"-"`
 
 	ref        TableRef

@@ -12,9 +12,13 @@ import (
 
 // Source is what the prune pipeline (planner, prune state, cleaner) needs
 // of a versioned dataset, whatever its format: its versions, change
-// records, floor, tags and the keys a version owns. A tablekeep table
-// (TableSource) and a Lance dataset (lance.Source) implement it, so this
-// package does not learn Lance and the Lance package does not learn queues.
+// records, floor, tags and the keys a version owns. Every registered
+// dataset is one: a tablekeep table (TableSource, with its fast paths as
+// optional interfaces) and a Lance dataset (lance.Source, through
+// shared/formats), so this package does not learn Lance and the Lance
+// package does not learn queues. The runner, cleaner, sweep, health,
+// stats and dry run take a Source; compaction is a capability a Source
+// may offer (TableBacked, SourceCompacter).
 //
 // Every key a Source returns is relative to Root(). A key ending in "/" is
 // a directory the format treats as one file (a Lance index): the cleaner
@@ -31,9 +35,10 @@ type Source interface {
 	// under the table's lock, before Versions.
 	Prepare(ctx context.Context) error
 	// Versions lists the stored versions, oldest first. Time is when the
-	// version's grace window starts: a version is retained while now - Time
-	// is at most Grace (tablekeep: when its successor was written; Lance:
-	// its own manifest timestamp, as cleanup_old_versions(older_than)).
+	// version was written; GraceFrom when its grace window starts: a
+	// version is retained while now - GraceFrom is at most Grace
+	// (tablekeep: when its successor was written, none for the latest;
+	// Lance: its own manifest timestamp, as cleanup_old_versions(older_than)).
 	Versions(ctx context.Context) ([]dataset.VersionInfo, error)
 	// Floor is the retention floor: versions below it may be pruned.
 	Floor(ctx context.Context) (uint64, error)
@@ -66,8 +71,9 @@ type Source interface {
 	LatestRefs(ctx context.Context) (uint64, []string, error)
 }
 
-// SourceOpener opens the Source of a registered dataset whose format is
-// not tablekeep's (TableRef.Format); the Cleaner calls it for such tables.
+// SourceOpener opens the Source of a registered dataset (by
+// TableRef.Format): formats.Open knows every format, OpenTableSource
+// tablekeep's own. Opening makes no request for either.
 type SourceOpener func(ctx context.Context, store objstore.Store, ref TableRef) (Source, error)
 
 // stateAt is the prune state's location: a store and a prefix.

@@ -93,7 +93,7 @@ func (r *Runner) sourceLatest(ctx context.Context, ref TableRef, known uint64) (
 
 // dryOverlay is the store a dry run opens a Source on: writes land in
 // memory and are read back (Get, Head) by the same Source, so the change
-// records a dry run derives can be planned from (PlanSourceRange), while
+// records a dry run derives can be planned from (PlanRange), while
 // nothing reaches the store; deletes do nothing. Listings are the store's.
 type dryOverlay struct {
 	objstore.Store
