@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"time"
 
+	"github.com/tablekeep/tablekeep/shared/dataset"
 	"github.com/tablekeep/tablekeep/shared/embedded"
 	"github.com/tablekeep/tablekeep/shared/internal/fakeclock"
 	"github.com/tablekeep/tablekeep/shared/maintenance"
@@ -221,7 +222,7 @@ type ChurnResult struct {
 	Maint         Reqs // requests of maintenance (N = compactor passes)
 	Sweeps        int
 	WriteTimeLast time.Duration // mean write time over the last tenth
-	Final         table.Stats
+	Final         dataset.Stats
 	Objects       int   // files under the table directory
 	ObjectBytes   int64 // their bytes
 	Elapsed       time.Duration
@@ -363,7 +364,7 @@ func sample(ctx context.Context, st objstore.Store, minute int) (Sample, error) 
 // ReplayResult is the seed replay: the unmaintained churn table, then one
 // maintenance pass, with a key lookup before and after.
 type ReplayResult struct {
-	Before, After         table.Stats
+	Before, After         dataset.Stats
 	ObjectsBefore         int
 	ObjectsAfter          int
 	Compact, Drain, Sweep Reqs

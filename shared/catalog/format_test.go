@@ -7,6 +7,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/tablekeep/tablekeep/shared/dataset"
 	"github.com/tablekeep/tablekeep/shared/internal/testkit"
 	"github.com/tablekeep/tablekeep/shared/maintenance"
 	"github.com/tablekeep/tablekeep/shared/objstore"
@@ -292,7 +293,7 @@ func TestRegisterFormatConcurrent(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if s.Manifest().Op.Kind == table.OpAddColumns {
+		if s.Manifest().Op.Kind == dataset.OpAddColumns {
 			adds++
 		}
 	}

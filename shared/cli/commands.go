@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/tablekeep/tablekeep/shared/dataset"
 	"github.com/tablekeep/tablekeep/shared/maintenance"
 	"github.com/tablekeep/tablekeep/shared/table"
 )
@@ -473,7 +474,7 @@ func newVersionsCmd(app *App) *cobra.Command {
 				return Usagef("--limit must be >= 0")
 			}
 			ctx := cmd.Context()
-			var vs []table.VersionInfo
+			var vs []dataset.VersionInfo
 			var tags map[string]uint64
 			t, err := app.OpenTable(ctx)
 			switch {
@@ -546,7 +547,7 @@ func newVersionsCmd(app *App) *cobra.Command {
 						m := snap.Manifest()
 						added, deleted, live := m.Op.RowsAdded, m.Op.RowsDeleted, m.Rows()
 						r.Op, r.RowsAdded, r.RowsDeleted, r.Rows = m.Op.Kind.String(), &added, &deleted, &live
-						if m.Op.Kind == table.OpRestore {
+						if m.Op.Kind == dataset.OpRestore {
 							r.Op = fmt.Sprintf("restore(%d)", m.Op.RestoredFrom)
 						}
 						return nil
@@ -754,7 +755,7 @@ func newStatsCmd(app *App) *cobra.Command {
 			if app.JSON() {
 				return printJSON(app.Stdout, struct {
 					Table string `json:"table"`
-					table.Stats
+					dataset.Stats
 				}{app.TableURI, s})
 			}
 			return printKV(app.Stdout, StatsLines(s))
@@ -763,7 +764,7 @@ func newStatsCmd(app *App) *cobra.Command {
 }
 
 // StatsLines renders table stats as label/value pairs (shared with the demo).
-func StatsLines(s table.Stats) [][2]string {
+func StatsLines(s dataset.Stats) [][2]string {
 	return [][2]string{
 		{"latest version", strconv.FormatUint(s.Version, 10)},
 		{"versions stored", strconv.Itoa(s.Versions)},

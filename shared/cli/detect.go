@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/tablekeep/tablekeep/shared/dataset"
 	"github.com/tablekeep/tablekeep/shared/formats"
 	"github.com/tablekeep/tablekeep/shared/objstore"
 	"github.com/tablekeep/tablekeep/shared/table"
@@ -96,7 +97,7 @@ func plural(n int, one, many string) string {
 
 // lanceVersions lists the versions of the Lance dataset at --table (List
 // requests only: COMMITTED is each manifest's object time) and its tags.
-func lanceVersions(ctx context.Context, app *App) ([]table.VersionInfo, map[string]uint64, error) {
+func lanceVersions(ctx context.Context, app *App) ([]dataset.VersionInfo, map[string]uint64, error) {
 	store, root, err := app.OpenStore(ctx, true)
 	if err != nil {
 		return nil, nil, err

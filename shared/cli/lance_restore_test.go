@@ -141,7 +141,7 @@ func TestLanceFormatTagsAndRestore(t *testing.T) {
 	}
 	r = run(t, "", "status", w, "--table", "ds", "--clock-ahead", "2h", "--max-lag", "30m")
 	if r.code != 1 || strings.Contains(r.out, "0001-") || !regexpMatch(`(?m)^ds +lance +behind +`, r.out) ||
-		!strings.Contains(r.out, "ds: behind: ") || !strings.Contains(r.out, "waiting since "+st.Tables[0].Since) {
+		!strings.Contains(r.out, "ds: behind: ") || !strings.Contains(r.out, "prunable since "+st.Tables[0].Since) {
 		t.Fatalf("status: exit %d\n%s", r.code, r.out)
 	}
 	if dry := ok(t, "", "maintain", w, "--table", "ds", "--dry-run", "--clock-ahead", "2h", "-o", "json"); strings.Contains(dry, "0001-") {

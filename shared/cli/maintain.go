@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/tablekeep/tablekeep/shared/formats"
 	"github.com/tablekeep/tablekeep/shared/maintenance"
 	"github.com/tablekeep/tablekeep/shared/progress"
 )
@@ -300,6 +301,20 @@ func maintainJSON(rep passReport, dry, keys, remote bool) maintainOut {
 	return out
 }
 
+// lanceNote is a real run's NOTE for a Lance dataset: its fragments are
+// folded (page splicing), its unreferenced files swept.
+func lanceNote(t tableJSON) string {
+	swept := plural(t.SweepDeleted, "unreferenced file", "unreferenced files") + " swept"
+	if t.sweepOnly {
+		return t.Format + ": " + swept
+	}
+	note := t.Format + ": " + plural(t.FragmentsBefore, "fragment", "fragments") + " folded"
+	if t.swept {
+		note += ", " + swept
+	}
+	return note
+}
+
 func printMaintain(app *App, j maintainOut, elapsed time.Duration) error {
 	dry := j.DryRun
 	head := []string{"TABLE", "GROUPS", "LATEST", "FLOOR", "PRUNED", "DELETED KEYS", "DELETED BYTES", "NOTE"}
@@ -313,13 +328,8 @@ func printMaintain(app *App, j maintainOut, elapsed time.Duration) error {
 		switch {
 		case t.Error != "":
 			note = "error: " + t.Error
-		case !dry && note == "" && t.Format != "" && t.sweepOnly:
-			note = fmt.Sprintf("%s: %s swept", t.Format, plural(t.SweepDeleted, "unreferenced file", "unreferenced files"))
-		case !dry && note == "" && t.Format != "":
-			note = t.Format + ": " + plural(t.FragmentsBefore, "fragment", "fragments") + " folded"
-			if t.swept {
-				note += ", " + plural(t.SweepDeleted, "unreferenced file", "unreferenced files") + " swept"
-			}
+		case !dry && note == "" && t.Format == formats.Lance:
+			note = lanceNote(t)
 		case !dry && note == "":
 			var parts []string
 			if t.compacted {
@@ -346,7 +356,7 @@ func printMaintain(app *App, j maintainOut, elapsed time.Duration) error {
 			row = append(row, strconv.Itoa(t.VersionsPruned))
 		}
 		bytes := shortBytes(t.DeleteBytes)
-		if !dry && t.Format != "" && t.DeleteBytes == 0 && t.DeleteKeys > 0 {
+		if !dry && t.Format == formats.Lance && t.DeleteBytes == 0 && t.DeleteKeys > 0 {
 			// The cleanup of a Lance dataset counts keys, not bytes (its
 			// dry run measures them from listings).
 			bytes, unmeasured = "-", true

@@ -17,7 +17,6 @@ import (
 	"github.com/tablekeep/tablekeep/shared/maintenance"
 	"github.com/tablekeep/tablekeep/shared/objstore"
 	"github.com/tablekeep/tablekeep/shared/progress"
-	"github.com/tablekeep/tablekeep/shared/table"
 	"github.com/tablekeep/tablekeep/shared/warehouse"
 )
 
@@ -262,33 +261,27 @@ func statusOf(ctx context.Context, store objstore.Store, ref maintenance.TableRe
 		return r
 	}
 	now := clock.Now()
-	if ref.Format != "" {
-		return sourceStatusOf(ctx, store, ref, r, old, now, lag, fail)
+	// The prune plan a pass would make, the health and the stats only
+	// read (a Lance dataset's change records are derived in memory).
+	h, s, src, err := maintenance.Status(ctx, store, ref, formats.Open, now)
+	if why := restoreBlocked(ctx, store, ref.Root, err); why != "" {
+		r.Health, r.Reason, r.Error = "not pruned", why, oneLine(sdkOneLine(err))
+		return r
 	}
-	t, err := table.Open(ctx, store, ref.Root, table.Options{Clock: clock.Now, Grace: ref.Policy.Grace})
 	if err != nil {
 		return fail(err)
 	}
-	if r.Floor, err = t.Floor(ctx); err != nil {
-		return fail(err)
-	}
-	// The stats, the health and the dry-run sweep only read: they run at
-	// once.
-	var s maintenance.TableStats
-	var h maintenance.Health
-	var sr maintenance.SweepResult
-	var statsErr, healthErr, sweepErr error
-	var g errgroup.Group
-	g.Go(func() error { s, statsErr = maintenance.ComputeStats(ctx, t, ref, r.Floor); return nil })
-	g.Go(func() error { h, healthErr = maintenance.TableHealth(ctx, t, ref, now); return nil })
-	g.Go(func() error { sr, sweepErr = maintenance.Sweep(ctx, t, ref.Policy, now, 0, true); return nil })
-	_ = g.Wait()
-	for _, err := range []error{statsErr, healthErr, sweepErr} {
+	r.Latest, r.Floor = h.Latest, h.Plan.OldFloor
+	// The dry-run orphan sweep of a tablekeep table (that of a Lance
+	// dataset reads every stored manifest: `tablekeep sweep --dry-run`
+	// shows it).
+	if tb, ok := src.(maintenance.TableBacked); ok {
+		sr, err := maintenance.Sweep(ctx, tb.Table(), ref.Policy, now, 0, true)
 		if err != nil {
 			return fail(err)
 		}
+		r.GarbageFiles, r.GarbageBytes = len(sr.Planned), sr.Bytes
 	}
-	r.Latest = t.Cached().Version
 	r.Versions, r.Unreclaimed, r.Rows, r.Fragments, r.SmallFrags = s.Versions, s.Unreclaimed, s.Rows, s.Fragments, s.SmallFrags
 	r.ManifestBytes = s.ManifestBytes
 	if s.Fragments > 0 {
@@ -297,7 +290,6 @@ func statusOf(ctx context.Context, store objstore.Store, ref maintenance.TableRe
 	r.PrunableNow, r.PrunableSince = h.PrunableNow, rfc3339(h.PrunableSince)
 	r.PrunableLater, r.PrunableAt = h.PrunableLater, rfc3339(h.PrunableAt)
 	r.Compactable, r.CompactGroups, r.CompactableSince = h.Compactable, h.CompactGroups, rfc3339(h.CompactableSince)
-	r.GarbageFiles, r.GarbageBytes = len(sr.Planned), sr.Bytes
 	r.LastCompaction = rfc3339(old.LastCompaction)
 	lag = r.setLastCleanup(s, old, ref, lag)
 	if why := h.Behind(now, lag); len(why) > 0 {
@@ -322,37 +314,4 @@ func (r *tableStatus) setLastCleanup(s, old maintenance.TableStats, ref maintena
 		lag = ref.Policy.WithDefaults().ReplanAfter + time.Hour
 	}
 	return lag
-}
-
-// sourceStatusOf is statusOf for a dataset of another format (Lance): the
-// prune plan a pass would make (read-only), rows and fragments of the
-// latest version; nothing is compactable (the format compacts itself) and
-// there is no garbage count (the orphan sweep of a Lance dataset reads
-// every stored manifest: `tablekeep sweep --dry-run` shows it).
-func sourceStatusOf(ctx context.Context, store objstore.Store, ref maintenance.TableRef, r tableStatus, old maintenance.TableStats,
-	now time.Time, lag time.Duration, fail func(error) tableStatus) tableStatus {
-	st, err := maintenance.StatusOfSource(ctx, store, ref, formats.Open, now)
-	if why := restoreBlocked(ctx, store, ref.Root, err); why != "" {
-		r.Health, r.Reason, r.Error = "not pruned", why, oneLine(sdkOneLine(err))
-		return r
-	}
-	if err != nil {
-		return fail(err)
-	}
-	pl, s := st.Plan, st.Stats
-	r.Latest, r.Floor, r.Versions, r.Unreclaimed = pl.Latest, pl.OldFloor, pl.Versions, pl.Unreclaim
-	r.Rows, r.Fragments, r.ManifestBytes = s.Rows, s.Fragments, s.ManifestBytes
-	r.PrunableNow, r.PrunableSince = pl.Prunable, rfc3339(st.PrunableSince)
-	r.PrunableLater, r.PrunableAt = st.Later, rfc3339(st.LaterAt)
-	lag = r.setLastCleanup(s, old, ref, lag)
-	if pl.Prunable > 0 && !st.PrunableSince.IsZero() && now.Sub(st.PrunableSince) > lag {
-		r.Health, r.Reason = "behind", fmt.Sprintf("%d prunable versions waiting since %s", pl.Prunable, rfc3339(st.PrunableSince))
-	}
-	if w := pl.LeaseBehind(now, lag); w != "" {
-		r.Health, r.Reason = "behind", strings.TrimPrefix(r.Reason+"; "+w, "; ")
-	}
-	if err := r.setLeases(ctx, store, ref, pl, now); err != nil {
-		return fail(err)
-	}
-	return r
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/schollz/progressbar/v3"
 
 	"github.com/tablekeep/tablekeep/shared/cli"
+	"github.com/tablekeep/tablekeep/shared/dataset"
 	"github.com/tablekeep/tablekeep/shared/objstore"
 	"github.com/tablekeep/tablekeep/shared/table"
 )
@@ -75,7 +76,7 @@ type Demo struct {
 // Report is what one report printed.
 type Report struct {
 	Label       string
-	Stats       table.Stats
+	Stats       dataset.Stats
 	ModelRows   int // rows the writers' model says the table has
 	ScannedRows int // live rows a full scan returned
 	Objects     int // files under the table directory

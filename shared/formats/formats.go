@@ -16,15 +16,43 @@ const Lance = "lance"
 // Known reports whether format is one Open opens ("" is tablekeep's own).
 func Known(format string) bool { return format == "" || format == Lance }
 
-// Open is a maintenance.SourceOpener: a Lance dataset's lance.Source at the
-// ref's root; any other format is maintenance.ErrUnknownFormat (nothing is
-// read or deleted).
-func Open(_ context.Context, store objstore.Store, ref maintenance.TableRef) (maintenance.Source, error) {
+// Open is a maintenance.SourceOpener for every registered dataset: a
+// tablekeep table's maintenance.TableSource (ref.Format "": no request
+// made), a Lance dataset's lance.Source at the ref's root; any other format
+// is maintenance.ErrUnknownFormat (nothing is read or deleted).
+func Open(ctx context.Context, store objstore.Store, ref maintenance.TableRef) (maintenance.Source, error) {
 	switch ref.Format {
+	case "":
+		return maintenance.OpenTableSource(ctx, store, ref)
 	case Lance:
 		return lanceSource{lance.NewSource(store, ref.Root)}, nil
 	}
 	return nil, fmt.Errorf("%w: %q (known: %q)", maintenance.ErrUnknownFormat, ref.Format, Lance)
+}
+
+// NewRunner returns r with Sources set to Open unless r sets its own: the
+// runner of every registered dataset.
+func NewRunner(r *maintenance.Runner) *maintenance.Runner {
+	if r.Sources == nil {
+		r.Sources = Open
+	}
+	return r
+}
+
+// NewCleaner returns c with Sources set to Open unless c sets its own.
+func NewCleaner(c *maintenance.Cleaner) *maintenance.Cleaner {
+	if c.Sources == nil {
+		c.Sources = Open
+	}
+	return c
+}
+
+// SweepOptions returns o with Sources set to Open unless o sets its own.
+func SweepOptions(o maintenance.SweepOptions) maintenance.SweepOptions {
+	if o.Sources == nil {
+		o.Sources = Open
+	}
+	return o
 }
 
 // lanceSource is a lance.Source that also compacts (maintenance.SourceCompacter).

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/tablekeep/tablekeep/shared/dataset"
 	"github.com/tablekeep/tablekeep/shared/lance"
 	"github.com/tablekeep/tablekeep/shared/maintenance"
 	"github.com/tablekeep/tablekeep/shared/objstore"
@@ -40,7 +41,7 @@ func Inspect(ctx context.Context, store objstore.Store, root string) (Summary, e
 
 // LatestStats are the rows and fragments of the Lance dataset's latest
 // version.
-func LatestStats(ctx context.Context, store objstore.Store, root string) (table.Stats, error) {
+func LatestStats(ctx context.Context, store objstore.Store, root string) (dataset.Stats, error) {
 	return lance.NewSource(store, root).LatestStats(ctx)
 }
 
@@ -96,15 +97,15 @@ func LatestIsRestore(ctx context.Context, store objstore.Store, root string) (ui
 
 // Versions lists the versions of the Lance dataset at root (List requests
 // only: a version's time is its manifest's object time) and its tags.
-func Versions(ctx context.Context, store objstore.Store, root string) ([]table.VersionInfo, map[string]uint64, error) {
+func Versions(ctx context.Context, store objstore.Store, root string) ([]dataset.VersionInfo, map[string]uint64, error) {
 	ds := lance.Open(store, root)
 	vfs, err := ds.ListVersions(ctx)
 	if err != nil {
 		return nil, nil, err
 	}
-	vs := make([]table.VersionInfo, len(vfs))
+	vs := make([]dataset.VersionInfo, len(vfs))
 	for i, vf := range vfs {
-		vs[i] = table.VersionInfo{Version: vf.Version, Time: vf.LastModified, ManifestBytes: vf.Size}
+		vs[i] = dataset.VersionInfo{Version: vf.Version, Time: vf.LastModified, ManifestBytes: vf.Size}
 	}
 	tags, err := ds.Tags(ctx)
 	return vs, tags, err

@@ -8,8 +8,8 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/tablekeep/tablekeep/shared/dataset"
 	"github.com/tablekeep/tablekeep/shared/objstore"
-	"github.com/tablekeep/tablekeep/shared/table"
 )
 
 // LatestVersion is a fleet scan's probe of the dataset's latest version
@@ -62,23 +62,23 @@ func (s *Source) LatestVersion(ctx context.Context, known uint64) (uint64, error
 // its fragments and live rows (physical rows less deleted ones), from one
 // GET of the latest manifest (the listing Prepare made, or one more).
 // DataBytes is 0: it would take a HEAD per data file.
-func (s *Source) LatestStats(ctx context.Context) (table.Stats, error) {
+func (s *Source) LatestStats(ctx context.Context) (dataset.Stats, error) {
 	vs := s.versions
 	if len(vs) == 0 {
 		var err error
 		if vs, err = s.ds.ListVersions(ctx); err != nil {
-			return table.Stats{}, err
+			return dataset.Stats{}, err
 		}
 		if len(vs) == 0 {
-			return table.Stats{}, fmt.Errorf("%s: %w", s.ds.root, ErrNotADataset)
+			return dataset.Stats{}, fmt.Errorf("%s: %w", s.ds.root, ErrNotADataset)
 		}
 	}
 	m, err := s.ds.ReadManifest(ctx, vs[len(vs)-1])
 	if err != nil {
-		return table.Stats{}, err
+		return dataset.Stats{}, err
 	}
 	last := vs[len(vs)-1]
-	st := table.Stats{Version: last.Version, Fragments: len(m.Fragments), Versions: len(vs), LatestManifestBytes: last.Size}
+	st := dataset.Stats{Version: last.Version, Fragments: len(m.Fragments), Versions: len(vs), LatestManifestBytes: last.Size}
 	for _, f := range m.Fragments {
 		st.Rows += f.PhysicalRows
 		if f.Deletion != nil {

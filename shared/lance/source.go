@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/tablekeep/tablekeep/shared/clock"
+	"github.com/tablekeep/tablekeep/shared/dataset"
 	"github.com/tablekeep/tablekeep/shared/objstore"
 	"github.com/tablekeep/tablekeep/shared/table"
 )
@@ -94,8 +95,8 @@ type head struct {
 
 // changeDoc is a change record in the sidecar.
 type changeDoc struct {
-	Format string             `json:"format"`
-	Record table.ChangeRecord `json:"record"`
+	Format string               `json:"format"`
+	Record dataset.ChangeRecord `json:"record"`
 }
 
 func recordKey(v uint64) string { return fmt.Sprintf("%s%020d.json", changesDir, v) }
@@ -183,7 +184,7 @@ func (s *Source) Prepare(ctx context.Context) error {
 			return err
 		}
 		s.ManifestsRead += len(chunk)
-		var recs []*table.ChangeRecord
+		var recs []*dataset.ChangeRecord
 		for _, m := range ms {
 			next, rec, err := diff(s.ds.root, h, m)
 			if err != nil {
@@ -304,7 +305,7 @@ func (s *Source) readForDiff(ctx context.Context, vf VersionFile) (*Manifest, er
 // references again files that may already be recorded as removed, and
 // deleting them would break the restored version; so is a version whose
 // operation is unknown.
-func diff(root string, h *head, m *Manifest) (*head, *table.ChangeRecord, error) {
+func diff(root string, h *head, m *Manifest) (*head, *dataset.ChangeRecord, error) {
 	// The times carry over (the map is handed on, not copied: a diff is
 	// linear in the manifest's files, never in the versions diffed).
 	times := map[string]int64{}
@@ -329,7 +330,7 @@ func diff(root string, h *head, m *Manifest) (*head, *table.ChangeRecord, error)
 	case OpRestore, OpClone:
 		return nil, nil, unsupported(root, "version %d restores or clones an earlier version: it may reference files recorded as removed", m.Version)
 	}
-	rec := &table.ChangeRecord{Version: m.Version, CommitTime: m.Timestamp}
+	rec := &dataset.ChangeRecord{Version: m.Version, CommitTime: m.Timestamp}
 	for _, k := range keys {
 		if since, ok := h.Keys[k]; ok {
 			next.Keys[k] = since
@@ -340,24 +341,25 @@ func diff(root string, h *head, m *Manifest) (*head, *table.ChangeRecord, error)
 	}
 	for k, since := range h.Keys {
 		if _, ok := next.Keys[k]; !ok {
-			rec.Removed = append(rec.Removed, table.RemovedFile{Key: k, Since: since})
+			rec.Removed = append(rec.Removed, dataset.RemovedFile{Key: k, Since: since})
 		}
 	}
-	slices.SortFunc(rec.Removed, func(a, b table.RemovedFile) int { return strings.Compare(a.Key, b.Key) })
+	slices.SortFunc(rec.Removed, func(a, b dataset.RemovedFile) int { return strings.Compare(a.Key, b.Key) })
 	return next, rec, nil
 }
 
 // Versions lists the stored versions with their manifest timestamps (from
 // the sidecar: versions below the floor have none, and are below it anyway).
-func (s *Source) Versions(ctx context.Context) ([]table.VersionInfo, error) {
+func (s *Source) Versions(ctx context.Context) ([]dataset.VersionInfo, error) {
 	if !s.prepared {
 		if err := s.Prepare(ctx); err != nil {
 			return nil, err
 		}
 	}
-	out := make([]table.VersionInfo, 0, len(s.versions))
+	out := make([]dataset.VersionInfo, 0, len(s.versions))
 	for _, vf := range s.versions {
-		out = append(out, table.VersionInfo{Version: vf.Version, Time: s.times[vf.Version], ManifestBytes: vf.Size})
+		t := s.times[vf.Version] // a version's grace window starts at its own timestamp
+		out = append(out, dataset.VersionInfo{Version: vf.Version, Time: t, ManifestBytes: vf.Size, GraceFrom: t})
 	}
 	return out, nil
 }
@@ -502,7 +504,7 @@ func (s *Source) dropUnreadRecords(ctx context.Context, vs []VersionFile) int {
 func (s *Source) Tags(ctx context.Context) (map[string]uint64, error) { return s.ds.Tags(ctx) }
 
 // ChangeRecord reads version v's record from the sidecar.
-func (s *Source) ChangeRecord(ctx context.Context, v uint64) (*table.ChangeRecord, error) {
+func (s *Source) ChangeRecord(ctx context.Context, v uint64) (*dataset.ChangeRecord, error) {
 	key := s.ds.root + recordKey(v)
 	b, err := s.ds.store.Get(ctx, key)
 	if err != nil {

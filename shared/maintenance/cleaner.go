@@ -22,8 +22,8 @@ type TableRef struct {
 	Name   string
 	Root   string // key prefix in the store, ending in "/"
 	Policy Policy
-	// Format is "" for a tablekeep table, else the format of a dataset
-	// maintained through a Source ("lance"): Cleaner.Sources opens it.
+	// Format is "" for a tablekeep table, else the format of the dataset
+	// ("lance"): the SourceOpener (formats.Open) opens its Source.
 	Format string
 }
 
@@ -77,8 +77,10 @@ type Cleaner struct {
 	// The caller leaves time after StopBy for the deletes in flight, the
 	// range's manifests and the continuation's send.
 	StopBy time.Time
-	// Sources opens the datasets of other formats (TableRef.Format set);
-	// nil: such messages fail permanently.
+	// Sources opens every registered dataset as a Source (formats.Open);
+	// nil: OpenTableSource (tablekeep's own format only: a message for
+	// another fails permanently with ErrUnknownFormat, nothing deleted).
+	// formats.NewCleaner wires formats.Open.
 	Sources SourceOpener
 	// SkipSizes leaves the deleted bytes unmeasured (CleanResult.Bytes 0):
 	// no listing of data/, _versions/ and _changes/ for their sizes, 3
@@ -173,42 +175,16 @@ func (c *Cleaner) clean(ctx context.Context, store objstore.Store, body []byte) 
 	if msg.Root != ref.Root {
 		return res, fmt.Errorf("%w: %w: message root %q, table %q is at %q", queue.ErrPermanent, ErrForeignKey, msg.Root, msg.Table, ref.Root)
 	}
-	if ref.Format != "" {
-		return c.cleanSource(ctx, store, ref, msg)
+	src, err := openWith(ctx, c.Sources, store, ref)
+	if errors.Is(err, ErrUnknownFormat) {
+		return res, fmt.Errorf("%w: %w", queue.ErrPermanent, err)
 	}
-	opts := c.OpenOpts
-	opts.Grace = ref.Policy.WithDefaults().Grace
-	// The floor is checked and the tags read while the first change
-	// records are read (GETs only): scanRange consumes none
-	// before ready returns, and nothing is deleted before the whole slice
-	// is read and checked, so a message above the floor deletes nothing
-	// (it costs at most Limits.Reads GETs). Tags are read after the floor:
-	// a tag written before the floor was raised is seen here, and Tag
-	// withdraws itself if it lost that race. The floor and the tags are
-	// all the plan needs (a root that holds no table has floor 0: nothing
-	// is deleted); the only manifest read is the latest, by the guard just
-	// before the deletes (guard.go).
-	var floor uint64
-	var fr table.FloorRead
-	ready := func(ctx context.Context) (map[uint64]bool, error) {
-		var err error
-		fr, err = table.ReadFloorInfoAt(ctx, store, ref.Root, opts)
-		if err != nil {
-			return nil, err
-		}
-		floor = fr.Floor
-		if msg.To >= floor {
-			return nil, fmt.Errorf("%w: %w: [%d, %d] with floor %d", queue.ErrPermanent, ErrAboveFloor, msg.From, msg.To, floor)
-		}
-		tags, err := table.ReadTagsAt(ctx, store, ref.Root, opts)
-		return versionSet(tags), err
+	if err != nil {
+		return res, err
 	}
-	return c.cleanRange(ctx, store, rangeJob{
-		ref: ref, msg: msg, reader: newTableReader(store, ref), ready: ready,
-		sizes: !c.SkipSizes, stateRoot: ref.Root,
-		root: ref.Root, latest: tableLatest(store, ref.Root, opts), floor: &floor,
-		check: func(ctx context.Context, _ []string) error { return floorOfThisHistory(ctx, store, ref.Root, fr) },
-	})
+	// The cleanup state (Runner stats' LastCleanup) goes under the
+	// Source's StateRoot.
+	return c.cleanRange(ctx, store, sourceJob(src, ref, msg, src.StateRoot(), !c.SkipSizes))
 }
 
 // floorOfThisHistory is the planner's stale-marker rule (planPrune) at the
@@ -247,9 +223,10 @@ type rangeJob struct {
 	reader rangeReader
 	// ready checks the floor and returns the tagged versions (scanRange).
 	ready func(context.Context) (map[uint64]bool, error)
-	// sizes: list data/ and _deletions/ (tablekeep's layout) and the
-	// range's manifests and records for the bytes deleted.
-	sizes bool
+	// sizes, if set (a SizeLister's), are the data prefixes listed for
+	// the bytes deleted, with the range's manifests and records
+	// (tablekeep's layout).
+	sizes []string
 	// stateRoot is where markCleaned records a finished range ("": not
 	// recorded).
 	stateRoot string
@@ -279,8 +256,8 @@ func (c *Cleaner) cleanRange(ctx context.Context, store objstore.Store, j rangeJ
 	// run meanwhile.
 	var onKey func(string)
 	var sz *sizer
-	if j.sizes {
-		sz = newSizer(ctx, store, ref.Root, sizeListPages)
+	if j.sizes != nil {
+		sz = newSizer(ctx, store, ref.Root, j.sizes, sizeListPages)
 		onKey = sz.see
 	}
 	rp, err := scanRange(ctx, j.reader, msg, scanOpts{
@@ -311,7 +288,7 @@ func (c *Cleaner) cleanRange(ctx context.Context, store objstore.Store, j rangeJ
 	// while the data keys are deleted (only when the range finishes here).
 	var metaBytes int64
 	var metaDone chan struct{}
-	if rp.Continuation == nil && j.sizes {
+	if rp.Continuation == nil && j.sizes != nil {
 		metaDone = make(chan struct{})
 		go func() {
 			defer close(metaDone)
@@ -392,15 +369,6 @@ func (j rangeJob) beforeDelete(ctx context.Context, guard *latestGuard, keys []s
 	return guard.check(ctx, keys)
 }
 
-// taggedVersions reads t's tags as the set of tagged versions.
-func taggedVersions(ctx context.Context, t *table.Table) (map[uint64]bool, error) {
-	tags, err := t.Tags(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return versionSet(tags), nil
-}
-
 // versionSet is the set of versions tags name.
 func versionSet(tags map[string]uint64) map[uint64]bool {
 	tagged := map[uint64]bool{}
@@ -435,13 +403,21 @@ type RangePlan struct {
 // Keys is the number of keys the plan deletes.
 func (p RangePlan) Keys() int { return len(p.DataKeys) + len(p.MetaKeys) }
 
-// PlanRange reads the change records of msg's range and returns what the
-// cleaner deletes for it, stopping once maxKeys data keys are collected
-// (0: no bound). Files removed at version r were referenced by versions
-// [Since, r-1]; the range [From, To] owns r in [From+1, To+1].
-func PlanRange(ctx context.Context, t *table.Table, ref TableRef, msg RangeMessage, maxKeys int) (RangePlan, error) {
-	return scanRange(ctx, newTableReader(t.Store(), ref), msg, scanOpts{maxKeys: maxKeys, reads: DefaultCleanerReads},
-		func(ctx context.Context) (map[uint64]bool, error) { return taggedVersions(ctx, t) })
+// PlanRange reads the change records of msg's range from src and returns
+// what the cleaner deletes for it (no deletes), with the cleaner's rules
+// (scanRange), stopping once maxKeys data keys are collected (0: no bound)
+// and returning the rest as a continuation. Files removed at version r
+// were referenced by versions [Since, r-1], and are kept if a tagged
+// version is among them; the range [From, To] owns the records
+// [From+1, To+1] and the untagged manifests [From, To]. A directory key
+// (ending in "/") is expanded by listing it. A dry run's
+// TableReport.Source plans from the change records it derived.
+func PlanRange(ctx context.Context, src Source, msg RangeMessage, maxKeys int) (RangePlan, error) {
+	return scanRange(ctx, sourceReader{src}, msg, scanOpts{maxKeys: maxKeys, reads: DefaultCleanerReads},
+		func(ctx context.Context) (map[uint64]bool, error) {
+			tags, err := src.Tags(ctx)
+			return versionSet(tags), err
+		})
 }
 
 // metaPhases cuts MetaKeys (change records first, then manifests) into
@@ -590,7 +566,14 @@ func (c *Cleaner) markCleaned(ctx context.Context, st objstore.Store, root strin
 
 // LastCleanup is when a cleaner last finished a range of t (zero if never).
 func LastCleanup(ctx context.Context, t *table.Table) (time.Time, error) {
-	b, err := t.Store().Get(ctx, t.Root()+cleanupStateKey)
+	return lastCleanup(ctx, &TableSource{T: t})
+}
+
+// lastCleanup is when a cleaner last finished a range of src (its
+// cleanup state, under StateRoot; zero if never).
+func lastCleanup(ctx context.Context, src Source) (time.Time, error) {
+	key := src.StateRoot() + cleanupStateKey
+	b, err := src.Store().Get(ctx, key)
 	if errors.Is(err, objstore.ErrNotExist) {
 		return time.Time{}, nil
 	}
@@ -599,16 +582,7 @@ func LastCleanup(ctx context.Context, t *table.Table) (time.Time, error) {
 	}
 	var s cleanupState
 	if err := json.Unmarshal(b, &s); err != nil {
-		return time.Time{}, fmt.Errorf("%s%s: %w: %v", t.Root(), cleanupStateKey, table.ErrCorruptObject, err)
+		return time.Time{}, fmt.Errorf("%s: %w: %v", key, table.ErrCorruptObject, err)
 	}
 	return s.At, nil
-}
-
-// checkDataKey accepts only data and deletion files of this format, relative
-// to the table root: a forged or corrupt record cannot point elsewhere.
-func checkDataKey(ref TableRef, rel string) error {
-	if strings.Contains(rel, "..") || strings.HasPrefix(rel, "/") || !table.IsDataKey(rel) {
-		return fmt.Errorf("%w: %q under %q", ErrForeignKey, rel, ref.Root)
-	}
-	return objstore.ValidateKey(ref.Root + rel)
 }

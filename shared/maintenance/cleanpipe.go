@@ -11,9 +11,9 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/tablekeep/tablekeep/shared/dataset"
 	"github.com/tablekeep/tablekeep/shared/objstore"
 	"github.com/tablekeep/tablekeep/shared/queue"
-	"github.com/tablekeep/tablekeep/shared/table"
 )
 
 // Cleaner concurrency and rate defaults (CleanerLimits).
@@ -58,12 +58,11 @@ func (l CleanerLimits) withDefaults() CleanerLimits {
 // rangeReader is what scanRange reads a range through: the change
 // records, the check of every key a record names, the keys a removed file
 // stands for, and the keys of a version's record and manifest. Keys it
-// returns are full keys. tableReader reads a tablekeep table with direct
-// store reads; sourceReader reads any Source (a Lance dataset).
+// returns are full keys: sourceReader reads any Source.
 type rangeReader interface {
 	// record reads version v's change record (an error wrapping
 	// objstore.ErrNotExist if there is none). One request.
-	record(ctx context.Context, v uint64) (*table.ChangeRecord, error)
+	record(ctx context.Context, v uint64) (*dataset.ChangeRecord, error)
 	// check accepts only keys (relative to the root) that a change record
 	// of the format may name: a forged record deletes nothing.
 	check(rel string) error
@@ -76,36 +75,12 @@ type rangeReader interface {
 	manifestKeys(ctx context.Context, v uint64) ([]string, error)
 }
 
-// tableReader reads a tablekeep table's range from the store: one GET per
-// change record, no other request.
-type tableReader struct {
-	st   objstore.Store
-	ref  TableRef
-	root string // normalized ref.Root
-}
-
-func newTableReader(st objstore.Store, ref TableRef) tableReader {
-	return tableReader{st: st, ref: ref, root: table.NormalizeRoot(ref.Root)}
-}
-
-func (r tableReader) record(ctx context.Context, v uint64) (*table.ChangeRecord, error) {
-	return table.ReadChangeRecord(ctx, r.st, r.root, v)
-}
-func (r tableReader) check(rel string) error { return checkDataKey(r.ref, rel) }
-func (r tableReader) keys(_ context.Context, rel string) ([]string, error) {
-	return []string{r.ref.Root + rel}, nil
-}
-func (r tableReader) recordKey(v uint64) string { return r.ref.Root + table.ChangeKey(v) }
-func (r tableReader) manifestKeys(_ context.Context, v uint64) ([]string, error) {
-	return []string{r.ref.Root + table.ManifestKey(v)}, nil
-}
-
 // sourceReader reads a Source's range: its records through ChangeRecord,
 // keys checked by CheckKey (and checkSourceKey's rules), directory keys
 // (a Lance index) expanded by listing them.
 type sourceReader struct{ src Source }
 
-func (r sourceReader) record(ctx context.Context, v uint64) (*table.ChangeRecord, error) {
+func (r sourceReader) record(ctx context.Context, v uint64) (*dataset.ChangeRecord, error) {
 	return r.src.ChangeRecord(ctx, v)
 }
 func (r sourceReader) check(rel string) error { return checkSourceKey(r.src, rel) }
@@ -177,7 +152,7 @@ func scanRange(ctx context.Context, rd rangeReader, msg RangeMessage, o scanOpts
 	end := msg.To + 1
 
 	type got struct {
-		cr   *table.ChangeRecord
+		cr   *dataset.ChangeRecord
 		err  error
 		none bool // the version has no change record (msg.Records)
 	}
@@ -297,7 +272,7 @@ func scanRange(ctx context.Context, rd rangeReader, msg RangeMessage, o scanOpts
 // consume adds the files change record r removes to the plan: each is
 // checked (a forged key fails the whole range, permanently), kept if a
 // tagged version referenced it, else its keys are planned for deletion.
-func (rp *RangePlan) consume(ctx context.Context, rd rangeReader, r uint64, cr *table.ChangeRecord, taggedIn func(lo, hi uint64) bool, onKey func(string)) error {
+func (rp *RangePlan) consume(ctx context.Context, rd rangeReader, r uint64, cr *dataset.ChangeRecord, taggedIn func(lo, hi uint64) bool, onKey func(string)) error {
 	for _, rf := range cr.Removed {
 		if err := rd.check(rf.Key); err != nil {
 			return fmt.Errorf("%w: change record %d: %w", queue.ErrPermanent, r, err)
@@ -322,7 +297,7 @@ func (rp *RangePlan) consume(ctx context.Context, rd rangeReader, r uint64, cr *
 
 // readChange reads change record r through rd, paced by lim, retrying a
 // SlowDown answer up to retries times with the rate lowered.
-func readChange(ctx context.Context, rd rangeReader, r uint64, lim *objstore.AIMDLimiter, retries int) (*table.ChangeRecord, error) {
+func readChange(ctx context.Context, rd rangeReader, r uint64, lim *objstore.AIMDLimiter, retries int) (*dataset.ChangeRecord, error) {
 	for attempt := 0; ; attempt++ {
 		if lim != nil {
 			if err := lim.Wait(ctx, 1); err != nil {
@@ -367,6 +342,7 @@ type sizer struct {
 	ctx      context.Context
 	st       objstore.Store
 	root     string
+	prefixes []string // the data prefixes listed (SizeLister)
 	maxPages int
 	mu       sync.Mutex
 	lists    map[string]*sizeList
@@ -377,14 +353,14 @@ type sizeList struct {
 	sizes map[string]int64
 }
 
-func newSizer(ctx context.Context, st objstore.Store, root string, maxPages int) *sizer {
-	return &sizer{ctx: ctx, st: st, root: root, maxPages: maxPages, lists: map[string]*sizeList{}}
+func newSizer(ctx context.Context, st objstore.Store, root string, prefixes []string, maxPages int) *sizer {
+	return &sizer{ctx: ctx, st: st, root: root, prefixes: prefixes, maxPages: maxPages, lists: map[string]*sizeList{}}
 }
 
 // see starts the listing of key's data prefix if it is not started yet.
 func (s *sizer) see(key string) {
 	rel := strings.TrimPrefix(key, s.root)
-	for _, p := range []string{table.DataPrefix, table.DeletionsPrefix} {
+	for _, p := range s.prefixes {
 		if !strings.HasPrefix(rel, p) {
 			continue
 		}

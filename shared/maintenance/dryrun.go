@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/tablekeep/tablekeep/shared/dataset"
 	"github.com/tablekeep/tablekeep/shared/table"
 )
 
@@ -18,18 +19,24 @@ import (
 // The modelled versions are never prunable (they are the newest), and
 // PrunePlan.Versions counts stored versions only.
 func PlanPruneAfterCompaction(ctx context.Context, t *table.Table, name string, p Policy, now time.Time, commits int) (PrunePlan, error) {
-	return planPrune(ctx, t, name, p, now, commits, false)
+	return planPrune(ctx, &TableSource{T: t}, name, p, now, commits, false)
 }
 
-// withCommits returns vs followed by n versions written at now.
-func withCommits(vs []table.VersionInfo, n int, now time.Time) []table.VersionInfo {
+// withCommits returns vs followed by n versions written at now (each
+// superseding the one before at now).
+func withCommits(vs []dataset.VersionInfo, n int, now time.Time) []dataset.VersionInfo {
 	if n <= 0 || len(vs) == 0 {
 		return vs
 	}
-	out := slices.Clip(vs)
+	out := slices.Clone(vs)
+	out[len(out)-1].GraceFrom = now
 	last := vs[len(vs)-1].Version
 	for i := range n {
-		out = append(out, table.VersionInfo{Version: last + uint64(i) + 1, Time: now})
+		v := dataset.VersionInfo{Version: last + uint64(i) + 1, Time: now}
+		if i+1 < n {
+			v.GraceFrom = now
+		}
+		out = append(out, v)
 	}
 	return out
 }
@@ -89,12 +96,8 @@ func (plan *PrunePlan) Kept() []Kept {
 			add(v.Version, fmt.Sprintf("lease %s on version %d until %s", by.ID, by.Version, by.EffectiveExpiry().UTC().Format(time.RFC3339)), time.Time{})
 		case v.Version >= keepFrom:
 			add(v.Version, fmt.Sprintf("keep-last %d", plan.policy.KeepLast), time.Time{})
-		case plan.ownTime && plan.now.Sub(v.Time) <= plan.grace:
-			// A Source's version: its grace counts from its own time.
-			add(v.Version, "grace", v.Time.Add(plan.grace).UTC().Truncate(time.Second).Add(time.Second))
-		case !plan.ownTime && i+1 < len(plan.vs) && plan.now.Sub(plan.vs[i+1].Time) <= plan.grace:
-			until := plan.vs[i+1].Time.Add(plan.grace).UTC().Truncate(time.Second).Add(time.Second)
-			add(v.Version, "grace", until)
+		case !v.GraceFrom.IsZero() && plan.now.Sub(v.GraceFrom) <= plan.grace:
+			add(v.Version, "grace", v.GraceFrom.Add(plan.grace).UTC().Truncate(time.Second).Add(time.Second))
 		default:
 			add(v.Version, "at or above the retention floor", time.Time{})
 		}

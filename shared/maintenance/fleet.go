@@ -61,24 +61,24 @@ func LatestVersion(ctx context.Context, store objstore.Store, root string) (uint
 // markAfter computes a table's mark after a successful maintenance at now
 // from what it saw: the prune plan (versions, floor, tracked ranges) and
 // the compaction planner's view of the latest manifest.
-func markAfter(ref TableRef, t *table.Table, pl PrunePlan, compactFrags int, cs compactState, now time.Time) Mark {
+//
+// grace is the Source's; seen, if not 0, is the latest version compaction
+// worked from (a tablekeep table's manifest held).
+func markAfter(ref TableRef, grace time.Duration, seen uint64, pl PrunePlan, compactFrags int, cs compactState, now time.Time) Mark {
 	p := ref.Policy.WithDefaults()
 	// Prune: retained versions in [floor, latest-KeepLast] become prunable,
-	// oldest first, when their successor is older than the grace window.
-	grace := RetentionGrace(t, p)
+	// oldest first, when their grace window (from GraceFrom) is over.
 	md := newMarkDue(ref, pl, now, func(i int) (time.Time, bool) {
-		if i+1 >= len(pl.vs) {
-			return time.Time{}, false
-		}
-		return pl.vs[i+1].Time.Add(table.SatAdd(grace, time.Second)), true
+		v := pl.vs[i]
+		return v.GraceFrom.Add(table.SatAdd(grace, time.Second)), !v.GraceFrom.IsZero()
 	})
 	md.m.CompactFrags = compactFrags
-	// The fragment count is of the manifest t holds: the mark's latest
-	// version is that manifest's, so that a version written after it (a
-	// commit between compaction and the prune plan's listing) is a change
-	// the next scan sees and counts.
-	if m := t.Cached(); m != nil && m.Version < md.m.Latest {
-		md.m.Latest = m.Version
+	// The fragment count is of the manifest compaction held: the mark's
+	// latest version is that manifest's, so that a version written after
+	// it (a commit between compaction and the prune plan's listing) is a
+	// change the next scan sees and counts.
+	if seen != 0 && seen < md.m.Latest {
+		md.m.Latest = seen
 	}
 	md.m.CompactFailures, md.m.CompactRetryAt, md.m.CompactError = cs.Failures, cs.RetryAt, cs.Error
 	// Compaction left (stopped at a bound, or below the planner's group

@@ -182,13 +182,9 @@ func (r *Runner) Scan(ctx context.Context) (*FleetScan, error) {
 		g.Go(func() error {
 			lctx, cancel := context.WithTimeout(gctx, r.ScanTimeout)
 			defer cancel()
-			if ref.Format != "" {
-				// The newest version known: a change already seen is not
-				// listed in full again at every scan.
-				latest[i], errs[i] = r.sourceLatest(lctx, ref, max(m.Latest, m.Seen))
-				return nil
-			}
-			latest[i], errs[i] = LatestVersion(lctx, r.Store, ref.Root)
+			// The newest version known: a change already seen is not
+			// listed in full again at every scan (a LatestProber's).
+			latest[i], errs[i] = r.sourceLatest(lctx, ref, max(m.Latest, m.Seen))
 			return nil
 		})
 	}

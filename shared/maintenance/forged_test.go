@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tablekeep/tablekeep/shared/dataset"
 	"github.com/tablekeep/tablekeep/shared/maintenance"
 	"github.com/tablekeep/tablekeep/shared/queue"
 	"github.com/tablekeep/tablekeep/shared/table"
@@ -17,7 +18,7 @@ import (
 // forgeChange encodes a change record as docs/format.md specifies (the
 // package's encoder is unexported): a forger with write access to the
 // table's _changes/ can produce exactly this.
-func forgeChange(c *table.ChangeRecord) []byte {
+func forgeChange(c *dataset.ChangeRecord) []byte {
 	b := append([]byte("TKC1"), 1)
 	b = binary.AppendUvarint(b, c.Version)
 	b = binary.AppendVarint(b, c.CommitTime.UnixNano())
@@ -74,7 +75,7 @@ func TestForgedChangeRecord(t *testing.T) {
 		}
 		tb := e.open(t)
 		// The first change record of the range that removes something.
-		var cr *table.ChangeRecord
+		var cr *dataset.ChangeRecord
 		var r uint64
 		for r = first.From + 1; r <= first.To+1; r++ {
 			if cr, err = tb.ChangeRecord(ctx, r); err != nil {
@@ -87,7 +88,7 @@ func TestForgedChangeRecord(t *testing.T) {
 		if len(cr.Removed) == 0 {
 			t.Fatalf("range [%d, %d] removes nothing", first.From, first.To)
 		}
-		cr.Removed = append(cr.Removed, table.RemovedFile{Key: key, Since: first.From})
+		cr.Removed = append(cr.Removed, dataset.RemovedFile{Key: key, Since: first.From})
 		if err := e.disk.Put(ctx, tb.Root()+table.ChangeKey(r), forgeChange(cr)); err != nil {
 			t.Fatal(err)
 		}

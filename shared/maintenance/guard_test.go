@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tablekeep/tablekeep/shared/dataset"
 	"github.com/tablekeep/tablekeep/shared/formats"
 	"github.com/tablekeep/tablekeep/shared/internal/fakeclock"
 	"github.com/tablekeep/tablekeep/shared/lance"
@@ -45,7 +46,7 @@ func TestGuardRefusesLatestFilesInTable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cr.Removed = append(cr.Removed, table.RemovedFile{Key: latest.Fragments[0].File.DataKey(), Since: first.From})
+	cr.Removed = append(cr.Removed, dataset.RemovedFile{Key: latest.Fragments[0].File.DataKey(), Since: first.From})
 	if err := e.disk.Put(ctx, tb.Root()+table.ChangeKey(first.From+1), forgeChange(cr)); err != nil {
 		t.Fatal(err)
 	}

@@ -2,10 +2,12 @@ package maintenance
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"time"
 
+	"github.com/tablekeep/tablekeep/shared/objstore"
 	"github.com/tablekeep/tablekeep/shared/table"
 )
 
@@ -41,9 +43,18 @@ type Health struct {
 // TableHealth computes t's Health at now with ref's policy (reads only:
 // listings, floor, tags, the prune state; the manifest t holds).
 func TableHealth(ctx context.Context, t *table.Table, ref TableRef, now time.Time) (Health, error) {
+	return SourceHealth(ctx, &TableSource{T: t}, ref, now)
+}
+
+// SourceHealth computes a dataset's Health at now with ref's policy, from
+// the prune plan a pass would make (PlanSourcePrune: a format that derives
+// its change records derives them; open src on a dry view to write
+// nothing) and, for a TableBacked source, the compaction planner's view of
+// the manifest its table holds (a LatestStatser gives rows and fragments).
+func SourceHealth(ctx context.Context, src Source, ref TableRef, now time.Time) (Health, error) {
 	p := ref.Policy.WithDefaults()
 	var h Health
-	plan, err := PlanPrune(ctx, t, ref.Name, p, now)
+	plan, err := PlanSourcePrune(ctx, src, ref.Name, p, now)
 	if err != nil {
 		return h, err
 	}
@@ -63,13 +74,13 @@ func TableHealth(ctx context.Context, t *table.Table, ref TableRef, now time.Tim
 	if h.Latest > uint64(p.KeepLast) {
 		keepFrom = h.Latest - uint64(p.KeepLast) + 1
 	}
-	for i, v := range vs {
-		if tagged[v.Version] || i+1 >= len(vs) {
+	for _, v := range vs {
+		if tagged[v.Version] || v.GraceFrom.IsZero() {
 			continue
 		}
-		// Prunable from when it was superseded plus the grace window, and
-		// once it left the newest KeepLast.
-		from := vs[i+1].Time.Add(plan.grace)
+		// Prunable from when its grace window started plus the window,
+		// and once it left the newest KeepLast.
+		from := v.GraceFrom.Add(plan.grace)
 		if t, ok := timeOf(v.Version + uint64(p.KeepLast)); ok && t.After(from) {
 			from = t
 		}
@@ -85,7 +96,18 @@ func TableHealth(ctx context.Context, t *table.Table, ref TableRef, now time.Tim
 			}
 		}
 	}
-	m := t.Cached()
+	tb, ok := src.(TableBacked)
+	if !ok || tb.Table().Cached() == nil {
+		if ls, ok := src.(LatestStatser); ok {
+			st, err := ls.LatestStats(ctx)
+			if err != nil {
+				return h, err
+			}
+			h.Rows, h.Fragments = st.Rows, st.Fragments
+		}
+		return h, nil
+	}
+	m := tb.Table().Cached()
 	h.Fragments = len(m.Fragments)
 	h.Rows = m.Rows() // fragments and (format 3) inline rows
 	all := p
@@ -105,6 +127,40 @@ func TableHealth(ctx context.Context, t *table.Table, ref TableRef, now time.Tim
 		}
 	}
 	return h, nil
+}
+
+// Status is a read-only look at any registered dataset for `tablekeep
+// status`: its Source opened with open (nil: OpenTableSource) on a view of
+// store that keeps writes in memory (a format that derives its change
+// records derives them there, nothing written: the first look at a Lance
+// dataset reads every manifest once; a TableBacked source's table is
+// opened), its Health at now, and its _stats row as a pass would write it
+// (Unreclaimed: the stored versions below the stored floor), with the
+// Source (a TableBacked one's dry-run orphan sweep is Sweep of its Table).
+func Status(ctx context.Context, store objstore.Store, ref TableRef, open SourceOpener, now time.Time) (Health, TableStats, Source, error) {
+	var h Health
+	var s TableStats
+	src, err := openWith(ctx, open, newDryOverlay(store), ref)
+	if err != nil {
+		return h, s, nil, err
+	}
+	if tb, ok := src.(TableBacked); ok {
+		opts := table.Options{Grace: ref.Policy.WithDefaults().Grace, Clock: func() time.Time { return now }}
+		if _, err := tb.OpenTable(ctx, opts); err != nil {
+			return h, s, src, err
+		}
+	}
+	if h, err = SourceHealth(ctx, src, ref, now); err != nil {
+		return h, s, src, err
+	}
+	rep := TableReport{Prune: h.Plan}
+	rep.Prune.Floor = h.Plan.OldFloor
+	var r Runner
+	s, note := r.computeStats(ctx, ref, src, rep)
+	if note != "" {
+		return h, s, src, errors.New(note)
+	}
+	return h, s, src, nil
 }
 
 // Behind returns why the table's maintenance is behind at now (empty if it

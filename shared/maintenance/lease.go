@@ -16,9 +16,9 @@ type LeaseLister interface {
 }
 
 // LeaseDir is the table's lease directory.
-func (s TableSource) LeaseDir() *table.LeaseDir { return s.T.LeaseDir() }
+func (s *TableSource) LeaseDir() *table.LeaseDir { return s.T.LeaseDir() }
 
-var _ LeaseLister = TableSource{}
+var _ LeaseLister = (*TableSource)(nil)
 
 // maxLeaseDeletes bounds the stale lease names one pass deletes (one
 // DeleteObjects request).
@@ -109,11 +109,8 @@ func (plan *PrunePlan) LeaseHeld() (versions int, since time.Time) {
 		}
 		versions++
 		var from time.Time
-		switch {
-		case plan.ownTime:
-			from = v.Time.Add(plan.grace)
-		case i+1 < len(plan.vs):
-			from = plan.vs[i+1].Time.Add(plan.grace)
+		if !v.GraceFrom.IsZero() {
+			from = v.GraceFrom.Add(plan.grace)
 		}
 		if t, ok := times[v.Version+uint64(plan.policy.KeepLast)]; ok && t.After(from) {
 			from = t

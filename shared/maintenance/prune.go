@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/tablekeep/tablekeep/shared/dataset"
 	"github.com/tablekeep/tablekeep/shared/objstore"
 	"github.com/tablekeep/tablekeep/shared/table"
 )
@@ -128,13 +129,10 @@ type PrunePlan struct {
 	name      string
 	policy    Policy
 	now       time.Time
-	vs        []table.VersionInfo
+	vs        []dataset.VersionInfo
 	floorRead table.FloorRead   // the plan's floor read (SetFloorFrom)
 	tags      map[string]uint64 // read by the plan (dry run: why versions are kept)
 	grace     time.Duration     // RetentionGrace
-	// ownTime: a version's grace window starts at its own Time (a Source
-	// of another format), not at its successor's (tablekeep).
-	ownTime   bool
 	state     pruneState
 	stateKeys []objstore.ObjectInfo // the state objects listed
 	changed   bool                  // StateAfter differs from the state read
@@ -264,98 +262,107 @@ func RetentionGrace(t *table.Table, p Policy) time.Duration {
 // (by the store time of the next manifest) at most RetentionGrace before
 // now. It reads only listings, tags and the prune state.
 func PlanPrune(ctx context.Context, t *table.Table, name string, p Policy, now time.Time) (PrunePlan, error) {
-	return planPrune(ctx, t, name, p, now, 0, false)
+	return planPrune(ctx, &TableSource{T: t}, name, p, now, 0, false)
 }
 
-// planPrune is PlanPrune after `commits` more versions committed at now
-// (the dry run's model of a planned compaction: dryrun.go). forApply: the
-// plan is applied next (ApplyPrune), which reads the tags after raising
-// the floor; the tags are then read here only when the floor stays (one
-// LIST fewer for a plan that raises it).
-func planPrune(ctx context.Context, t *table.Table, name string, p Policy, now time.Time, commits int, forApply bool) (PrunePlan, error) {
+// planPrune is PlanSourcePrune after `commits` more versions committed at
+// now (the dry run's model of a planned compaction: dryrun.go), for every
+// format. forApply: the plan is applied next (ApplySourcePrune), which
+// reads the tags after raising the floor; with a FloorReader the tags are
+// then read here only when the floor stays (one LIST fewer for a plan that
+// raises it).
+func planPrune(ctx context.Context, src Source, name string, p Policy, now time.Time, commits int, forApply bool) (PrunePlan, error) {
 	p = p.WithDefaults()
 	plan := PrunePlan{name: name, policy: p, now: now}
+	if err := src.Prepare(ctx); err != nil {
+		return plan, fmt.Errorf("prepare %s: %w", src.Root(), err)
+	}
 	// The version listing, the floor and the tags are independent reads:
 	// sent at once. (Tags read here only preview the plan (dry run):
-	// ApplyPrune reads them again after writing the raised floor.)
-	var vs []table.VersionInfo
+	// the apply reads them again after writing the raised floor.)
+	fr, fast := src.(FloorReader)
+	var vs []dataset.VersionInfo
 	var tags map[string]uint64
-	tagsRead := !forApply
+	tagsRead := !forApply || !fast
 	reads := []func(context.Context) error{
-		func(ctx context.Context) (err error) { vs, err = t.Versions(ctx); return err },
+		func(ctx context.Context) (err error) { vs, err = src.Versions(ctx); return err },
 		func(ctx context.Context) (err error) {
-			plan.floorRead, err = t.ReadFloor(ctx)
+			if !fast {
+				plan.OldFloor, err = src.Floor(ctx)
+				return err
+			}
+			plan.floorRead, err = fr.ReadFloor(ctx)
 			plan.OldFloor = plan.floorRead.Floor
 			return err
 		},
 	}
 	if tagsRead {
-		reads = append(reads, func(ctx context.Context) (err error) { tags, err = t.Tags(ctx); return err })
+		reads = append(reads, func(ctx context.Context) (err error) { tags, err = src.Tags(ctx); return err })
 	}
 	err := inParallel(ctx, reads...)
 	if err != nil {
 		return plan, err
 	}
 	if len(vs) == 0 {
-		return plan, fmt.Errorf("%s: %w", t.Root(), table.ErrNotATable)
+		return plan, fmt.Errorf("%s: %w", src.Root(), table.ErrNotATable)
 	}
 	plan.Versions = len(vs)
 	if latest := vs[len(vs)-1].Version; plan.OldFloor > latest {
-		return plan, staleFloor(t.Root(), plan.OldFloor, latest)
+		return plan, staleFloor(src.Root(), plan.OldFloor, latest)
 	}
 	// A marker is written after its version's manifest: one older than it
 	// (by more than the skew of the store's own timestamps) is another
 	// history's, left when the table was created again and grew past it.
 	if mt := plan.floorRead.MarkerTime(); !mt.IsZero() {
-		i, found := slices.BinarySearchFunc(vs, plan.OldFloor, func(v table.VersionInfo, f uint64) int { return cmp.Compare(v.Version, f) })
+		i, found := slices.BinarySearchFunc(vs, plan.OldFloor, func(v dataset.VersionInfo, f uint64) int { return cmp.Compare(v.Version, f) })
 		if found && mt.Before(vs[i].Time.Add(-table.MaxClockSkew)) {
 			return plan, fmt.Errorf("%w (its marker, written %s, is older than version %d's manifest, written %s)",
-				staleFloor(t.Root(), plan.OldFloor, vs[len(vs)-1].Version), mt.UTC().Format(time.RFC3339), plan.OldFloor, vs[i].Time.UTC().Format(time.RFC3339))
+				staleFloor(src.Root(), plan.OldFloor, vs[len(vs)-1].Version), mt.UTC().Format(time.RFC3339), plan.OldFloor, vs[i].Time.UTC().Format(time.RFC3339))
 		}
 	}
 	vs = withCommits(vs, commits, now)
 	plan.vs = vs
 	plan.Latest = vs[len(vs)-1].Version
 	// The floor is the first version that must be kept: among the newest
-	// KeepLast, or superseded (its successor written) at most grace ago.
-	grace := RetentionGrace(t, p)
+	// KeepLast, or whose grace window (from GraceFrom) is not over.
+	grace := src.Grace(p.Grace)
 	plan.grace = grace
-	floor := plan.Latest
+	floor := uint64(1)
 	if plan.Latest > uint64(p.KeepLast) {
 		floor = plan.Latest - uint64(p.KeepLast) + 1
-	} else {
-		floor = 1
 	}
-	for i := 0; i+1 < len(vs); i++ {
-		if now.Sub(vs[i+1].Time) <= grace {
-			floor = min(floor, vs[i].Version)
+	for _, v := range vs {
+		if !v.GraceFrom.IsZero() && now.Sub(v.GraceFrom) <= grace {
+			floor = min(floor, v.Version)
 			break
 		}
 	}
 	plan.Floor = max(floor, plan.OldFloor)
-	if err := plan.holdForLeases(ctx, t.LeaseDir(), now, forApply); err != nil {
-		return plan, err
+	if ll, ok := src.(LeaseLister); ok {
+		if err := plan.holdForLeases(ctx, ll.LeaseDir(), now, forApply); err != nil {
+			return plan, err
+		}
 	}
 	// With no stored version below the floor (an idle, cleaned table)
 	// nothing can be enqueued and the state is not needed: skip reading it.
 	var more []func(context.Context) error
 	if vs[0].Version < plan.Floor {
 		more = append(more, func(ctx context.Context) (err error) {
-			plan.state, plan.stateKeys, err = readPruneState(ctx, t)
+			plan.state, plan.stateKeys, err = readPruneState(ctx, stateAt{src.Store(), src.StateRoot()})
 			return err
 		})
 	}
-	// A floor that stays: ApplyPrune keeps the plan's tags (no Tag lands
+	// A floor that stays: the apply keeps the plan's tags (no Tag lands
 	// below an unchanged floor), so they are read now. A raised floor:
-	// ApplyPrune reads them after writing it, and the ranges planned here
+	// the apply reads them after writing it, and the ranges planned here
 	// without them are replaced then.
 	if !tagsRead && plan.Floor <= plan.OldFloor {
-		more = append(more, func(ctx context.Context) (err error) { tags, err = t.Tags(ctx); return err })
+		more = append(more, func(ctx context.Context) (err error) { tags, err = src.Tags(ctx); return err })
 	}
 	if err := inParallel(ctx, more...); err != nil {
 		return plan, err
 	}
-	plan.planRanges(t.Root(), tags)
+	plan.planRanges(src.Root(), tags)
 	return plan, nil
 }
 
@@ -486,29 +493,11 @@ type Enqueuer interface {
 // first: from then on checkout, tag and restore below it fail, before any
 // cleaner can delete anything.
 func ApplyPrune(ctx context.Context, t *table.Table, plan *PrunePlan, q Enqueuer) error {
-	var have [][]uint64
-	return plan.apply(ctx, applyTarget{
-		root: t.Root(), tags: t.Tags, state: t,
-		// The plan's floor read stands in for SetFloor's own (same lock).
-		setFloor: func(ctx context.Context, f uint64) error { return t.SetFloorFrom(ctx, f, plan.floorRead) },
-		ensure: func(ctx context.Context, spans [][2]uint64) (int, error) {
-			var n int
-			var err error
-			n, have, err = ensureChangeRecordsIndexed(ctx, t, spans)
-			return n, err
-		},
-		records: func(i int) *[]uint64 {
-			if m := t.Cached(); m == nil || m.Format < 3 || i >= len(have) || len(have[i]) > MaxMessageRecords {
-				return nil
-			}
-			recs := append([]uint64{}, have[i]...) // [] (not null) when none has one
-			return &recs
-		},
-	}, q)
+	return ApplySourcePrune(ctx, &TableSource{T: t}, plan, q)
 }
 
-// applyTarget is what applying a prune plan writes to and reads from: a
-// tablekeep table (ApplyPrune) or any Source (ApplySourcePrune).
+// applyTarget is what applying a prune plan writes to and reads from
+// (ApplySourcePrune).
 type applyTarget struct {
 	root     string
 	setFloor func(context.Context, uint64) error

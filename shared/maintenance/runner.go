@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tablekeep/tablekeep/shared/dataset"
 	"github.com/tablekeep/tablekeep/shared/lock"
 	"github.com/tablekeep/tablekeep/shared/objstore"
 	"github.com/tablekeep/tablekeep/shared/queue"
@@ -117,11 +118,13 @@ type Runner struct {
 	// not notified (awsfn: the _stats table, which the notification path
 	// ignores): they are listed at every pass.
 	Unnotified func(TableRef) bool
-	// Sources opens the datasets of other formats (TableRef.Format set,
-	// e.g. "lance"), as Cleaner.Sources: they are pruned through the Source
-	// (PruneSource), and compacted first if the Source is a SourceCompacter
-	// (Lance, through shared/formats). nil, or an opener that does not know
-	// the format: the table fails with ErrUnknownFormat, nothing is deleted.
+	// Sources opens every registered dataset as a Source (formats.Open:
+	// tablekeep tables and Lance datasets), as Cleaner.Sources: each is
+	// compacted (a TableBacked source by Compactor, a SourceCompacter by
+	// itself) and pruned through it. nil: OpenTableSource, tablekeep's own
+	// format only; an opener that does not know the format: the table fails
+	// with ErrUnknownFormat, nothing is deleted. formats.NewRunner wires
+	// formats.Open.
 	Sources SourceOpener
 }
 
@@ -189,9 +192,10 @@ type TableReport struct {
 	Stats            TableStats
 	StatsNote        string `json:"stats_note,omitempty"`
 	Duration         time.Duration
-	// Source, in a dry run of a dataset of another format, is the Source
-	// the plan was made on: its change records (derived in memory, not
-	// written) are what PlanSourceRange itemises the ranges from.
+	// Source, in a dry run, is the Source the plan was made on (on a view
+	// of the store that keeps writes in memory): its change records (a
+	// Lance dataset's derived there, not written) are what PlanRange
+	// itemises the ranges from.
 	Source Source `json:"-"`
 
 	// Outcome is maintained, busy or failed; Error, when failed, says why
@@ -305,42 +309,31 @@ var ErrCompaction = errors.New("compaction failed")
 func (tr TableReport) PruneDone() bool { return tr.marked }
 
 // maintainOne maintains one table of a batch (the batch writes its stats
-// row and its mark). prev is the table's mark before (zero if none): a
-// compaction backing off after failures is not tried. The error is the
-// maintenance's; a failure of compaction alone is rep.compactErr.
+// row and its mark), whatever its format: the table's Source is opened
+// (openSource), its lease taken; a TableBacked source is opened under the
+// lease and compacted by the Compactor, a SourceCompacter compacts itself;
+// then the prune plan is computed and applied, the mark and the stats
+// computed from what the pass saw. prev is the table's mark before (zero
+// if none): a compaction backing off after failures is not tried. The
+// error is the maintenance's; a failure of compaction alone is
+// rep.compactErr.
 func (r *Runner) maintainOne(ctx context.Context, ref TableRef, prev Mark) (TableReport, error) {
 	r.defaults()
 	start := r.Clock.Now()
 	rep := TableReport{Table: ref.Name}
 	p := ref.Policy.WithDefaults()
-	if ref.Format != "" {
-		// Another format: compacted (SourceCompacter) and pruned through its Source.
-		return r.maintainSource(ctx, ref, start)
+	cnt, ok := r.Store.(*objstore.Counting)
+	if !ok {
+		cnt = objstore.NewCounting(r.Store)
 	}
 	// A dry run plans, whichever path asked (MaintainTable, MaintainTables,
 	// a fleet batch): nothing is locked or written.
 	if r.DryRun {
-		cnt, ok := r.Store.(*objstore.Counting)
-		if !ok {
-			cnt = objstore.NewCounting(r.Store)
-		}
-		opts := table.Options{Grace: p.Grace, Clock: r.Clock.Now, Logger: r.Logger}
-		t, err := table.Open(ctx, cnt, ref.Root, opts)
-		if err != nil {
-			return rep, err
-		}
-		if rep.Compaction, err = r.Compactor.Plan(ctx, t, p); err != nil {
-			return rep, err
-		}
-		// The real run plans pruning after the compaction committed one
-		// version per group: the dry run models those commits, so that its
-		// plan is the real run's on an unchanged table.
-		rep.Prune, err = PlanPruneAfterCompaction(ctx, t, ref.Name, p, r.Clock.Now(), len(rep.Compaction.Groups))
-		return rep, err
+		return r.dryRunOne(ctx, cnt, ref)
 	}
-	cnt, ok := r.Store.(*objstore.Counting)
-	if !ok {
-		cnt = objstore.NewCounting(r.Store)
+	src, err := r.openSource(ctx, cnt, ref)
+	if err != nil {
+		return rep, err
 	}
 	opts := table.Options{Grace: p.Grace, Clock: r.Clock.Now, Logger: r.Logger}
 	rep.ref = ref
@@ -368,34 +361,58 @@ func (r *Runner) maintainOne(ctx context.Context, ref TableRef, prev Mark) (Tabl
 	}
 	opts.Fence = fence.Heartbeat
 	st := r.beginStep(cnt)
-	t, err := table.Open(ctx, cnt, ref.Root, opts)
-	if err != nil {
-		return rep, err
+	// A tablekeep table is opened under the lease (its commits fenced by
+	// it). The floor is read by the prune plan (and logged with it):
+	// reading it here for the compaction's log line cost a LIST per
+	// maintained table.
+	var t *table.Table
+	tb, isTable := src.(TableBacked)
+	if isTable {
+		if t, err = tb.OpenTable(ctx, opts); err != nil {
+			return rep, err
+		}
 	}
-	// The floor is read by the prune plan (and logged with it): reading it
-	// here for the compaction's log line cost a LIST per maintained table.
-	before := t.Cached().Version
+	sc, isCompacter := src.(SourceCompacter)
+	isCompacter = isCompacter && !r.NoSourceCompaction
+	before := uint64(0)
+	if t != nil {
+		before = t.Cached().Version
+	}
 	held := prev.CompactHeld(r.Clock.Now())
-	if held {
+	left := 0 // fragments a SourceCompacter left
+	switch {
+	case held:
 		rep.CompactionHeld = true
 		r.Logger.InfoContext(ctx, "compaction backing off after failures; pruning only", "table", ref.Name,
 			"compaction_failures", prev.CompactFailures, "compaction_retry_at", prev.CompactRetryAt, "compaction_error", prev.CompactError)
-	} else {
+	case t != nil:
 		rep.Compacted, err = r.Compactor.Run(ctx, t, p)
+	case isCompacter:
+		var out SourceCompaction
+		out, err = sc.CompactSource(ctx, p, fence.Heartbeat, false)
+		rep.Compacted, rep.CompactionGroups, left = out.Result, out.Groups, out.LeftFragments
 	}
 	c := rep.Compacted
-	stepErr := err
-	if stepErr == nil && strings.HasPrefix(c.Stopped, "lease") {
-		stepErr = errors.New(c.Stopped) // logged as the error it is
+	if t != nil || isCompacter || held {
+		stepErr := err
+		if stepErr == nil && strings.HasPrefix(c.Stopped, "lease") {
+			stepErr = errors.New(c.Stopped) // logged as the error it is
+		}
+		after := before
+		if t != nil {
+			after = t.Cached().Version
+		} else if len(c.Versions) > 0 {
+			after = c.Versions[len(c.Versions)-1]
+		}
+		r.endStep(ctx, st, stepErr, "compaction", ref.Name, lease.Token, formatAttr(ref),
+			slog.Group("versions", slog.Uint64("latest", after),
+				slog.Uint64("from", before), slog.Uint64("to", after)),
+			slog.Int64("lock_wait_ms", lockWait.Milliseconds()),
+			slog.Int("groups_planned", c.Planned), slog.Int("groups_committed", c.Committed), slog.Int("groups_dropped", c.Dropped),
+			slog.Int("fragments_in", c.InputFrags), slog.Int("fragments_out", c.OutputFrags),
+			slog.Uint64("rows", c.RowsWritten), slog.Uint64("bytes_read", c.BytesRead), slog.Uint64("bytes", c.BytesWritten),
+			slog.String("stopped", c.Stopped))
 	}
-	r.endStep(ctx, st, stepErr, "compaction", ref.Name, lease.Token,
-		slog.Group("versions", slog.Uint64("latest", t.Cached().Version),
-			slog.Uint64("from", before), slog.Uint64("to", t.Cached().Version)),
-		slog.Int64("lock_wait_ms", lockWait.Milliseconds()),
-		slog.Int("groups_planned", c.Planned), slog.Int("groups_committed", c.Committed), slog.Int("groups_dropped", c.Dropped),
-		slog.Int("fragments_in", c.InputFrags), slog.Int("fragments_out", c.OutputFrags),
-		slog.Uint64("rows", c.RowsWritten), slog.Uint64("bytes_read", c.BytesRead), slog.Uint64("bytes", c.BytesWritten),
-		slog.String("stopped", c.Stopped))
 	// A compaction error does not skip pruning: a table with a standing
 	// compaction problem must still be pruned. Both are reported.
 	var compactErr error
@@ -408,13 +425,13 @@ func (r *Runner) maintainOne(ctx context.Context, ref TableRef, prev Mark) (Tabl
 	r.Metrics.Add(telemetry.CompactionBytes, telemetry.Bytes, float64(c.BytesWritten))
 
 	st = r.beginStep(cnt)
-	err = r.prune(ctx, t, ref, p, fence, &rep)
+	err = r.prune(ctx, src, ref, p, fence, &rep)
 	pl := rep.Prune
 	from, to := uint64(0), uint64(0)
 	if len(pl.Ranges) > 0 {
 		from, to = pl.Ranges[0].From, pl.Ranges[len(pl.Ranges)-1].To
 	}
-	r.endStep(ctx, st, err, "prune plan", ref.Name, lease.Token,
+	r.endStep(ctx, st, err, "prune plan", ref.Name, lease.Token, formatAttr(ref),
 		slog.Group("versions", slog.Uint64("latest", pl.Latest), slog.Uint64("floor", pl.Floor),
 			slog.Uint64("old_floor", pl.OldFloor), slog.Uint64("from", from), slog.Uint64("to", to)),
 		slog.Int("stored", pl.Versions), slog.Int("ranges", len(pl.Ranges)), slog.Int("prunable", pl.Prunable),
@@ -435,14 +452,18 @@ func (r *Runner) maintainOne(ctx context.Context, ref TableRef, prev Mark) (Tabl
 	case held:
 		cs = compactState{Failures: prev.CompactFailures, RetryAt: prev.CompactRetryAt, Error: prev.CompactError}
 	}
-	rep.mark, rep.marked = markAfter(ref, t, rep.Prune, compactFragsOf(r.Compactor, t, p), cs, now), true
+	seen := uint64(0) // the latest version the pass compacted from
+	if t != nil {
+		left, seen = compactFragsOf(r.Compactor, t, p), t.Cached().Version
+	}
+	rep.mark, rep.marked = markAfter(ref, src.Grace(p.Grace), seen, rep.Prune, left, cs, now), true
 	rep.compactErr = compactErr
 	rep.CompactFailures, rep.CompactRetryAt = cs.Failures, cs.RetryAt
 	st = r.beginStep(cnt)
-	rep.Stats, rep.StatsNote = r.computeStats(ctx, ref, t, rep)
+	rep.Stats, rep.StatsNote = r.computeStats(ctx, ref, src, rep)
 	rep.statsReady = rep.StatsNote == ""
 	s := rep.Stats
-	r.endStep(ctx, st, nil, "stats refresh", ref.Name, lease.Token,
+	r.endStep(ctx, st, nil, "stats refresh", ref.Name, lease.Token, formatAttr(ref),
 		slog.Group("versions", slog.Uint64("latest", pl.Latest), slog.Uint64("floor", pl.Floor)),
 		slog.Int("stored", s.Versions), slog.Int("unreclaimed", s.Unreclaimed), slog.Uint64("rows", s.Rows),
 		slog.Int("fragments", s.Fragments), slog.Int("small_fragments", s.SmallFrags),
@@ -455,6 +476,56 @@ func (r *Runner) maintainOne(ctx context.Context, ref TableRef, prev Mark) (Tabl
 		r.Metrics.Count(telemetry.SmallFragments, s.SmallFrags)
 	}
 	rep.Duration = r.Clock.Now().Sub(start)
+	return rep, nil
+}
+
+// formatAttr is the format of a dataset of another format, for its log
+// lines (empty for tablekeep's own, which log none).
+func formatAttr(ref TableRef) slog.Attr {
+	if ref.Format == "" {
+		return slog.Attr{}
+	}
+	return slog.String("format", ref.Format)
+}
+
+// dryRunOne plans one table's maintenance and changes nothing: its Source
+// is opened on a view of the store that keeps writes in memory (a format
+// that derives its change records derives them there, and
+// TableReport.Source reads them back for PlanRange). A TableBacked
+// source's compaction is planned (and the prune planned after the commits
+// it would make, so that its plan is the real run's on an unchanged
+// table); a SourceCompacter plans its own.
+func (r *Runner) dryRunOne(ctx context.Context, cnt *objstore.Counting, ref TableRef) (TableReport, error) {
+	rep := TableReport{Table: ref.Name}
+	p := ref.Policy.WithDefaults()
+	src, err := r.openSource(ctx, newDryOverlay(cnt), ref)
+	if err != nil {
+		return rep, err
+	}
+	commits := 0
+	if tb, ok := src.(TableBacked); ok {
+		t, err := tb.OpenTable(ctx, table.Options{Grace: p.Grace, Clock: r.Clock.Now, Logger: r.Logger})
+		if err != nil {
+			return rep, err
+		}
+		if rep.Compaction, err = r.Compactor.Plan(ctx, t, p); err != nil {
+			return rep, err
+		}
+		// The real run plans pruning after the compaction committed one
+		// version per group: the dry run models those commits.
+		commits = len(rep.Compaction.Groups)
+	} else if c, ok := src.(SourceCompacter); ok && !r.NoSourceCompaction {
+		sc, err := c.CompactSource(ctx, p, nil, true)
+		if err != nil {
+			rep.CompactionError = err.Error()
+		}
+		rep.Compacted, rep.CompactionGroups = sc.Result, sc.Groups
+	}
+	rep.Source = src
+	rep.Prune, err = planPrune(ctx, src, ref.Name, p, r.Clock.Now(), commits, false)
+	if err != nil {
+		return rep, fmt.Errorf("plan prune %s: %w", ref.Name, err)
+	}
 	return rep, nil
 }
 
@@ -493,9 +564,9 @@ func (r *Runner) holdTable(ctx context.Context, ref TableRef) (fence *lock.Fence
 
 // prune plans and applies pruning (the floor and prune state are written
 // under the lock: the fence is checked first).
-func (r *Runner) prune(ctx context.Context, t *table.Table, ref TableRef, p Policy, fence *lock.Fence, rep *TableReport) error {
+func (r *Runner) prune(ctx context.Context, src Source, ref TableRef, p Policy, fence *lock.Fence, rep *TableReport) error {
 	var err error
-	if rep.Prune, err = planPrune(ctx, t, ref.Name, p, r.Clock.Now(), 0, true); err != nil {
+	if rep.Prune, err = planPrune(ctx, src, ref.Name, p, r.Clock.Now(), 0, true); err != nil {
 		return fmt.Errorf("plan prune %s: %w", ref.Name, err)
 	}
 	if err := fence.Heartbeat(ctx); err != nil {
@@ -503,7 +574,7 @@ func (r *Runner) prune(ctx context.Context, t *table.Table, ref TableRef, p Poli
 	}
 	rep.Prune.Token = fence.Lease().Token
 	rep.Prune.Fence = fence.CheckFence
-	if err := ApplyPrune(ctx, t, &rep.Prune, r.Queue); err != nil {
+	if err := ApplySourcePrune(ctx, src, &rep.Prune, r.Queue); err != nil {
 		return fmt.Errorf("prune %s: %w", ref.Name, err)
 	}
 	return nil
@@ -534,35 +605,49 @@ func (r *Runner) endStep(ctx context.Context, s step, err error, name, tableName
 }
 
 // computeStats computes the table's _stats row from what this maintenance
-// already read (the latest manifest it holds, the prune plan's version
-// listing and floor): only the cleanup state is read (one GET). The batch
-// writes the row (with the rows of the other tables maintained, in one
-// commit, if it changed).
-func (r *Runner) computeStats(ctx context.Context, ref TableRef, t *table.Table, rep TableReport) (TableStats, string) {
+// already read (the prune plan's version listing and floor; a
+// TableBacked source's latest manifest, with its data bytes and small
+// fragments; a LatestStatser's rows and fragments, in a few requests):
+// only the cleanup state is read (one GET). The batch writes the row (with
+// the rows of the other tables maintained, in one commit, if it changed).
+func (r *Runner) computeStats(ctx context.Context, ref TableRef, src Source, rep TableReport) (TableStats, string) {
 	pl := rep.Prune
-	m := t.Cached()
-	if m == nil || len(pl.vs) == 0 {
-		s, err := ComputeStats(ctx, t, ref, pl.Floor)
-		if err != nil {
-			return s, "stats not computed: " + err.Error()
+	var m *table.Manifest
+	if tb, ok := src.(TableBacked); ok {
+		if m = tb.Table().Cached(); m == nil || len(pl.vs) == 0 {
+			s, err := ComputeStats(ctx, tb.Table(), ref, pl.Floor)
+			if err != nil {
+				return s, "stats not computed: " + err.Error()
+			}
+			return r.stampCompaction(s, rep), ""
 		}
-		return r.stampCompaction(s, rep), ""
 	}
-	st := table.StatsOf(m)
-	s := TableStats{Name: ref.Name, Rows: st.Rows, Fragments: st.Fragments, Versions: len(pl.vs), DataBytes: st.DataBytes}
+	s := TableStats{Name: ref.Name, Versions: len(pl.vs)}
 	for _, v := range pl.vs {
 		s.ManifestBytes += v.ManifestBytes
 		if v.Version < pl.Floor {
 			s.Unreclaimed++
 		}
 	}
-	target := ref.Policy.WithDefaults().TargetRows
-	for _, f := range m.Fragments {
-		if f.LiveRows() < target {
-			s.SmallFrags++
+	if m != nil {
+		st := table.StatsOf(m)
+		s.Rows, s.Fragments, s.DataBytes = st.Rows, st.Fragments, st.DataBytes
+		target := ref.Policy.WithDefaults().TargetRows
+		for _, f := range m.Fragments {
+			if f.LiveRows() < target {
+				s.SmallFrags++
+			}
 		}
+	} else if ls, ok := src.(LatestStatser); ok {
+		// DataBytes stays 0 (it would take a HEAD per data file), and
+		// so does SmallFrags.
+		st, err := ls.LatestStats(ctx)
+		if err != nil {
+			return s, "stats not computed: " + err.Error()
+		}
+		s.Rows, s.Fragments = st.Rows, st.Fragments
 	}
-	last, err := LastCleanup(ctx, t)
+	last, err := lastCleanup(ctx, src)
 	if err != nil {
 		return s, "stats not computed: " + err.Error()
 	}
@@ -581,8 +666,8 @@ func (r *Runner) stampCompaction(s TableStats, rep TableReport) TableStats {
 // stats, the floor unless given, the version listing, the cleanup state)
 // are independent and sent at once.
 func ComputeStats(ctx context.Context, t *table.Table, ref TableRef, floor uint64) (TableStats, error) {
-	var st table.Stats
-	var vs []table.VersionInfo
+	var st dataset.Stats
+	var vs []dataset.VersionInfo
 	var last time.Time
 	var errs [4]error
 	_ = inParallel(ctx,

@@ -6,15 +6,19 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tablekeep/tablekeep/shared/dataset"
 	"github.com/tablekeep/tablekeep/shared/objstore"
-	"github.com/tablekeep/tablekeep/shared/table"
 )
 
 // Source is what the prune pipeline (planner, prune state, cleaner) needs
 // of a versioned dataset, whatever its format: its versions, change
-// records, floor, tags and the keys a version owns. A tablekeep table
-// (TableSource) and a Lance dataset (lance.Source) implement it, so this
-// package does not learn Lance and the Lance package does not learn queues.
+// records, floor, tags and the keys a version owns. Every registered
+// dataset is one: a tablekeep table (TableSource, with its fast paths as
+// optional interfaces) and a Lance dataset (lance.Source, through
+// shared/formats), so this package does not learn Lance and the Lance
+// package does not learn queues. The runner, cleaner, sweep, health,
+// stats and dry run take a Source; compaction is a capability a Source
+// may offer (TableBacked, SourceCompacter).
 //
 // Every key a Source returns is relative to Root(). A key ending in "/" is
 // a directory the format treats as one file (a Lance index): the cleaner
@@ -31,10 +35,11 @@ type Source interface {
 	// under the table's lock, before Versions.
 	Prepare(ctx context.Context) error
 	// Versions lists the stored versions, oldest first. Time is when the
-	// version's grace window starts: a version is retained while now - Time
-	// is at most Grace (tablekeep: when its successor was written; Lance:
-	// its own manifest timestamp, as cleanup_old_versions(older_than)).
-	Versions(ctx context.Context) ([]table.VersionInfo, error)
+	// version was written; GraceFrom when its grace window starts: a
+	// version is retained while now - GraceFrom is at most Grace
+	// (tablekeep: when its successor was written, none for the latest;
+	// Lance: its own manifest timestamp, as cleanup_old_versions(older_than)).
+	Versions(ctx context.Context) ([]dataset.VersionInfo, error)
 	// Floor is the retention floor: versions below it may be pruned.
 	Floor(ctx context.Context) (uint64, error)
 	// SetFloor raises the floor (never lowers it).
@@ -44,7 +49,7 @@ type Source interface {
 	// ChangeRecord is version v's record (an error wrapping
 	// objstore.ErrNotExist if there is none): its Removed files were
 	// referenced by exactly the versions [Since, v-1].
-	ChangeRecord(ctx context.Context, v uint64) (*table.ChangeRecord, error)
+	ChangeRecord(ctx context.Context, v uint64) (*dataset.ChangeRecord, error)
 	// EnsureChangeRecords rebuilds missing records of the spans [from,
 	// through] where it can; it returns how many it rebuilt.
 	EnsureChangeRecords(ctx context.Context, spans [][2]uint64) (int, error)
@@ -66,8 +71,9 @@ type Source interface {
 	LatestRefs(ctx context.Context) (uint64, []string, error)
 }
 
-// SourceOpener opens the Source of a registered dataset whose format is
-// not tablekeep's (TableRef.Format); the Cleaner calls it for such tables.
+// SourceOpener opens the Source of a registered dataset (by
+// TableRef.Format): formats.Open knows every format, OpenTableSource
+// tablekeep's own. Opening makes no request for either.
 type SourceOpener func(ctx context.Context, store objstore.Store, ref TableRef) (Source, error)
 
 // stateAt is the prune state's location: a store and a prefix.
@@ -79,77 +85,48 @@ type stateAt struct {
 func (s stateAt) Store() objstore.Store { return s.store }
 func (s stateAt) Root() string          { return s.root }
 
-// PlanSourcePrune is PlanPrune for any Source: it prepares the change
+// PlanSourcePrune plans the pruning of any Source: it prepares the change
 // records, then computes the floor (the newest KeepLast versions and every
-// version whose grace window is not over are kept) and the ranges to
-// enqueue. Call it under the table's lock (Prepare may write).
+// version whose grace window, from its GraceFrom, is not over are kept)
+// and the ranges to enqueue. Call it under the table's lock (Prepare may
+// write).
 func PlanSourcePrune(ctx context.Context, src Source, name string, p Policy, now time.Time) (PrunePlan, error) {
-	return planSourcePrune(ctx, src, name, p, now, false)
+	return planPrune(ctx, src, name, p, now, 0, false)
 }
 
-// planSourcePrune is PlanSourcePrune; forApply: the plan is applied next
-// (holdForLeases).
-func planSourcePrune(ctx context.Context, src Source, name string, p Policy, now time.Time, forApply bool) (PrunePlan, error) {
-	p = p.WithDefaults()
-	plan := PrunePlan{name: name, policy: p, now: now}
-	if err := src.Prepare(ctx); err != nil {
-		return plan, fmt.Errorf("prepare %s: %w", src.Root(), err)
-	}
-	var vs []table.VersionInfo
-	var tags map[string]uint64
-	err := inParallel(ctx,
-		func(ctx context.Context) (err error) { vs, err = src.Versions(ctx); return err },
-		func(ctx context.Context) (err error) { plan.OldFloor, err = src.Floor(ctx); return err },
-		func(ctx context.Context) (err error) { tags, err = src.Tags(ctx); return err },
-	)
-	if err != nil {
-		return plan, err
-	}
-	if len(vs) == 0 {
-		return plan, fmt.Errorf("%s: %w", src.Root(), table.ErrNotATable)
-	}
-	plan.vs = vs
-	plan.Versions = len(vs)
-	plan.Latest = vs[len(vs)-1].Version
-	if plan.OldFloor > plan.Latest {
-		return plan, staleFloor(src.Root(), plan.OldFloor, plan.Latest)
-	}
-	grace := src.Grace(p.Grace)
-	plan.grace, plan.ownTime = grace, true
-	floor := uint64(1)
-	if plan.Latest > uint64(p.KeepLast) {
-		floor = plan.Latest - uint64(p.KeepLast) + 1
-	}
-	for _, v := range vs {
-		if now.Sub(v.Time) <= grace {
-			floor = min(floor, v.Version)
-			break
-		}
-	}
-	plan.Floor = max(floor, plan.OldFloor)
-	if ll, ok := src.(LeaseLister); ok {
-		if err := plan.holdForLeases(ctx, ll.LeaseDir(), now, forApply); err != nil {
-			return plan, err
-		}
-	}
-	if vs[0].Version < plan.Floor {
-		st := stateAt{src.Store(), src.StateRoot()}
-		if plan.state, plan.stateKeys, err = readPruneState(ctx, st); err != nil {
-			return plan, err
-		}
-	}
-	plan.planRanges(src.Root(), tags)
-	return plan, nil
-}
-
-// ApplySourcePrune is ApplyPrune for any Source: the floor first, then the
-// tags read again, the ranges' change records ensured, the ranges sent and
-// the prune state written under plan.Token. Call it under the table's lock.
+// ApplySourcePrune applies a plan of src: the floor first (a FloorReader's
+// from the plan's floor read), then the tags read again, the ranges'
+// change records ensured (a RecordLister's named in the messages), the
+// ranges sent and the prune state written under plan.Token. Call it under
+// the table's lock, with the fence checked. From the floor write on,
+// checkout, tag and restore below it fail, before any cleaner can delete
+// anything.
 func ApplySourcePrune(ctx context.Context, src Source, plan *PrunePlan, q Enqueuer) error {
-	return plan.apply(ctx, applyTarget{
+	at := applyTarget{
 		root: src.Root(), setFloor: src.SetFloor, tags: src.Tags, ensure: src.EnsureChangeRecords,
 		state: stateAt{src.Store(), src.StateRoot()},
-	}, q)
+	}
+	if fr, ok := src.(FloorReader); ok {
+		// The plan's floor read stands in for SetFloor's own (same lock).
+		at.setFloor = func(ctx context.Context, f uint64) error { return fr.SetFloorFrom(ctx, f, plan.floorRead) }
+	}
+	if rl, ok := src.(RecordLister); ok {
+		var have [][]uint64
+		at.ensure = func(ctx context.Context, spans [][2]uint64) (int, error) {
+			var n int
+			var err error
+			n, have, err = rl.EnsureRecords(ctx, spans)
+			return n, err
+		}
+		at.records = func(i int) *[]uint64 {
+			if have == nil || i >= len(have) || len(have[i]) > MaxMessageRecords {
+				return nil
+			}
+			recs := append([]uint64{}, have[i]...) // [] (not null) when none has one
+			return &recs
+		}
+	}
+	return plan.apply(ctx, at, q)
 }
 
 // checkSourceKey applies src's key check and the store's, to a key

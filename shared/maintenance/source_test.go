@@ -44,7 +44,7 @@ func TestSourcePipelineOnTablekeepTable(t *testing.T) {
 	copyDir(t, h.dir, b)
 	eb := newEnv(t, b, p, queue.EmbeddedOptions{})
 	eb.clock.Advance(2 * time.Hour)
-	src := maintenance.TableSource{T: eb.open(t)}
+	src := &maintenance.TableSource{T: eb.open(t)}
 	planB, err := maintenance.PlanSourcePrune(ctx, src, tblName, p, eb.clock.Now())
 	if err != nil {
 		t.Fatal(err)

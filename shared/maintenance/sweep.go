@@ -34,9 +34,9 @@ type SweepResult struct {
 	// Manifests is how many stored manifests a dataset of another format's
 	// sweep read (SweepSourceFiles: every stored version's).
 	Manifests int `json:",omitempty"`
-	// Skipped says why nothing was swept: a dataset of another format
-	// (TableRef.Format) with no SweepOptions.Sources, or whose Source has
-	// no SweepSource (docs/lance.md).
+	// Skipped says why nothing was swept: a dataset whose format
+	// SweepOptions.Sources does not know, or whose Source is neither
+	// TableBacked nor a SweepSource (docs/lance.md).
 	Skipped string `json:",omitempty"`
 }
 
@@ -244,75 +244,42 @@ type SweepOptions struct {
 	Clock      clock.Clock        // times the step (default the real clock)
 	Metrics    *telemetry.Metrics // ObjectsDeleted, BytesDeleted
 	Table      table.Options      // for opening the table (Grace is the policy's)
-	// Sources opens a dataset of another format (TableRef.Format, e.g.
-	// formats.Open); if its Source is a SweepSource, SweepSourceFiles
-	// sweeps it. Without it such a dataset is skipped.
+	// Sources opens the dataset (e.g. formats.Open; nil: OpenTableSource,
+	// which knows tablekeep's own format only: another is
+	// ErrUnknownFormat, nothing listed or deleted).
 	Sources SourceOpener
 }
 
-// SweepTable opens ref on a request-counting view of store, sweeps it, and
-// reports the step in one log line ("sweep") and in the metrics. A dataset
-// of another format (ref.Format) is opened with o.Sources and swept by
-// SweepSourceFiles if its Source is a SweepSource; else it is skipped
+// SweepTable opens ref's Source (o.Sources; without it OpenTableSource)
+// on a request-counting view of store, sweeps it, and reports the step in
+// one log line ("sweep") and in the metrics. A TableBacked source is swept
+// by Sweep over its table (the files its stored manifests reference are
+// retained); a SweepSource by SweepSourceFiles; any other is skipped
 // (SweepResult.Skipped), nothing listed or deleted.
 func SweepTable(ctx context.Context, store objstore.Store, ref TableRef, o SweepOptions) (SweepResult, error) {
 	clock := clock.Or(o.Clock)
 	start := clock.Now()
-	if ref.Format != "" {
-		return sweepOther(ctx, store, ref, o, clock, start)
-	}
 	st := objstore.NewCounting(store)
-	opts := o.Table
-	opts.Grace = ref.Policy.WithDefaults().Grace
 	var res SweepResult
 	var floor, latest uint64
-	t, err := table.Open(ctx, st, ref.Root, opts)
-	if err == nil {
-		latest = t.Cached().Version
-		if floor, err = t.Floor(ctx); err == nil {
-			res, err = Sweep(ctx, t, ref.Policy, o.Now, o.MaxDeletes, o.DryRun)
-		}
-	}
-	o.Metrics.Count(telemetry.ObjectsDeleted, res.Deleted)
-	if !o.DryRun {
-		o.Metrics.Add(telemetry.BytesDeleted, telemetry.Bytes, float64(res.Bytes))
-	}
-	if o.Logger != nil {
-		level, attrs := slog.LevelInfo, []slog.Attr{
-			slog.String("step", "sweep"), slog.String("table", ref.Name),
-			slog.Group("versions", slog.Uint64("latest", latest), slog.Uint64("floor", floor)),
-			slog.Bool("dry_run", o.DryRun), slog.Int("listed", res.Listed), slog.Int("referenced", res.Referenced),
-			slog.Int("young", res.Young), slog.Int("foreign", res.Foreign), slog.Int("deleted", res.Deleted),
-			slog.Int("planned", len(res.Planned)), slog.Any("dangling_tags", res.DanglingTags),
-			telemetry.Requests(st.Counts()), slog.Int64("bytes", res.Bytes), slog.Int64("duration_ms", clock.Now().Sub(start).Milliseconds()),
-		}
-		if err != nil {
-			level = slog.LevelError
-			attrs = append(attrs, slog.String("err", err.Error()))
-		}
-		o.Logger.LogAttrs(ctx, level, "maintenance step", attrs...)
-	}
-	return res, err
-}
-
-// sweepOther sweeps a dataset of another format through its SweepSource
-// (SweepSourceFiles), or skips it, with one log line either way.
-func sweepOther(ctx context.Context, store objstore.Store, ref TableRef, o SweepOptions, clock clock.Clock, start time.Time) (SweepResult, error) {
-	st := objstore.NewCounting(store)
-	var res SweepResult
-	var err error
-	var ss SweepSource
-	if o.Sources == nil {
-		res.Skipped = fmt.Sprintf("format %q: no opener for it: nothing swept", ref.Format)
-	} else {
-		var src Source
-		if src, err = o.Sources(ctx, st, ref); err == nil {
-			var ok bool
-			if ss, ok = src.(SweepSource); ok {
-				res, err = SweepSourceFiles(ctx, src, ss, ref.Policy, o.Now, o.MaxDeletes, o.DryRun)
-			} else {
-				res.Skipped = fmt.Sprintf("format %q: its reader has no orphan sweep: nothing swept", ref.Format)
+	src, err := openWith(ctx, o.Sources, st, ref)
+	if errors.Is(err, ErrUnknownFormat) {
+		res.Skipped, err = fmt.Sprintf("format %q: no opener for it: nothing swept", ref.Format), nil
+	} else if err == nil {
+		if tb, ok := src.(TableBacked); ok {
+			opts := o.Table
+			opts.Grace = ref.Policy.WithDefaults().Grace
+			var t *table.Table
+			if t, err = tb.OpenTable(ctx, opts); err == nil {
+				latest = t.Cached().Version
+				if floor, err = t.Floor(ctx); err == nil {
+					res, err = Sweep(ctx, t, ref.Policy, o.Now, o.MaxDeletes, o.DryRun)
+				}
 			}
+		} else if ss, ok := src.(SweepSource); ok {
+			res, err = SweepSourceFiles(ctx, src, ss, ref.Policy, o.Now, o.MaxDeletes, o.DryRun)
+		} else {
+			res.Skipped = fmt.Sprintf("format %q: its reader has no orphan sweep: nothing swept", ref.Format)
 		}
 	}
 	o.Metrics.Count(telemetry.ObjectsDeleted, res.Deleted)
@@ -321,16 +288,21 @@ func sweepOther(ctx context.Context, store objstore.Store, ref TableRef, o Sweep
 	}
 	if o.Logger != nil {
 		level, attrs := slog.LevelInfo, []slog.Attr{
-			slog.String("step", "sweep"), slog.String("table", ref.Name), slog.String("format", ref.Format),
+			slog.String("step", "sweep"), slog.String("table", ref.Name), formatAttr(ref),
 			slog.Bool("dry_run", o.DryRun),
 		}
 		if res.Skipped != "" {
 			attrs = append(attrs, slog.String("skipped", res.Skipped))
 		} else {
-			attrs = append(attrs, slog.Int("manifests", res.Manifests), slog.Int("listed", res.Listed), slog.Int("referenced", res.Referenced),
+			if latest != 0 {
+				attrs = append(attrs, slog.Group("versions", slog.Uint64("latest", latest), slog.Uint64("floor", floor)))
+			} else {
+				attrs = append(attrs, slog.Int("manifests", res.Manifests))
+			}
+			attrs = append(attrs, slog.Int("listed", res.Listed), slog.Int("referenced", res.Referenced),
 				slog.Int("young", res.Young), slog.Int("foreign", res.Foreign), slog.Int("deleted", res.Deleted),
-				slog.Int("planned", len(res.Planned)), telemetry.Requests(st.Counts()), slog.Int64("bytes", res.Bytes),
-				slog.Int64("duration_ms", clock.Now().Sub(start).Milliseconds()))
+				slog.Int("planned", len(res.Planned)), slog.Any("dangling_tags", res.DanglingTags),
+				telemetry.Requests(st.Counts()), slog.Int64("bytes", res.Bytes), slog.Int64("duration_ms", clock.Now().Sub(start).Milliseconds()))
 		}
 		if err != nil {
 			level = slog.LevelError

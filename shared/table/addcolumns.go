@@ -5,6 +5,8 @@ import (
 	"fmt"
 
 	"github.com/apache/arrow-go/v18/arrow"
+
+	"github.com/tablekeep/tablekeep/shared/dataset"
 )
 
 // maxColumns is the largest schema a manifest may hold (4.1).
@@ -30,7 +32,7 @@ func (t *Table) AddColumns(ctx context.Context, fields ...arrow.Field) (*CommitR
 	if _, err := addColumns(base, fields); err != nil {
 		return nil, err
 	}
-	op := t.newOp(OpAddColumns)
+	op := t.newOp(dataset.OpAddColumns)
 	op.readAt = at
 	op.addFields = fields
 	return t.commit(ctx, op, base)

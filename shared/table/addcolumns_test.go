@@ -10,6 +10,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
+	"github.com/tablekeep/tablekeep/shared/dataset"
 	"github.com/tablekeep/tablekeep/shared/objstore"
 )
 
@@ -105,10 +106,10 @@ func TestAddColumns(t *testing.T) {
 			t.Fatalf("add columns: %+v", res)
 		}
 		m := tbl.Cached()
-		if m.Op.Kind != OpAddColumns || !schemasEqual(m.Schema, evolvedSchema) || len(m.Fragments) != 1 {
+		if m.Op.Kind != dataset.OpAddColumns || !schemasEqual(m.Schema, evolvedSchema) || len(m.Fragments) != 1 {
 			t.Fatalf("v3: op %s, schema %s, %d fragments", m.Op.Kind, m.Schema, len(m.Fragments))
 		}
-		if c, err := tbl.ChangeRecord(ctx, 3); err != nil || len(c.Added) != 0 || len(c.Removed) != 0 || c.Op != OpAddColumns {
+		if c, err := tbl.ChangeRecord(ctx, 3); err != nil || len(c.Added) != 0 || len(c.Removed) != 0 || c.Op != dataset.OpAddColumns {
 			t.Fatalf("change record of v3: %+v, %v", c, err)
 		}
 		// The old schema is refused now; the new one is accepted.

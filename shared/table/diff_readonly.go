@@ -3,13 +3,15 @@ package table
 import (
 	"context"
 	"fmt"
+
+	"github.com/tablekeep/tablekeep/shared/dataset"
 )
 
 // ComputeChangeRecord returns version v's change record as the diff of the
 // manifests of v-1 and v, without writing it. The orphan sweep uses it where
 // a record is missing: re-creating one (RepairChangeRecord) could resurrect
 // a record a cleaner has just deleted, which nothing would delete again.
-func (t *Table) ComputeChangeRecord(ctx context.Context, v uint64) (*ChangeRecord, error) {
+func (t *Table) ComputeChangeRecord(ctx context.Context, v uint64) (*dataset.ChangeRecord, error) {
 	next, err := t.readManifest(ctx, v)
 	if err != nil {
 		return nil, err

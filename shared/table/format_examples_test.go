@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
+
+	"github.com/tablekeep/tablekeep/shared/dataset"
 )
 
 // format1Example is the worked example of docs/format.md 4.6 as format 1
@@ -24,7 +26,7 @@ func exampleManifest() *Manifest {
 			{Name: "n", Type: arrow.PrimitiveTypes.Int64, Nullable: true},
 		}, nil),
 		KeyColumn: "name", NextFragmentID: 2,
-		Op:          Operation{Kind: OpAppend, TxnID: 0x0102030405060708, RowsAdded: 2},
+		Op:          Operation{Kind: dataset.OpAppend, TxnID: 0x0102030405060708, RowsAdded: 2},
 		WriterGrace: time.Hour,
 		Fragments: []Fragment{{ID: 1, File: 0x00112233aabbccdd, Rows: 2, Bytes: 900, CreatedVersion: 2,
 			MinKey: []byte("a"), MaxKey: []byte("b")}},

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
+
+	"github.com/tablekeep/tablekeep/shared/dataset"
 )
 
 // Fuzz targets for the three binary decoders. `make fuzz` (part of `make
@@ -53,9 +55,9 @@ func fuzzManifests() []*Manifest {
 	ts := time.Date(2030, 1, 2, 3, 4, 5, 6000, time.UTC)
 	return []*Manifest{
 		{Version: 1, CommitTime: ts, Schema: regSchema, KeyColumn: "name", NextFragmentID: 1,
-			Op: Operation{Kind: OpCreate, TxnID: 42}, Fragments: []Fragment{}},
+			Op: Operation{Kind: dataset.OpCreate, TxnID: 42}, Fragments: []Fragment{}},
 		{Version: 7, Parent: 6, CommitTime: ts, Schema: regSchema, KeyColumn: "name", NextFragmentID: 9,
-			Op: Operation{Kind: OpUpsert, TxnID: 1<<63 + 5, RowsAdded: 3, RowsDeleted: 1},
+			Op: Operation{Kind: dataset.OpUpsert, TxnID: 1<<63 + 5, RowsAdded: 3, RowsDeleted: 1},
 			Fragments: []Fragment{
 				{ID: 3, File: 0xdeadbeef01234567, Rows: 10, Bytes: 999, CreatedVersion: 2, MinKey: []byte("a"), MaxKey: []byte("k")},
 				{ID: 8, File: 1, Rows: 5, Bytes: 100, CreatedVersion: 7,
@@ -67,10 +69,10 @@ func fuzzManifests() []*Manifest {
 				{Name: "f", Type: arrow.PrimitiveTypes.Float64}, {Name: "b", Type: arrow.FixedWidthTypes.Boolean},
 				{Name: "x", Type: arrow.BinaryTypes.Binary, Nullable: true},
 			}, nil),
-			Op: Operation{Kind: OpRestore, RestoredFrom: 3}, Fragments: []Fragment{}},
+			Op: Operation{Kind: dataset.OpRestore, RestoredFrom: 3}, Fragments: []Fragment{}},
 		// Format 3: inline rows, inline deletions, a record index.
 		{Version: 12, Parent: 11, CommitTime: ts, Schema: regSchema, KeyColumn: "name", NextFragmentID: 4,
-			Op: Operation{Kind: OpUpsert, TxnID: 9, RowsAdded: 1, RowsDeleted: 1}, WriterGrace: DefaultGrace,
+			Op: Operation{Kind: dataset.OpUpsert, TxnID: 9, RowsAdded: 1, RowsDeleted: 1}, WriterGrace: DefaultGrace,
 			Format: 3, InlineMaxBytes: 2048, RecordsFrom: 1, Records: []uint64{2, 9},
 			Fragments: []Fragment{{ID: 3, File: 7, Rows: 10, Bytes: 999, CreatedVersion: 9, MinKey: []byte("a"), MaxKey: []byte("k"), Inline: []uint32{0, 4}}},
 			Inline: []InlineRow{
@@ -80,14 +82,14 @@ func fuzzManifests() []*Manifest {
 	}
 }
 
-func fuzzChanges() []*ChangeRecord {
+func fuzzChanges() []*dataset.ChangeRecord {
 	ts := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
-	return []*ChangeRecord{
-		{Version: 1, CommitTime: ts, Op: OpCreate},
-		{Version: 9, CommitTime: ts, Op: OpRewrite,
+	return []*dataset.ChangeRecord{
+		{Version: 1, CommitTime: ts, Op: dataset.OpCreate},
+		{Version: 9, CommitTime: ts, Op: dataset.OpRewrite,
 			Added:   []string{FileID(5).DataKey(), DeletionKey(5, 2)},
-			Removed: []RemovedFile{{Key: FileID(1).DataKey(), Since: 2}, {Key: DeletionKey(1, 7), Since: 8}}},
-		{Version: 3, CommitTime: ts, Op: OpDelete, Removed: []RemovedFile{{Key: "../other/data/0000000000000001.parquet", Since: 1}}},
+			Removed: []dataset.RemovedFile{{Key: FileID(1).DataKey(), Since: 2}, {Key: DeletionKey(1, 7), Since: 8}}},
+		{Version: 3, CommitTime: ts, Op: dataset.OpDelete, Removed: []dataset.RemovedFile{{Key: "../other/data/0000000000000001.parquet", Since: 1}}},
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tablekeep/tablekeep/shared/dataset"
 	"github.com/tablekeep/tablekeep/shared/objstore"
 )
 
@@ -560,7 +561,7 @@ func (t *Table) checkLeaseVersion(ctx context.Context, v uint64, now time.Time) 
 	if v == 0 {
 		return fmt.Errorf("%w: version 0", ErrInvalidLease)
 	}
-	var vs []VersionInfo
+	var vs []dataset.VersionInfo
 	var floor uint64
 	g := make(chan error, 1)
 	go func() {
@@ -585,7 +586,7 @@ func (t *Table) checkLeaseVersion(ctx context.Context, v uint64, now time.Time) 
 	if v < floor {
 		return objErr(t.key(manifestKey(v)), ErrVersionPruned, fmt.Sprintf("version %d is below the retention floor %d", v, floor))
 	}
-	i, found := slices.BinarySearchFunc(vs, v, func(x VersionInfo, v uint64) int {
+	i, found := slices.BinarySearchFunc(vs, v, func(x dataset.VersionInfo, v uint64) int {
 		switch {
 		case x.Version < v:
 			return -1

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
+
+	"github.com/tablekeep/tablekeep/shared/dataset"
 )
 
 // FormatVersion is the newest manifest format this code writes: tables
@@ -44,48 +46,9 @@ const (
 	legacyFloorKey = "_refs/floor.json"
 )
 
-// OpKind is what a commit did.
-type OpKind byte
-
-const (
-	OpCreate  OpKind = 1
-	OpAppend  OpKind = 2
-	OpDelete  OpKind = 3
-	OpUpsert  OpKind = 4
-	OpRewrite OpKind = 5
-	OpRestore OpKind = 6
-	// OpAddColumns appends nullable columns to the schema (AddColumns);
-	// fragments are unchanged.
-	OpAddColumns OpKind = 7
-	// OpFlush moves a format-3 manifest's inline rows into a data file.
-	OpFlush OpKind = 8
-)
-
-func (k OpKind) String() string {
-	switch k {
-	case OpCreate:
-		return "create"
-	case OpAppend:
-		return "append"
-	case OpDelete:
-		return "delete"
-	case OpUpsert:
-		return "upsert"
-	case OpRewrite:
-		return "rewrite"
-	case OpRestore:
-		return "restore"
-	case OpAddColumns:
-		return "add-columns"
-	case OpFlush:
-		return "flush"
-	}
-	return "op(" + strconv.Itoa(int(k)) + ")"
-}
-
 // Operation summarises a commit.
 type Operation struct {
-	Kind        OpKind
+	Kind        dataset.OpKind
 	TxnID       uint64 // random; lets a committer recognise its own manifest after an ambiguous write
 	RowsAdded   uint64
 	RowsDeleted uint64
@@ -379,7 +342,7 @@ func decodeManifest(key string, b []byte) (*Manifest, error) {
 	m.Schema = readSchema(r)
 	m.KeyColumn = string(r.bytes())
 	m.NextFragmentID = r.uvarint()
-	m.Op.Kind = OpKind(r.byte())
+	m.Op.Kind = dataset.OpKind(r.byte())
 	if tx := r.fixed(8); tx != nil {
 		m.Op.TxnID = binary.LittleEndian.Uint64(tx)
 	}
@@ -500,25 +463,7 @@ func readFragment(r *reader, fv uint64) Fragment {
 	return f
 }
 
-// RemovedFile is an object a commit stopped referencing, with the first
-// version that referenced it: the object was referenced by exactly the
-// versions [Since, removing version - 1].
-type RemovedFile struct {
-	Key   string // relative to the table root
-	Since uint64
-}
-
-// ChangeRecord is the small per-version record of what a commit added and
-// removed, so that cleanup never reads old full manifests.
-type ChangeRecord struct {
-	Version    uint64
-	CommitTime time.Time
-	Op         OpKind
-	Added      []string // keys relative to the table root
-	Removed    []RemovedFile
-}
-
-func encodeChange(c *ChangeRecord) []byte {
+func encodeChange(c *dataset.ChangeRecord) []byte {
 	buf := append([]byte(nil), changeMagic...)
 	buf = binary.AppendUvarint(buf, changeFormatVersion)
 	buf = binary.AppendUvarint(buf, c.Version)
@@ -537,7 +482,7 @@ func encodeChange(c *ChangeRecord) []byte {
 }
 
 // DecodeChange parses a change record; key names it in errors.
-func DecodeChange(key string, b []byte) (*ChangeRecord, error) {
+func DecodeChange(key string, b []byte) (*dataset.ChangeRecord, error) {
 	if len(b) < len(changeMagic)+1+4 || string(b[:len(changeMagic)]) != changeMagic {
 		return nil, objErr(key, ErrCorruptObject, "bad change-record magic or too short")
 	}
@@ -553,10 +498,10 @@ func DecodeChange(key string, b []byte) (*ChangeRecord, error) {
 		return nil, objErr(key, ErrCorruptObject, "change-record checksum mismatch")
 	}
 	r := &reader{b: body[len(changeMagic)+n:]}
-	c := &ChangeRecord{}
+	c := &dataset.ChangeRecord{}
 	c.Version = r.uvarint()
 	c.CommitTime = time.Unix(0, r.varint()).UTC()
-	c.Op = OpKind(r.byte())
+	c.Op = dataset.OpKind(r.byte())
 	na := r.uvarint()
 	if r.err == nil && na > uint64(len(r.b)) {
 		r.fail("added count beyond object size")
@@ -570,7 +515,7 @@ func DecodeChange(key string, b []byte) (*ChangeRecord, error) {
 	}
 	for i := uint64(0); r.err == nil && i < nr; i++ {
 		k := string(r.bytes())
-		c.Removed = append(c.Removed, RemovedFile{Key: k, Since: r.uvarint()})
+		c.Removed = append(c.Removed, dataset.RemovedFile{Key: k, Since: r.uvarint()})
 	}
 	r.done()
 	if r.err != nil {
@@ -583,8 +528,8 @@ func DecodeChange(key string, b []byte) (*ChangeRecord, error) {
 // object next references that prev did not is added; every object prev
 // referenced that next does not is removed, with the version it was first
 // referenced. Paths are never reused, so the diff is exact.
-func diffManifests(prev, next *Manifest) *ChangeRecord {
-	c := &ChangeRecord{Version: next.Version, CommitTime: next.CommitTime, Op: next.Op.Kind}
+func diffManifests(prev, next *Manifest) *dataset.ChangeRecord {
+	c := &dataset.ChangeRecord{Version: next.Version, CommitTime: next.CommitTime, Op: next.Op.Kind}
 	// Compare by file and deletion-vector ids; only differences are formatted.
 	type refs struct {
 		frag Fragment
@@ -620,10 +565,10 @@ func diffManifests(prev, next *Manifest) *ChangeRecord {
 		for _, f := range prev.Fragments {
 			n, kept := cur[f.File]
 			if !kept {
-				c.Removed = append(c.Removed, RemovedFile{Key: f.File.DataKey(), Since: f.CreatedVersion})
+				c.Removed = append(c.Removed, dataset.RemovedFile{Key: f.File.DataKey(), Since: f.CreatedVersion})
 			}
 			if f.Deletion != nil && (!kept || !n.has || n.del != f.Deletion.ID) {
-				c.Removed = append(c.Removed, RemovedFile{Key: DeletionKey(f.File, f.Deletion.ID), Since: f.Deletion.CreatedVersion})
+				c.Removed = append(c.Removed, dataset.RemovedFile{Key: DeletionKey(f.File, f.Deletion.ID), Since: f.Deletion.CreatedVersion})
 			}
 		}
 	}

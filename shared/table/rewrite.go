@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sync/errgroup"
 	"golang.org/x/sync/semaphore"
 
+	"github.com/tablekeep/tablekeep/shared/dataset"
 	"github.com/tablekeep/tablekeep/shared/objstore"
 )
 
@@ -46,7 +47,7 @@ type Rewrite struct {
 	// to outputs.
 	Remapped uint64
 	written  map[rewriteWrittenKey]*Deletion
-	removal  map[string]OpKind // data key -> op that removed it, versions (ReadVersion, scanned]
+	removal  map[string]dataset.OpKind // data key -> op that removed it, versions (ReadVersion, scanned]
 	scanned  uint64
 	// firstUpload is when the first remapped deletion vector was uploaded.
 	firstUpload time.Time
@@ -210,7 +211,7 @@ func (t *Table) CommitRewrite(ctx context.Context, rw *Rewrite, readAt time.Time
 			return nil, err
 		}
 	}
-	op := t.newOp(OpRewrite)
+	op := t.newOp(dataset.OpRewrite)
 	op.readAt = readAt
 	rw.written = map[rewriteWrittenKey]*Deletion{}
 	op.rewrite = rw
@@ -294,7 +295,7 @@ func (rw *Rewrite) remap(ctx context.Context, t *Table, gi int, g RewriteGroup, 
 			if err != nil {
 				return out, false, err
 			}
-			if kind != OpDelete && kind != OpUpsert {
+			if kind != dataset.OpDelete && kind != dataset.OpUpsert {
 				return out, false, nil
 			}
 			gone[in.Fragment.ID], changed = true, true
@@ -396,12 +397,12 @@ func sameDeletion(a, b *Deletion) bool {
 // between ReadVersion and upTo, reading change records (or, for one not yet
 // written, diffing the two manifests in memory). 0 means unknown: not found,
 // or no ReadVersion.
-func (rw *Rewrite) removedBy(ctx context.Context, t *Table, upTo uint64, key string) (OpKind, error) {
+func (rw *Rewrite) removedBy(ctx context.Context, t *Table, upTo uint64, key string) (dataset.OpKind, error) {
 	if rw.ReadVersion == 0 {
 		return 0, nil
 	}
 	if rw.removal == nil {
-		rw.removal, rw.scanned = map[string]OpKind{}, rw.ReadVersion
+		rw.removal, rw.scanned = map[string]dataset.OpKind{}, rw.ReadVersion
 	}
 	for v := rw.scanned + 1; v <= upTo; v++ {
 		c, err := t.ChangeRecord(ctx, v)

@@ -20,6 +20,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/tablekeep/tablekeep/shared/dataset"
 	"github.com/tablekeep/tablekeep/shared/objstore"
 )
 
@@ -210,7 +211,7 @@ func Create(ctx context.Context, store objstore.Store, root string, schema *arro
 	now := t.opts.Clock()
 	m := &Manifest{
 		Version: 1, CommitTime: now, Schema: normalizeSchema(schema), KeyColumn: keyColumn,
-		NextFragmentID: 1, Op: Operation{Kind: OpCreate, TxnID: rand.Uint64()},
+		NextFragmentID: 1, Op: Operation{Kind: dataset.OpCreate, TxnID: rand.Uint64()},
 		WriterGrace: t.opts.Grace, Format: t.opts.Format,
 	}
 	if m.Format >= 3 {
@@ -246,6 +247,15 @@ func Open(ctx context.Context, store objstore.Store, root string, opts Options) 
 		return nil, err
 	}
 	return t, nil
+}
+
+// Handle is a handle on the table at root that has read nothing: the
+// listings, floor, tags and change records read through it as through an
+// opened table, and Cached is nil until a Refresh (Open is Handle and
+// Refresh). The maintenance of a table opens one per message (the cleaner)
+// or refreshes it under the table's lock (the compactor).
+func Handle(store objstore.Store, root string, opts Options) *Table {
+	return newTable(store, root, opts)
 }
 
 func newTable(store objstore.Store, root string, opts Options) *Table {
@@ -626,19 +636,12 @@ func (t *Table) Latest(ctx context.Context) (*Snapshot, error) {
 // Snapshot returns a snapshot of the cached latest version, without I/O.
 func (t *Table) Snapshot() *Snapshot { return &Snapshot{t: t, m: t.Cached()} }
 
-// VersionInfo is one version as listed.
-type VersionInfo struct {
-	Version       uint64
-	Time          time.Time // when its manifest was written (store time)
-	ManifestBytes int64
-}
-
 // Versions lists every stored version, oldest first (List requests only).
-func (t *Table) Versions(ctx context.Context) ([]VersionInfo, error) {
-	var out []VersionInfo
+func (t *Table) Versions(ctx context.Context) ([]dataset.VersionInfo, error) {
+	var out []dataset.VersionInfo
 	err := objstore.ListAll(ctx, t.store, t.key(versionsDir), "", func(o objstore.ObjectInfo) error {
 		if v, ok := parseManifestKey(strings.TrimPrefix(o.Key, t.root)); ok {
-			out = append(out, VersionInfo{Version: v, Time: o.LastModified, ManifestBytes: o.Size})
+			out = append(out, dataset.VersionInfo{Version: v, Time: o.LastModified, ManifestBytes: o.Size})
 		}
 		return nil
 	})
@@ -767,14 +770,14 @@ func ReadTagsAt(ctx context.Context, store objstore.Store, root string, opts Opt
 }
 
 // ChangeRecord reads version v's change record.
-func (t *Table) ChangeRecord(ctx context.Context, v uint64) (*ChangeRecord, error) {
+func (t *Table) ChangeRecord(ctx context.Context, v uint64) (*dataset.ChangeRecord, error) {
 	return ReadChangeRecord(ctx, t.store, t.root, v)
 }
 
 // ReadChangeRecord reads version v's change record of the table at root
 // (a normalized root, as Table.Root returns) without opening the table:
 // one GET.
-func ReadChangeRecord(ctx context.Context, st objstore.Store, root string, v uint64) (*ChangeRecord, error) {
+func ReadChangeRecord(ctx context.Context, st objstore.Store, root string, v uint64) (*dataset.ChangeRecord, error) {
 	k := root + changeKey(v)
 	b, err := st.Get(ctx, k)
 	if err != nil {
@@ -794,7 +797,7 @@ func ReadChangeRecord(ctx context.Context, st objstore.Store, root string, v uin
 // of v-1 and v. A committer writes the record right after its manifest; a
 // crash in between leaves it missing, and maintenance repairs it before the
 // range is pruned (both manifests still exist then).
-func (t *Table) RepairChangeRecord(ctx context.Context, v uint64) (*ChangeRecord, error) {
+func (t *Table) RepairChangeRecord(ctx context.Context, v uint64) (*dataset.ChangeRecord, error) {
 	c, err := t.ComputeChangeRecord(ctx, v)
 	if err != nil {
 		return nil, err
@@ -808,7 +811,7 @@ func (t *Table) RepairChangeRecord(ctx context.Context, v uint64) (*ChangeRecord
 // writeChange writes version m's change record c, except on a format-3
 // table for a version that added and removed no file: that version has no
 // record (docs/format.md 5), and nothing reads one.
-func (t *Table) writeChange(ctx context.Context, m *Manifest, c *ChangeRecord) {
+func (t *Table) writeChange(ctx context.Context, m *Manifest, c *dataset.ChangeRecord) {
 	if m.Format >= 3 && len(c.Added) == 0 && len(c.Removed) == 0 {
 		return
 	}

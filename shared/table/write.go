@@ -12,6 +12,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/compute"
 
+	"github.com/tablekeep/tablekeep/shared/dataset"
 	"github.com/tablekeep/tablekeep/shared/objstore"
 )
 
@@ -36,7 +37,7 @@ type CommitResult struct {
 // that races another write of the same key deletes that row too: the last
 // committer wins and no key is ever duplicated).
 type writeOp struct {
-	kind   OpKind
+	kind   dataset.OpKind
 	txn    uint64
 	readAt time.Time // when the read version was loaded
 
@@ -85,7 +86,7 @@ type writtenKey struct {
 	inline  string // the fragment's inline deletions, folded into the vector
 }
 
-func (t *Table) newOp(kind OpKind) *writeOp {
+func (t *Table) newOp(kind dataset.OpKind) *writeOp {
 	return &writeOp{
 		kind: kind, txn: rand.Uint64(),
 		matches: map[FileID][]uint32{}, vectors: map[string][]uint32{}, written: map[writtenKey]*Deletion{},
@@ -135,7 +136,7 @@ func (t *Table) commit(ctx context.Context, op *writeOp, base *Manifest) (*Commi
 		if err != nil {
 			return nil, err
 		}
-		if op.kind == OpDelete && next.Op.RowsDeleted == 0 {
+		if op.kind == dataset.OpDelete && next.Op.RowsDeleted == 0 {
 			// A concurrent commit already deleted these rows: nothing to commit.
 			return &CommitResult{Version: base.Version, Attempts: attempt}, nil
 		}
@@ -405,7 +406,7 @@ func (op *writeOp) apply(ctx context.Context, t *Table, base *Manifest) (*Manife
 			moved = uint64(len(op.fold) - len(a.Inline))
 		}
 		next.Op.RowsAdded -= moved
-		if op.kind == OpFlush {
+		if op.kind == dataset.OpFlush {
 			next.Op.RowsDeleted = 0
 		}
 	}
@@ -641,7 +642,7 @@ func (t *Table) Append(ctx context.Context, rec arrow.RecordBatch) (*CommitResul
 	if rec.NumRows() == 0 {
 		return &CommitResult{Version: base.Version}, nil
 	}
-	op := t.newOp(OpAppend)
+	op := t.newOp(dataset.OpAppend)
 	op.readAt = at
 	if err := t.prepareRows(ctx, op, base, rec); err != nil {
 		return nil, err
@@ -659,7 +660,7 @@ func (t *Table) Upsert(ctx context.Context, rec arrow.RecordBatch) (*CommitResul
 	if rec.NumRows() == 0 {
 		return &CommitResult{Version: base.Version}, nil
 	}
-	op := t.newOp(OpUpsert)
+	op := t.newOp(dataset.OpUpsert)
 	op.readAt = at
 	op.pred = newKeySet(keys)
 	if err := t.prepareRows(ctx, op, base, rec); err != nil {
@@ -751,7 +752,7 @@ func (t *Table) DeleteWhere(ctx context.Context, pred Predicate) (*CommitResult,
 	if base.KeyColumn == "" {
 		return nil, ErrNoKeyColumn
 	}
-	op := t.newOp(OpDelete)
+	op := t.newOp(dataset.OpDelete)
 	op.readAt = at
 	op.pred = pred.(keyPredicate)
 	op.inline = base.Format >= 3
@@ -792,7 +793,7 @@ func (t *Table) restore(ctx context.Context, snap *Snapshot) (*CommitResult, err
 	if err != nil {
 		return nil, err
 	}
-	op := t.newOp(OpRestore)
+	op := t.newOp(dataset.OpRestore)
 	op.readAt = at
 	op.replaceAll = true
 	op.restoredFrom = v
@@ -879,7 +880,7 @@ func (t *Table) FlushInline(ctx context.Context) (*CommitResult, error) {
 	if len(base.Inline) == 0 {
 		return &CommitResult{Version: base.Version}, nil
 	}
-	op := t.newOp(OpFlush)
+	op := t.newOp(dataset.OpFlush)
 	op.readAt = at
 	op.fold = slices.Clone(base.Inline)
 	rec, err := inlineBatch(base.Schema, op.fold, nil)

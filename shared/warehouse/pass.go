@@ -435,40 +435,19 @@ func (w *Warehouse) planCleanup(ctx context.Context, rep *Report, refs []mainten
 		if !o.Detail && len(tr.Prune.Ranges) == 0 {
 			continue
 		}
+		// Itemised from the change records the dry run read (or derived,
+		// in memory) on the table's Source.
 		ref := byName[tr.Table]
-		if ref.Format != "" {
-			// Itemised from the change records the dry run derived (in
-			// memory) on the dataset's Source.
-			for _, rg := range tr.Prune.Ranges {
-				if tr.Source == nil {
-					break
-				}
-				describe(bar, fmt.Sprintf("plan cleanup %s %d-%d", tr.Table, rg.From, rg.To))
-				rp, err := maintenance.PlanSourceRange(ctx, tr.Source, rg, 0, maintenance.DefaultConcurrency)
-				progressed(rg)
-				if err != nil {
-					rep.fail(tr.Table, fmt.Errorf("plan cleanup [%d, %d]: %w", rg.From, rg.To, err))
-					break
-				}
-				rp.Sizes(ctx, w.Store, ref.Root, 0)
-				rep.Cleanup[tr.Table] = append(rep.Cleanup[tr.Table], rp)
-			}
+		if tr.Source == nil {
 			continue
 		}
-		opts := w.TableOptions()
-		opts.Grace = ref.Policy.Grace
-		t, err := table.Open(ctx, w.Store, ref.Root, opts)
-		if err != nil {
-			rep.fail(tr.Table, fmt.Errorf("plan cleanup: %w", err))
-			continue
-		}
-		if o.Detail {
-			g, f := maintenance.CompactionLeftover(t.Cached(), ref.Policy, tr.Compaction)
+		if tb, ok := tr.Source.(maintenance.TableBacked); ok && o.Detail && tb.Table().Cached() != nil {
+			g, f := maintenance.CompactionLeftover(tb.Table().Cached(), ref.Policy, tr.Compaction)
 			rep.Leftover[tr.Table] = [2]int{g, f}
 		}
 		for _, rg := range tr.Prune.Ranges {
 			describe(bar, fmt.Sprintf("plan cleanup %s %d-%d", tr.Table, rg.From, rg.To))
-			rp, err := maintenance.PlanRange(ctx, t, ref, rg, 0)
+			rp, err := maintenance.PlanRange(ctx, tr.Source, rg, 0)
 			progressed(rg)
 			if err != nil {
 				rep.fail(tr.Table, fmt.Errorf("plan cleanup [%d, %d]: %w", rg.From, rg.To, err))
