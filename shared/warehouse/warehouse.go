@@ -182,24 +182,24 @@ func (w *Warehouse) NewRunner(o Options) *maintenance.Runner {
 	if owner == "" {
 		owner = w.Owner
 	}
-	return &maintenance.Runner{
+	// Every registered dataset (tablekeep's, Lance) is compacted and pruned
+	// through its Source: formats.NewRunner wires formats.Open.
+	return formats.NewRunner(&maintenance.Runner{
 		Store: w.Store, Catalog: w.catalog(o), Locker: w.Locker, Queue: maintenance.QueueEnqueuer{Q: w.cleanupQueue()},
 		Compactor: comp, Clock: w.Clock, Logger: log, Owner: owner, DryRun: o.DryRun,
 		Lease: w.Lease, LockWait: w.LockWait, Margin: w.Margin, Metrics: o.Metrics,
 		LockNamespace: w.LockNamespace,
-		// Registered datasets of other formats (Lance): compacted and pruned.
-		Sources: formats.Open,
-	}
+	})
 }
 
 // NewCleaner is the cleaner over the warehouse: ranges resolved in its
 // catalog, continuations to its queue, datasets of every format opened by
 // formats.Open.
 func (w *Warehouse) NewCleaner(o Options) *maintenance.Cleaner {
-	return &maintenance.Cleaner{
+	return formats.NewCleaner(&maintenance.Cleaner{
 		Store: w.Store, Tables: w.catalog(o), Requeue: maintenance.QueueEnqueuer{Q: w.cleanupQueue()}, Logger: w.logger(o),
-		OpenOpts: w.TableOptions(), Metrics: o.Metrics, Sources: formats.Open,
-	}
+		OpenOpts: w.TableOptions(), Metrics: o.Metrics,
+	})
 }
 
 // Sweeper sweeps the warehouse's tables (maintenance.SweepTable), each at
@@ -214,10 +214,10 @@ type Sweeper struct {
 // NewSweeper is the orphan sweep over the warehouse, with datasets of
 // every format opened by formats.Open (a Lance dataset: SweepSourceFiles).
 func (w *Warehouse) NewSweeper(o Options) *Sweeper {
-	return &Sweeper{Store: w.Store, Clock: w.Clock, Options: maintenance.SweepOptions{
+	return &Sweeper{Store: w.Store, Clock: w.Clock, Options: formats.SweepOptions(maintenance.SweepOptions{
 		MaxDeletes: o.MaxDeletes, DryRun: o.DryRun, Logger: w.logger(o), Clock: w.Clock,
-		Metrics: o.Metrics, Table: w.TableOptions(), Sources: formats.Open,
-	}}
+		Metrics: o.Metrics, Table: w.TableOptions(),
+	})}
 }
 
 // Sweep sweeps one registered table.
