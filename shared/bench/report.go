@@ -148,6 +148,10 @@ func Markdown(r *Results) string {
 	p("\n\n")
 	p("%s\n\n", latencyMethod)
 
+	if r.Goals != nil {
+		p("%s", MarkdownGoals(*r.Goals))
+	}
+
 	// Headline.
 	last := r.Scales[len(r.Scales)-1]
 	p("## Next to the seed's production figures\n\n")

@@ -440,8 +440,33 @@ func (p RangePlan) Keys() int { return len(p.DataKeys) + len(p.MetaKeys) }
 // (0: no bound). Files removed at version r were referenced by versions
 // [Since, r-1]; the range [From, To] owns r in [From+1, To+1].
 func PlanRange(ctx context.Context, t *table.Table, ref TableRef, msg RangeMessage, maxKeys int) (RangePlan, error) {
+	if msg.Records == nil {
+		msg.Records = indexedRecords(t.Cached(), msg) // a dry run's range, as ApplyPrune would send it
+	}
 	return scanRange(ctx, newTableReader(t.Store(), ref), msg, scanOpts{maxKeys: maxKeys, reads: DefaultCleanerReads},
 		func(ctx context.Context) (map[uint64]bool, error) { return taggedVersions(ctx, t) })
+}
+
+// indexedRecords is RangeMessage.Records for msg from m's record index:
+// the versions of [From+1, To+1] with a change record, or nil unless m is
+// format 3 and its index covers them all (at most MaxMessageRecords).
+func indexedRecords(m *table.Manifest, msg RangeMessage) *[]uint64 {
+	if m == nil || m.Format < 3 || msg.To >= m.Version {
+		return nil
+	}
+	recs := []uint64{}
+	for v := msg.From + 1; v <= msg.To+1; v++ {
+		has, known := m.HasRecord(v)
+		if !known {
+			return nil
+		}
+		if has {
+			if recs = append(recs, v); len(recs) > MaxMessageRecords {
+				return nil
+			}
+		}
+	}
+	return &recs
 }
 
 // metaPhases cuts MetaKeys (change records first, then manifests) into
