@@ -38,7 +38,34 @@ func Write(r *Results) error {
 	if err := writePlot(filepath.Join(r.Cfg.DocsDir, PlotName), r.Without.Series, r.With.Series); err != nil {
 		return fmt.Errorf("plot: %w", err)
 	}
-	return os.WriteFile(filepath.Join(r.Cfg.DocsDir, "benchmarks.md"), []byte(Markdown(r)), 0o644)
+	path := filepath.Join(r.Cfg.DocsDir, "benchmarks.md")
+	md := Markdown(r)
+	if old, err := os.ReadFile(path); err == nil {
+		md = keepLanceThroughput(md, string(old))
+	}
+	return os.WriteFile(path, []byte(md), 0o644)
+}
+
+// The LanceDB throughput section is written by `make bench-lance-throughput`
+// (shared/lance, against the local stack) between these markers; a
+// tkbench run keeps what the previous file had there.
+const (
+	LanceThroughputBegin = "<!-- lance-throughput-bench: begin -->"
+	LanceThroughputEnd   = "<!-- lance-throughput-bench: end -->"
+)
+
+func keepLanceThroughput(md, old string) string {
+	_, rest, ok := strings.Cut(old, LanceThroughputBegin)
+	body, _, ok2 := strings.Cut(rest, LanceThroughputEnd)
+	if !ok || !ok2 {
+		return md
+	}
+	before, rest, ok := strings.Cut(md, LanceThroughputBegin)
+	_, after, ok2 := strings.Cut(rest, LanceThroughputEnd)
+	if !ok || !ok2 {
+		return md
+	}
+	return before + LanceThroughputBegin + body + LanceThroughputEnd + after
 }
 
 func n(v int64) string { return commas(v) }
@@ -151,6 +178,7 @@ func Markdown(r *Results) string {
 	if r.Goals != nil {
 		p("%s", MarkdownGoals(*r.Goals))
 	}
+	p("## Throughput against LanceDB at S3 latency\n\n%s\n(Written by `make bench-lance-throughput`, which `make bench` runs after tkbench.)\n%s\n\n", LanceThroughputBegin, LanceThroughputEnd)
 
 	// Headline.
 	last := r.Scales[len(r.Scales)-1]
