@@ -809,7 +809,9 @@ func growth(ctx context.Context, cfg Config, dir string) (GrowthResult, error) {
 		return res, err
 	}
 	cnt := objstore.NewCounting(cfg.measured(disk))
-	t, err := table.Create(ctx, cnt, "grow", Schema, "name", table.Options{Sleep: noSleep})
+	// Format 2: the figure is manifest bytes per one-row fragment (the
+	// seed's layout, which the cost model's storage without maintenance uses).
+	t, err := table.Create(ctx, cnt, "grow", Schema, "name", table.Options{Sleep: noSleep, Format: 2})
 	if err != nil {
 		return res, err
 	}

@@ -259,7 +259,7 @@ func Markdown(r *Results) string {
 	p("The local-disk store's `List` reads and sorts the whole `_versions/` directory even for max-keys 1 (`shared/objstore/disk.go`), so on disk the open time grows with the number of versions although the request count does not; an S3 LIST with `max-keys=1` returns one key whatever the prefix holds.\n\n")
 
 	g := r.Growth
-	p("Upsert growth: %s upserts of new names into a fresh table, never compacted: %s per upsert; mean time %s in the first tenth, %s in the last; final manifest %s for %s fragments = **%.2f bytes per fragment** (the seed: ~84 B). ",
+	p("Upsert growth (a format-2 table: one data file per upsert, as the seed): %s upserts of new names into a fresh table, never compacted: %s per upsert; mean time %s in the first tenth, %s in the last; final manifest %s for %s fragments = **%.2f bytes per fragment** (the seed: ~84 B). ",
 		n(int64(g.Upserts)), reqText(perReq(g.Reqs)), dur(g.FirstTenth), dur(g.LastTenth), kb(g.FinalManifestBytes), n(int64(g.FragmentsAtMeasured)), g.BytesPerFragment)
 	p("The per-upsert cost is linear in the fragment count (the manifest is rewritten and the change record diffed on every commit); compaction keeps it small.\n\n")
 
