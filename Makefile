@@ -19,7 +19,7 @@ RIE_VERSION       := v0.0.0-20261030222936-bef5c4ba774d
 # concurrent `make test`.
 STACK_DIR ?= $(CURDIR)/.stack
 
-.PHONY: all tools build lint stack-up stack-down test demo bench bench-lance fuzz
+.PHONY: all tools build lint stack-up stack-down test demo bench bench-lance bench-lance-throughput fuzz
 .PHONY: lambda-local cfn-lint aws-resources invoke drain sam-env build-CompactorFunction build-CleanerFunction build-SweeperFunction
 
 all: build
@@ -101,10 +101,27 @@ demo:
 ## bench: one run of cmd/tkbench writes docs/benchmarks.md and docs/benchmarks-churn.png
 ## (under ~10 min on 2 cores); BENCH_ARGS="-churn-ops 3000 -scales 10,1000,5000" to scale,
 ## BENCH_ARGS=-quick for a seconds-long smoke run. The go test benchmarks stay runnable
-## by hand (see shared/*/bench_test.go). Then bench-lance.
+## by hand (see shared/*/bench_test.go). Then bench-lance-throughput and bench-lance.
 bench:
 	$(GO) run ./cmd/tkbench -docs docs $(BENCH_ARGS)
+	$(MAKE) bench-lance-throughput
 	$(MAKE) bench-lance
+
+## bench-lance-throughput: one-row upserts, tablekeep (format 3 and 2) against LanceDB's
+## mergeInsert, both on versitygw behind the S3-latency fault proxy, in one run
+## (BenchmarkUpsertThroughputS3; LANCE_THROUGHPUT_UPSERTS, default 100), written into
+## docs/benchmarks.md between the lance-throughput-bench markers. Starts a private stack
+## (as make test) and stops it.
+bench-lance-throughput: tools
+	@dir="$(CURDIR)/.stack/bench-$$$$"; \
+	cleanup() { STACK_DIR="$$dir" infra/stack-down.sh; }; \
+	trap cleanup EXIT; trap 'exit 130' INT TERM; \
+	STACK_DIR="$$dir" infra/stack-up.sh || exit 1; \
+	set +e; \
+	( set -a; . "$$dir/env"; set +a; LANCE_THROUGHPUT_DOC=$(CURDIR)/docs/benchmarks.md $(GO) test -count=1 -run '^$$' -bench 'BenchmarkUpsertThroughputS3$$' -benchtime 1x -timeout $(LANCE_BENCH_TIMEOUT) ./shared/lance/ ); rc=$$?; \
+	cleanup; trap - EXIT; \
+	if [ $$rc -eq 0 ]; then rm -rf "$$dir"; fi; \
+	exit $$rc
 
 ## bench-lance: the Lance compaction figures (BenchmarkLanceCompaction): LanceDB
 ## builds LANCE_BENCH_ROWS rows (default 10000) + a btree index + tags +

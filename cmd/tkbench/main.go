@@ -23,9 +23,10 @@ func main() {
 	scales := flag.String("scales", "", "history sizes, comma-separated (default 10,1000,20000)")
 	repeat := flag.Int("repeat", 0, "timed repetitions per figure (default 20)")
 	latency := flag.String("latency", "none", "object-store latency added to every measured request: none, s3, s3-express, a duration, or get=20ms,put=30ms,list=40ms,delete=120ms")
-	only := flag.String("only", "", "measure one section only and print it instead of writing the docs: latency, fleet")
+	only := flag.String("only", "", "measure one section only and print it instead of writing the docs: latency, fleet, goals")
 	fleetTables := flag.Int("fleet-tables", 0, "tables in the fleet simulation (default 10000; quick 300; -1 skips it)")
 	fleetHours := flag.Float64("fleet-hours", 0, "simulated hours of the fleet simulation (default 24)")
+	goalFleet := flag.Int("goal-fleet-tables", 0, "tables in each of the goals section's fleet simulations, one per format (default: -fleet-tables)")
 	backlog := flag.Int("backlog", 0, "versions in the latency section's cleanup backlog (default bench.BacklogFull; quick 60)")
 	flag.Parse()
 	cfg := bench.Defaults(*quick)
@@ -53,14 +54,17 @@ func main() {
 			cfg.Scales = append(cfg.Scales, v)
 		}
 	}
+	if *goalFleet > 0 {
+		cfg.GoalFleetTables = *goalFleet
+	}
 	if *backlog > 0 {
 		cfg.BacklogVersions = *backlog
 	}
 	switch *only {
-	case "", "latency", "fleet":
+	case "", "latency", "fleet", "goals":
 		cfg.Only = *only
 	default:
-		fmt.Fprintf(os.Stderr, "tkbench: -only: unknown section %q (want latency or fleet)\n", *only)
+		fmt.Fprintf(os.Stderr, "tkbench: -only: unknown section %q (want latency, fleet or goals)\n", *only)
 		os.Exit(2)
 	}
 	switch {
@@ -97,6 +101,11 @@ func main() {
 	}
 	if cfg.Only == "fleet" {
 		fmt.Print(bench.MarkdownFleet(*res.Fleet))
+		fmt.Printf("(section measured in %s; nothing written to %s)\n", res.Elapsed.Round(1e9), cfg.DocsDir)
+		return
+	}
+	if cfg.Only == "goals" {
+		fmt.Print(bench.MarkdownGoals(*res.Goals))
 		fmt.Printf("(section measured in %s; nothing written to %s)\n", res.Elapsed.Round(1e9), cfg.DocsDir)
 		return
 	}

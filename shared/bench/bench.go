@@ -50,11 +50,17 @@ type Config struct {
 	// drained by 1 and 5 cleaner workers under s3. LatencyOps 0 skips it.
 	LatencyOps, LatencyWriters int
 	BacklogVersions            int
-	// Only, if "latency" or "fleet", measures only that section and
+	// Only, if "latency", "fleet" or "goals", measures only that section and
 	// writes nothing to DocsDir (Run returns it; tkbench prints it).
 	Only string
 	// Fleet sizes the fleet simulation (DefaultFleetConfig); Tables 0 skips it.
 	Fleet FleetConfig
+	// Format is the table format the churn creates (0: table.Create's
+	// default, format 3); the goals section runs a format-2 churn beside it.
+	Format uint64
+	// GoalFleetTables sizes the goals section's fleet simulations, one per
+	// format (0: Fleet.Tables); Fleet.Tables 0 skips them.
+	GoalFleetTables int
 }
 
 // measured wraps a store that measured requests go through with the run's
@@ -91,6 +97,7 @@ type Results struct {
 	Latency    LatencyResult // maintenance at object-store latency (none and s3)
 	Heap       []HeapResult  // compaction peak heap (CompactionHeapCases; not in -quick)
 	Fleet      *FleetResult  // the fleet simulation (nil if skipped)
+	Goals      *GoalsResult  // issue 23's goals, format 3 beside format 2
 	Elapsed    time.Duration
 }
 
@@ -134,6 +141,22 @@ func Run(ctx context.Context, cfg Config) (*Results, error) {
 	}
 	if cfg.Only == "fleet" {
 		if err := fleet(); err != nil {
+			return nil, err
+		}
+		res.Elapsed = time.Since(start)
+		return res, nil
+	}
+	goals := func() error {
+		cfg.logf("goals: format 3 beside format 2")
+		gr, err := goalsSection(ctx, cfg, filepath.Join(cfg.WorkDir, "goals"), res.With, res.Fleet)
+		if err != nil {
+			return fmt.Errorf("goals: %w", err)
+		}
+		res.Goals = &gr
+		return nil
+	}
+	if cfg.Only == "goals" {
+		if err := goals(); err != nil {
 			return nil, err
 		}
 		res.Elapsed = time.Since(start)
@@ -195,6 +218,9 @@ func Run(ctx context.Context, cfg Config) (*Results, error) {
 	if err := fleet(); err != nil {
 		return nil, err
 	}
+	if err := goals(); err != nil {
+		return nil, err
+	}
 	res.Elapsed = time.Since(start)
 	if err := Write(res); err != nil {
 		return nil, err
@@ -247,7 +273,7 @@ func churn(ctx context.Context, cfg Config, dir string, maintain bool) (ChurnRes
 	clock := newFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	cs := fakeclock.NewStore(disk, clock)
 	writes, maint := objstore.NewCounting(cfg.measured(cs)), objstore.NewCounting(cfg.measured(cs))
-	opts := table.Options{Clock: clock.Now, Sleep: noSleep}
+	opts := table.Options{Clock: clock.Now, Sleep: noSleep, Format: cfg.Format}
 	t, err := table.Create(ctx, writes, "registry", Schema, "name", opts)
 	if err != nil {
 		return res, err
@@ -771,7 +797,9 @@ func growth(ctx context.Context, cfg Config, dir string) (GrowthResult, error) {
 		return res, err
 	}
 	cnt := objstore.NewCounting(cfg.measured(disk))
-	t, err := table.Create(ctx, cnt, "grow", Schema, "name", table.Options{Sleep: noSleep})
+	// Format 2: the figure is manifest bytes per one-row fragment (the
+	// seed's layout, which the cost model's storage without maintenance uses).
+	t, err := table.Create(ctx, cnt, "grow", Schema, "name", table.Options{Sleep: noSleep, Format: 2})
 	if err != nil {
 		return res, err
 	}

@@ -53,6 +53,9 @@ type FleetConfig struct {
 	// (local disk, real time), re-measured.
 	Embedded []int
 	WorkDir  string
+	// Format is the table format the fleet's tables are created with
+	// (0: table.Create's default, format 3).
+	Format uint64
 }
 
 // DefaultFleetConfig is make bench's (quick: seconds).
@@ -289,7 +292,7 @@ type fleetWorld struct {
 	active  map[string]*table.Table
 }
 
-func newFleetWorld(ctx context.Context, n, activeEvery int) (*fleetWorld, error) {
+func newFleetWorld(ctx context.Context, n, activeEvery int, format uint64) (*fleetWorld, error) {
 	w := &fleetWorld{clock: fakeclock.New(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)), active: map[string]*table.Table{}}
 	w.mem = newMemStore(w.clock.Now)
 	isActive := func(name string) bool {
@@ -329,7 +332,9 @@ func newFleetWorld(ctx context.Context, n, activeEvery int) (*fleetWorld, error)
 	regs := make([]catalog.Registration, n)
 	for i := range n {
 		name := fleetName(i)
-		tb, err := table.Create(ctx, w.mem, "wh/"+name, fleetSchema, "name", opts)
+		topts := opts
+		topts.Format = format
+		tb, err := table.Create(ctx, w.mem, "wh/"+name, fleetSchema, "name", topts)
 		if err != nil {
 			return nil, err
 		}
@@ -370,7 +375,7 @@ func perTable(c objstore.Counts, d float64) [5]float64 {
 
 // idlePass measures one pass over a settled fleet of n idle tables.
 func idlePass(ctx context.Context, n int) (FleetIdle, error) {
-	w, err := newFleetWorld(ctx, n, 0)
+	w, err := newFleetWorld(ctx, n, 0, 0)
 	if err != nil {
 		return FleetIdle{}, err
 	}
@@ -397,7 +402,7 @@ func FleetSim(ctx context.Context, cfg FleetConfig, logf func(string, ...any)) (
 	// modelled times, not this process's speed).
 	defer debug.SetGCPercent(debug.SetGCPercent(400))
 	res := FleetResult{Cfg: cfg}
-	w, err := newFleetWorld(ctx, cfg.Tables, cfg.ActiveEvery)
+	w, err := newFleetWorld(ctx, cfg.Tables, cfg.ActiveEvery, cfg.Format)
 	if err != nil {
 		return res, err
 	}

@@ -69,7 +69,7 @@ func CompactionHeap(ctx context.Context, dir string, c HeapCase) (HeapResult, er
 	if err != nil {
 		return res, err
 	}
-	opts := table.Options{Sleep: noSleep}
+	opts := table.Options{Sleep: noSleep, Format: 2} // one data file per append: the case's fragments
 	t, err := table.Create(ctx, disk, "heap", Schema, "name", opts)
 	if err != nil {
 		return res, err

@@ -38,7 +38,34 @@ func Write(r *Results) error {
 	if err := writePlot(filepath.Join(r.Cfg.DocsDir, PlotName), r.Without.Series, r.With.Series); err != nil {
 		return fmt.Errorf("plot: %w", err)
 	}
-	return os.WriteFile(filepath.Join(r.Cfg.DocsDir, "benchmarks.md"), []byte(Markdown(r)), 0o644)
+	path := filepath.Join(r.Cfg.DocsDir, "benchmarks.md")
+	md := Markdown(r)
+	if old, err := os.ReadFile(path); err == nil {
+		md = keepLanceThroughput(md, string(old))
+	}
+	return os.WriteFile(path, []byte(md), 0o644)
+}
+
+// The LanceDB throughput section is written by `make bench-lance-throughput`
+// (shared/lance, against the local stack) between these markers; a
+// tkbench run keeps what the previous file had there.
+const (
+	LanceThroughputBegin = "<!-- lance-throughput-bench: begin -->"
+	LanceThroughputEnd   = "<!-- lance-throughput-bench: end -->"
+)
+
+func keepLanceThroughput(md, old string) string {
+	_, rest, ok := strings.Cut(old, LanceThroughputBegin)
+	body, _, ok2 := strings.Cut(rest, LanceThroughputEnd)
+	if !ok || !ok2 {
+		return md
+	}
+	before, rest, ok := strings.Cut(md, LanceThroughputBegin)
+	_, after, ok2 := strings.Cut(rest, LanceThroughputEnd)
+	if !ok || !ok2 {
+		return md
+	}
+	return before + LanceThroughputBegin + body + LanceThroughputEnd + after
 }
 
 func n(v int64) string { return commas(v) }
@@ -148,6 +175,11 @@ func Markdown(r *Results) string {
 	p("\n\n")
 	p("%s\n\n", latencyMethod)
 
+	if r.Goals != nil {
+		p("%s", MarkdownGoals(*r.Goals))
+	}
+	p("## Throughput against LanceDB at S3 latency\n\n%s\n(Written by `make bench-lance-throughput`, which `make bench` runs after tkbench.)\n%s\n\n", LanceThroughputBegin, LanceThroughputEnd)
+
 	// Headline.
 	last := r.Scales[len(r.Scales)-1]
 	p("## Next to the seed's production figures\n\n")
@@ -227,7 +259,7 @@ func Markdown(r *Results) string {
 	p("The local-disk store's `List` reads and sorts the whole `_versions/` directory even for max-keys 1 (`shared/objstore/disk.go`), so on disk the open time grows with the number of versions although the request count does not; an S3 LIST with `max-keys=1` returns one key whatever the prefix holds.\n\n")
 
 	g := r.Growth
-	p("Upsert growth: %s upserts of new names into a fresh table, never compacted: %s per upsert; mean time %s in the first tenth, %s in the last; final manifest %s for %s fragments = **%.2f bytes per fragment** (the seed: ~84 B). ",
+	p("Upsert growth (a format-2 table: one data file per upsert, as the seed): %s upserts of new names into a fresh table, never compacted: %s per upsert; mean time %s in the first tenth, %s in the last; final manifest %s for %s fragments = **%.2f bytes per fragment** (the seed: ~84 B). ",
 		n(int64(g.Upserts)), reqText(perReq(g.Reqs)), dur(g.FirstTenth), dur(g.LastTenth), kb(g.FinalManifestBytes), n(int64(g.FragmentsAtMeasured)), g.BytesPerFragment)
 	p("The per-upsert cost is linear in the fragment count (the manifest is rewritten and the change record diffed on every commit); compaction keeps it small.\n\n")
 

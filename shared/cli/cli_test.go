@@ -313,7 +313,8 @@ func TestVersionsTagsRestore(t *testing.T) {
 }
 
 func TestStats(t *testing.T) {
-	tbl, _ := newRegistry(t)
+	tbl := "--table=" + filepath.Join(t.TempDir(), "registry")
+	ok(t, "", "create", tbl, "--schema", regSpec, "--key", "name", "--format", "2") // format-2 layout asserted
 	ok(t, threeRows, "upsert", tbl)
 	ok(t, `{"name":"a","uri":"u2","created_at":"2026-01-01T00:00:00Z"}`, "upsert", tbl)
 	var s map[string]any
@@ -411,7 +412,7 @@ func TestRegisterAndMaintain(t *testing.T) {
 	t.Setenv(EnvAllowClockAhead, "test") // --clock-ahead below
 	dir := t.TempDir()
 	tbl := filepath.Join(dir, "reg")
-	ok(t, "", "create", "--table", tbl, "--schema", "name:utf8,uri:utf8", "--key", "name")
+	ok(t, "", "create", "--table", tbl, "--schema", "name:utf8,uri:utf8", "--key", "name", "--format", "2")
 	for i := range 25 {
 		ok(t, fmt.Sprintf("{\"name\":\"k%d\",\"uri\":\"u%d\"}\n", i%6, i), "upsert", "--table", tbl, "--format", "jsonl")
 	}

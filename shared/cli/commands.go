@@ -24,8 +24,9 @@ import (
 
 func newCreateCmd(app *App) *cobra.Command {
 	var spec, key string
+	var format uint64
 	cmd := &cobra.Command{
-		Use:   "create --schema SPEC [--key COLUMN]",
+		Use:   "create --schema SPEC [--key COLUMN] [--format 3|2]",
 		Short: "Create an empty table (version 1)",
 		Long: `Create an empty table (version 1).
 
@@ -37,7 +38,11 @@ timestamp is microseconds, UTC. A column is required unless its type ends in
   --schema 'id:int64,score:float64:nullable'
 
 --key names the key column (utf8 or int64, required): upsert, delete and
-get work by key. Without --key the table is append-only.`,
+get work by key. Without --key the table is append-only.
+
+--format is the table format: 3 (the default: small writes inline in the
+manifest, docs/format.md 4.7; releases before format 3 refuse the table)
+or 2 (one data file per write; what older releases read and write).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			schema, err := ParseSchemaSpec(spec)
@@ -57,12 +62,17 @@ get work by key. Without --key the table is append-only.`,
 					return Usagef("--key %q must not be nullable", key)
 				}
 			}
+			if format != 2 && format != table.FormatVersion {
+				return Usagef("--format must be 2 or %d, not %d", table.FormatVersion, format)
+			}
 			ctx := cmd.Context()
 			store, root, err := app.OpenStore(ctx, false)
 			if err != nil {
 				return err
 			}
-			t, err := table.Create(ctx, store, root, schema, key, app.TableOptions())
+			opts := app.TableOptions()
+			opts.Format = format
+			t, err := table.Create(ctx, store, root, schema, key, opts)
 			switch {
 			case errors.Is(err, table.ErrTableExists):
 				return fmt.Errorf("%s: %w", app.TableURI, table.ErrTableExists)
@@ -87,6 +97,7 @@ get work by key. Without --key the table is append-only.`,
 	}
 	cmd.Flags().StringVar(&spec, "schema", "", "columns, e.g. 'name:utf8,uri:utf8,created_at:timestamp' (required)")
 	cmd.Flags().StringVar(&key, "key", "", "key column (utf8 or int64)")
+	cmd.Flags().Uint64Var(&format, "format", table.FormatVersion, "table format: 3 (inline small writes) or 2 (a data file per write, for older releases)")
 	_ = cmd.MarkFlagRequired("schema")
 	return cmd
 }

@@ -56,9 +56,7 @@ func newDescribeCmd(app *App) *cobra.Command {
 				m := t.Cached()
 				d = describeJSON{Table: app.TableURI, Format: formatTablekeep, Version: m.Version, Schema: FormatSchemaSpec(m.Schema), Key: m.KeyColumn,
 					WriterGrace: shortDuration(t.WriterGrace()), Fragments: len(m.Fragments)}
-				for _, f := range m.Fragments {
-					d.Rows += f.LiveRows()
-				}
+				d.Rows = m.Rows() // fragments' live rows and inline rows (format 3)
 			}
 			if wf.URI != "" || os.Getenv("TABLEKEEP_WAREHOUSE") != "" {
 				w, err := openWarehouse(ctx, app, wf, openMode{})

@@ -47,7 +47,7 @@ func TestUsageErrorsPluralsAndWording(t *testing.T) {
 	t.Setenv(EnvAllowClockAhead, "test")
 	dir := t.TempDir()
 	tbl := filepath.Join(dir, "t")
-	ok(t, "", "create", "--table", tbl, "--schema", "name:utf8", "--key", "name")
+	ok(t, "", "create", "--table", tbl, "--schema", "name:utf8", "--key", "name", "--format", "2")
 	ok(t, "{\"name\":\"a\"}\n", "upsert", "--table", tbl)
 	if err := os.WriteFile(filepath.Join(tbl, "data", "00000000deadbeef.parquet"), []byte("x"), 0o644); err != nil {
 		t.Fatal(err)

@@ -411,13 +411,39 @@ func (p RangePlan) Keys() int { return len(p.DataKeys) + len(p.MetaKeys) }
 // version is among them; the range [From, To] owns the records
 // [From+1, To+1] and the untagged manifests [From, To]. A directory key
 // (ending in "/") is expanded by listing it. A dry run's
-// TableReport.Source plans from the change records it derived.
+// TableReport.Source plans from the change records it derived; on a
+// format-3 table, from those its record index names.
 func PlanRange(ctx context.Context, src Source, msg RangeMessage, maxKeys int) (RangePlan, error) {
+	if tb, ok := src.(TableBacked); ok && msg.Records == nil {
+		msg.Records = indexedRecords(tb.Table().Cached(), msg) // a dry run's range, as ApplyPrune would send it
+	}
 	return scanRange(ctx, sourceReader{src}, msg, scanOpts{maxKeys: maxKeys, reads: DefaultCleanerReads},
 		func(ctx context.Context) (map[uint64]bool, error) {
 			tags, err := src.Tags(ctx)
 			return versionSet(tags), err
 		})
+}
+
+// indexedRecords is RangeMessage.Records for msg from m's record index:
+// the versions of [From+1, To+1] with a change record, or nil unless m is
+// format 3 and its index covers them all (at most MaxMessageRecords).
+func indexedRecords(m *table.Manifest, msg RangeMessage) *[]uint64 {
+	if m == nil || m.Format < 3 || msg.To >= m.Version {
+		return nil
+	}
+	recs := []uint64{}
+	for v := msg.From + 1; v <= msg.To+1; v++ {
+		has, known := m.HasRecord(v)
+		if !known {
+			return nil
+		}
+		if has {
+			if recs = append(recs, v); len(recs) > MaxMessageRecords {
+				return nil
+			}
+		}
+	}
+	return &recs
 }
 
 // metaPhases cuts MetaKeys (change records first, then manifests) into

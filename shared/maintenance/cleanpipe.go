@@ -248,10 +248,15 @@ func scanRange(ctx context.Context, rd rangeReader, msg RangeMessage, o scanOpts
 	// so a reordered delivery left that range's files behind. Records go
 	// before the manifests: a crash between the delete batches leaves
 	// manifests, which the planner sees and re-plans, never records alone.
-	if msg.From == 1 {
+	if msg.From == 1 && msg.Records == nil { // format 3 (Records set): version 1 has none
 		rp.MetaKeys = append(rp.MetaKeys, rd.recordKey(1))
 	}
 	for v := msg.From + 1; v <= msg.To+1; v++ {
+		if msg.Records != nil {
+			if _, has := slices.BinarySearch(*msg.Records, v); !has {
+				continue // format 3: no record was written (a missed one is the sweep's)
+			}
+		}
 		rp.MetaKeys = append(rp.MetaKeys, rd.recordKey(v))
 	}
 	rp.recordKeys = len(rp.MetaKeys)

@@ -95,7 +95,7 @@ func newFleet(t testing.TB, n int, p maintenance.Policy, wrap func(objstore.Stor
 }
 
 func (f *fleet) opts(p maintenance.Policy) table.Options {
-	return table.Options{Clock: f.clock.Now, Grace: p.WithDefaults().Grace, Sleep: func(context.Context, time.Duration) error { return nil }}
+	return table.Options{Clock: f.clock.Now, Grace: p.WithDefaults().Grace, Sleep: func(context.Context, time.Duration) error { return nil }, Format: 2} // pinned
 }
 
 func (f *fleet) write(t testing.TB, name string, i int) {

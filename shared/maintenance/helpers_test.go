@@ -193,7 +193,7 @@ type env struct {
 	ref    maintenance.TableRef
 	runner *maintenance.Runner
 	clean  *maintenance.Cleaner
-	// format and inlineMax are what create makes (0: the defaults).
+	// format and inlineMax are what create makes (newEnv: format 2; inlineMax 0: the default).
 	format, inlineMax uint64
 }
 
@@ -210,7 +210,7 @@ func newEnv(t testing.TB, dir string, p maintenance.Policy, qopts queue.Embedded
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &env{dir: dir, disk: disk, faulty: objstore.NewFaulty(disk), clock: newFakeClock()}
+	e := &env{dir: dir, disk: disk, faulty: objstore.NewFaulty(disk), clock: newFakeClock(), format: 2} // pinned: tests set format 3 explicitly
 	e.locker = lock.NewInProcess(e.clock)
 	if qopts.Clock == nil {
 		qopts.Clock = e.clock

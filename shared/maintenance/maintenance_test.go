@@ -25,7 +25,7 @@ func openWarehouse(t *testing.T, keepLast int) (*embedded.Warehouse, *fakeClock,
 	if err != nil {
 		t.Fatal(err)
 	}
-	tb, err := table.Create(ctx, w.Store, regRoot, kvSchema, "name", table.Options{Clock: clk.Now})
+	tb, err := table.Create(ctx, w.Store, regRoot, kvSchema, "name", table.Options{Clock: clk.Now, Format: 2}) // pinned: asserts fragments
 	if err != nil {
 		t.Fatal(err)
 	}

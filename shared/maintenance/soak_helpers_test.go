@@ -257,7 +257,7 @@ func (w *soakWorld) runner(owner string, st objstore.Store, lk lock.Locker, comp
 
 func (w *soakWorld) tableOpts() table.Options {
 	return table.Options{Clock: w.clock.Now, Grace: w.cfg.Policy.Grace, Sleep: func(context.Context, time.Duration) error { return nil },
-		Format: w.cfg.Format, InlineMaxBytes: w.cfg.InlineMax}
+		Format: max(w.cfg.Format, 2), InlineMaxBytes: w.cfg.InlineMax} // Format 0 pinned to 2
 }
 
 // at is the simulated time since the start, as h07:35 (or h07:35:02).

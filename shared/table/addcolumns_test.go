@@ -87,7 +87,7 @@ func TestAddColumns(t *testing.T) {
 	storeKinds(t, func(t *testing.T, newStore func(*testing.T) objstore.Store) {
 		ctx := context.Background()
 		st := newStore(t)
-		tbl, err := Create(ctx, st, "t", regSchema, "name", Options{})
+		tbl, err := Create(ctx, st, "t", regSchema, "name", Options{Format: 2})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -299,7 +299,7 @@ func TestAddColumnsConflicts(t *testing.T) {
 func TestDataFilePrefixChecked(t *testing.T) {
 	ctx := context.Background()
 	st, _ := objstore.NewDisk(t.TempDir())
-	tbl, _ := Create(ctx, st, "t", regSchema, "name", Options{})
+	tbl, _ := Create(ctx, st, "t", regSchema, "name", Options{Format: 2})
 	tbl.Append(ctx, regBatch(row{"a", "1", 1}))
 	f := tbl.Cached().Fragments[0]
 	for name, s := range map[string]*arrow.Schema{

@@ -15,7 +15,7 @@ import (
 func TestDeletionVectorNamesUnique(t *testing.T) {
 	ctx := context.Background()
 	st := testkit.DiskStore(t)
-	tbl := must(Create(ctx, st, "t", regSchema, "name", Options{}))
+	tbl := must(Create(ctx, st, "t", regSchema, "name", Options{Format: 2}))
 	var rs []row
 	for i := range 20 {
 		rs = append(rs, row{fmt.Sprintf("k%02d", i), "u", int64(i)})

@@ -204,7 +204,7 @@ func TestPostPutFloorReadErrorIsCommitUnknown(t *testing.T) {
 	inner := testkit.DiskStore(t)
 	f := objstore.NewFaulty(inner)
 	clk := fakeclock.New(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
-	tbl := must(Create(ctx, f, "t", regSchema, "name", Options{Clock: clk.Now}))
+	tbl := must(Create(ctx, f, "t", regSchema, "name", Options{Clock: clk.Now, Format: 2}))
 	var manifestPut atomic.Bool
 	f.SetBefore(func(n int64, op objstore.Op) error {
 		switch {
@@ -304,7 +304,7 @@ func TestTagNeverDangles(t *testing.T) {
 func TestSnapshotFilesCleanedIsPruned(t *testing.T) {
 	ctx := context.Background()
 	st := testkit.DiskStore(t)
-	tbl := must(Create(ctx, st, "t", regSchema, "name", Options{}))
+	tbl := must(Create(ctx, st, "t", regSchema, "name", Options{Format: 2}))
 	must(tbl.Append(ctx, regBatch(row{"a", "1", 1})))
 	must(tbl.Append(ctx, regBatch(row{"b", "2", 2})))
 	snap := must(tbl.Checkout(ctx, 3))

@@ -17,7 +17,8 @@ import (
 )
 
 // FormatVersion is the newest manifest format this code writes: tables
-// created by this build are format 3 (inline writes, docs/format.md 4.6). It
+// created by this build are format 3 unless Options.Format asks for 2
+// (inline writes, docs/format.md 4.7). It
 // reads manifests of format 1 (no writer grace field, 32-bit deletion ids,
 // which decode with WriterGrace = DefaultGrace), 2 and 3. A table keeps its
 // format: commits on a format-1 or -2 table write format 2, as before.

@@ -16,11 +16,38 @@ import (
 // raised. The store adds the s3 profile's latency and runs in a synctest
 // bubble: concurrent requests wait together on its fake clock, so the
 // elapsed time is exactly the critical path's latency, with no real sleep.
+// Pinned to format 2 (data file per write, deletion vectors);
+// TestOpenGetRoundTripsFormat3 is its twin on the default format.
 func TestOpenGetRoundTrips(t *testing.T) {
+	testOpenGetRoundTrips(t, 2, []getCase{
+		{"k010", 3, 3},      // the fragment has a deletion vector, fetched beside the data
+		{"other-496", 2, 3}, // a one-row fragment, no deletion vector
+	})
+}
+
+// TestOpenGetRoundTripsFormat3: the same history on format 3. The delete of
+// k050 is an inline deletion (in the manifest: no vector to fetch), and the
+// last upserts are inline rows: a get of one reads the manifest alone.
+func TestOpenGetRoundTripsFormat3(t *testing.T) {
+	testOpenGetRoundTrips(t, 3, []getCase{
+		{"k010", 2, 3},      // manifest, then the data file; the deletion is inline
+		{"other-496", 1, 2}, // an inline row: LIST -> GET, 60 ms
+	})
+}
+
+// getCase is one get by key of testOpenGetRoundTrips: its GETs and its
+// critical path's round trips (LIST first, then GETs).
+type getCase struct {
+	key        string
+	gets       int64 // manifest, data file, deletion vector
+	roundTrips int
+}
+
+func testOpenGetRoundTrips(t *testing.T, format uint64, cases []getCase) {
 	const versions = 1000
 	ctx := context.Background()
 	mem := newMemStore()
-	tbl, err := Create(ctx, mem, "reg", regSchema, "name", Options{Sleep: noSleep})
+	tbl, err := Create(ctx, mem, "reg", regSchema, "name", Options{Sleep: noSleep, Format: format})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,13 +124,7 @@ func TestOpenGetRoundTrips(t *testing.T) {
 	}
 
 	t.Run("open+get", func(t *testing.T) {
-		for _, tc := range []struct {
-			key  string
-			gets int64 // manifest, data file, deletion vector
-		}{
-			{"k010", 3},      // the fragment has a deletion vector, fetched beside the data
-			{"other-496", 2}, // a one-row fragment, no deletion vector
-		} {
+		for _, tc := range cases {
 			c, path, elapsed := measure(t, func(ctx context.Context, st objstore.Store) error {
 				h, err := Open(ctx, st, "reg", Options{})
 				if err != nil {
@@ -118,10 +139,13 @@ func TestOpenGetRoundTrips(t *testing.T) {
 			})
 			// At most 1 LIST + 2 GET round trips: 80 ms on the s3 profile
 			// (before: the deletion vector was a third GET round trip, 100 ms).
-			check(t, "open + get "+tc.key, c, objstore.Counts{List: 1, Get: tc.gets}, path,
-				[]objstore.Kind{objstore.KindList, objstore.KindGet, objstore.KindGet}, elapsed)
-			if elapsed != 80*time.Millisecond {
-				t.Errorf("open + get %s: %s on the s3 profile, want 80ms", tc.key, elapsed)
+			kinds := []objstore.Kind{objstore.KindList}
+			for range tc.roundTrips - 1 {
+				kinds = append(kinds, objstore.KindGet)
+			}
+			check(t, "open + get "+tc.key, c, objstore.Counts{List: 1, Get: tc.gets}, path, kinds, elapsed)
+			if want := 40*time.Millisecond + time.Duration(tc.roundTrips-1)*20*time.Millisecond; elapsed != want {
+				t.Errorf("open + get %s: %s on the s3 profile, want %s", tc.key, elapsed, want)
 			}
 		}
 	})

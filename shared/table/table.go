@@ -48,10 +48,10 @@ type Options struct {
 	// Fence, if set, is called right before every manifest write; an error
 	// aborts the commit. Maintenance sets it to its lease's fencing check.
 	Fence func(ctx context.Context) error
-	// Format is the manifest format Create writes: 0 or 2 (the default:
-	// what releases before format 3 read and write), or 3 (inline writes,
-	// docs/format.md 4.6; releases before it refuse such a table). Ignored
-	// on an existing table, which keeps its format.
+	// Format is the manifest format Create writes: 0 or 3 (the default:
+	// inline writes, docs/format.md 4.7; releases before format 3 refuse
+	// such a table), or 2 (what releases before format 3 read and write).
+	// Ignored on an existing table, which keeps its format.
 	Format uint64
 	// InlineMaxBytes is the inline bound Create stores in a format-3 table
 	// (default DefaultInlineMaxBytes, at most MaxInlineMaxBytes).
@@ -84,7 +84,7 @@ func (o Options) withDefaults() Options {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	if o.Format == 0 {
-		o.Format = legacyFormat
+		o.Format = FormatVersion
 	}
 	if o.InlineMaxBytes == 0 {
 		o.InlineMaxBytes = DefaultInlineMaxBytes

@@ -491,7 +491,7 @@ func TestParquetReadable(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	st, _ := objstore.NewDisk(dir)
-	tbl, _ := Create(ctx, st, "", regSchema, "name", Options{})
+	tbl, _ := Create(ctx, st, "", regSchema, "name", Options{Format: 2})
 	tbl.Append(ctx, regBatch(row{"a", "s3://a", 1}, row{"b", "s3://b", 2}))
 	f := tbl.Cached().Fragments[0]
 	data, err := st.Get(ctx, f.File.DataKey())
@@ -561,7 +561,7 @@ func TestOpenCostsOneListOneGet(t *testing.T) {
 func TestRewriteRemapsConcurrentDeletes(t *testing.T) {
 	ctx := context.Background()
 	st, _ := objstore.NewDisk(t.TempDir())
-	tbl, _ := Create(ctx, st, "", regSchema, "name", Options{})
+	tbl, _ := Create(ctx, st, "", regSchema, "name", Options{Format: 2})
 	tbl.Append(ctx, regBatch(row{"a", "1", 1}, row{"b", "2", 2}, row{"c", "3", 3}))
 	tbl.Append(ctx, regBatch(row{"d", "4", 4}, row{"e", "5", 5}))
 	tbl.Delete(ctx, "b")
@@ -646,7 +646,7 @@ func TestManifestKeyColumnChecked(t *testing.T) {
 func TestRewriteRemapsRemovedInputs(t *testing.T) {
 	ctx := context.Background()
 	st, _ := objstore.NewDisk(t.TempDir())
-	tbl, _ := Create(ctx, st, "", regSchema, "name", Options{})
+	tbl, _ := Create(ctx, st, "", regSchema, "name", Options{Format: 2})
 	for _, r := range []row{{"a", "1", 1}, {"b", "2", 2}, {"c", "3", 3}, {"d", "4", 4}} {
 		tbl.Upsert(ctx, regBatch(r))
 	}

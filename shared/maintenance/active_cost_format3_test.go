@@ -1,0 +1,98 @@
+package maintenance_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/tablekeep/tablekeep/shared/maintenance"
+	"github.com/tablekeep/tablekeep/shared/objstore"
+	"github.com/tablekeep/tablekeep/shared/table"
+)
+
+// TestActiveTableRequestsPerMaintenanceFormat3 is the format-3 twin of
+// TestActiveTableRequestsPerMaintenance (pinned to format 2): the same
+// active table (one write a minute, a pass every 15 minutes, the default
+// policy) created on format 3, where every one-row upsert is inline. It
+// pins, per pass that maintained the table, the pass's requests on the
+// table and the cleaner's: no data file is read per write (the GETs of
+// format 2's compaction inputs are gone) and the cleaner reads no change
+// record of an inline-only version.
+func TestActiveTableRequestsPerMaintenanceFormat3(t *testing.T) {
+	ctx := context.Background()
+	var pc *prefixCounting
+	p := maintenance.DefaultPolicy()
+	f := newFleet(t, 0, p, func(s objstore.Store) objstore.Store {
+		pc = newPrefixCounting(s, "wh/t000/")
+		return pc
+	})
+	ref := maintenance.TableRef{Name: "t000", Root: "wh/t000/", Policy: p}
+	opts := f.opts(p)
+	opts.Format = 3
+	tb, err := table.Create(ctx, f.store, ref.Root, kvSchema, "name", opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.tables["t000"] = tb
+	f.cat.refs = append(f.cat.refs, ref)
+	cleanCnt := newPrefixCounting(f.store, "wh/t000/")
+	f.clean.Store, f.clean.SkipSizes = cleanCnt, true
+	k := 0
+	checked := 0
+	for pass := 0; pass < 24; pass++ {
+		for range 15 {
+			f.clock.Advance(time.Minute)
+			k++
+			f.write(t, "t000", k)
+		}
+		before := pc.c.Counts()
+		rep, _ := f.pass(t)
+		run := pc.c.Counts().Sub(before)
+		cb := cleanCnt.c.Counts()
+		if _, err := maintenance.DrainLocal(ctx, f.q, f.clean, discard); err != nil {
+			t.Fatal(err)
+		}
+		cl := cleanCnt.c.Counts().Sub(cb)
+		if pass < 12 || len(rep.Tables) == 0 {
+			if pass >= 12 && run != (objstore.Counts{List: 1}) {
+				t.Fatalf("pass %d skipped the table with %v, want 1 LIST", pass, run)
+			}
+			continue
+		}
+		tr := rep.Tables[0]
+		key := fmt.Sprintf("pass %v; cleaner %v; flushed %d, ranges %d", run, cl, tr.Compacted.FlushedRows, len(tr.Prune.Ranges))
+		t.Logf("pass %d: %s", pass, key)
+		// Format 3's pass: no GET per write (format 2: one per input
+		// fragment). A pass that prunes only (the inline rows under half
+		// their bound): LIST as format 2's 8; GET the manifest, the prune
+		// state, the cleanup state; PUT the floor marker and the prune
+		// state; DELETE the floor marker and prune state below. A pass
+		// that also flushes the inline rows (every other maintenance at
+		// this rate): GET 2 more (the flush's and the compaction's
+		// re-reads), PUT 6 more (flush file, manifest and record; the
+		// compaction's output, manifest and record).
+		want := objstore.Counts{List: 8, Get: 3, Put: 2, DeleteRequests: 2, DeleteKeys: 3}
+		if tr.Compacted.FlushedRows > 0 {
+			want.Get, want.Put = 5, 8
+		}
+		if run != want {
+			t.Errorf("pass %d (maintained, flushed %d): %v, want %v", pass, tr.Compacted.FlushedRows, run, want)
+		}
+		// The cleaner: LIST floor, tags, guard; HEAD the floor's
+		// manifest; GET the latest manifest (guard) and only the records
+		// of the range's file-changing versions (none without a flush:
+		// GET 1 for ~45 versions); PUT the cleanup state.
+		if len(tr.Prune.Ranges) != 1 {
+			t.Fatalf("pass %d: %d ranges", pass, len(tr.Prune.Ranges))
+		}
+		r := tr.Prune.Ranges[0]
+		if cl.List != 3 || cl.Head != 1 || cl.Put != 1 || cl.Get < 1 || cl.Get > 3 || int64(r.To-r.From+1) < 10*cl.Get {
+			t.Errorf("pass %d cleaner for [%d, %d]: %v, want 3 LIST, 1 HEAD, 1 PUT, 1-3 GET", pass, r.From, r.To, cl)
+		}
+		checked++
+	}
+	if checked < 4 {
+		t.Fatalf("%d maintenances checked, want at least 4", checked)
+	}
+}
