@@ -24,12 +24,12 @@ func TestFormat3Readers(t *testing.T) {
 	for i := range 120 { // beyond the inline bound (2 KiB): one data file
 		fmt.Fprintf(&bulk, "{\"name\":\"k%03d\",\"v\":%d}\n", i, i)
 	}
-	ok(t, bulk.String(), "upsert", tbl)                    // v2: data file
+	ok(t, bulk.String(), "upsert", tbl)                     // v2: data file
 	ok(t, "{\"name\":\"k003\",\"v\":300}\n", "upsert", tbl) // v3: inline row, inline deletion
-	ok(t, "{\"name\":\"new\",\"v\":-1}\n", "upsert", tbl)  // v4: inline row
+	ok(t, "{\"name\":\"new\",\"v\":-1}\n", "upsert", tbl)   // v4: inline row
 	ok(t, "", "delete", tbl, "--key", "k007")               // v5: inline deletion
-	ok(t, "{\"name\":\"gone\",\"v\":9}\n", "upsert", tbl)  // v6
-	ok(t, "", "delete", tbl, "--key", "gone")              // v7: an inline row deleted
+	ok(t, "{\"name\":\"gone\",\"v\":9}\n", "upsert", tbl)   // v6
+	ok(t, "", "delete", tbl, "--key", "gone")               // v7: an inline row deleted
 	var d describeJSON
 	if err := json.Unmarshal([]byte(ok(t, "", "describe", tbl, "-o", "json")), &d); err != nil {
 		t.Fatal(err)
