@@ -9,16 +9,18 @@
 // (AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL_DYNAMODB, AWS_ENDPOINT_URL_SQS, or
 // AWS_ENDPOINT_URL), so the same binaries run against local servers.
 //
-// Floor 5 of the layering (a package's floor is one above the highest floor
+// Floor 7 of the layering (a package's floor is one above the highest floor
 // it imports; floor 0 imports no tablekeep package). It owns the Lambda side
 // only: the environment configuration and its validation (config.go), event
 // parsing and the queue check (event.go, notify.go), the three handlers and
 // their JSON summaries (compactor.go, cleaner.go, sweeper.go),
 // BatchItemFailures, per-invocation metrics (metrics.go; names in
 // shared/telemetry), the bucket checks at cold start and the crash hooks the
-// kill tests use; today also the fleet fan-out (fanout*.go: table jobs,
-// retry markers, follow-ups), which issue 20 moves to its own package. The
-// maintenance verbs themselves are shared/maintenance's. It must not import:
+// kill tests use; today also the fleet fan-out's decisions (fanout*.go: the
+// inline-or-queued choice, table jobs, follow-ups), whose retry markers and
+// inline run records are shared/fleet's. The clients and the wiring are
+// shared/warehouse's (OpenAWS and its constructors), the maintenance verbs
+// shared/maintenance's. It must not import:
 // shared/cli, shared/embedded, shared/iampolicy, shared/lance, shared/bench,
 // shared/internal/testkit.
 package awsfn

@@ -9,7 +9,7 @@
 // and writes docs/benchmarks.md, a PNG plot and a monthly cost
 // estimate from the counted requests.
 //
-// Floor 8 of the layering (a package's floor is one above the highest floor
+// Floor 9 of the layering (a package's floor is one above the highest floor
 // it imports; floor 0 imports no tablekeep package). It owns the
 // measurements and the report: fixtures, the fleet model and its cost
 // estimate (fleet*.go, cost.go), latency profiles, heap sampling and the

@@ -3,7 +3,7 @@
 // managed tables with their maintenance policy; _stats holds one row per
 // table, refreshed after each maintenance run.
 //
-// Floor 3 of the layering (a package's floor is one above the highest floor
+// Floor 5 of the layering (a package's floor is one above the highest floor
 // it imports; floor 0 imports no tablekeep package). It owns the two system
 // tables (_registry, _stats), registration and its validation (one root, one
 // name; no system directory, no nested roots; policy bounds), and name

@@ -1,10 +1,3 @@
-// Package clock is tablekeep's one time source: Now and Sleep. Everything
-// that reads the time or waits takes a Clock (lockers and fences, tables
-// and leases, the runner, compaction, the cleaner and the sweep, the rate
-// limiters, the latency store, the in-process queue), so tests and
-// benchmarks inject simulated time (shared/internal/fakeclock) and no
-// rule that compares times needs a real sleep. A leaf: it imports nothing
-// of tablekeep.
 package clock
 
 import (

@@ -6,4 +6,8 @@
 // implements maintenance.Source without importing tablekeep's own format
 // (shared/table), and shared/table writes these records in its own
 // encoding (docs/format.md).
+//
+// Floor 0 of the layering (a package's floor is one above the highest floor
+// it imports; floor 0 imports no tablekeep package). It owns the
+// contract's types only. It must not import any tablekeep package.
 package dataset

@@ -7,7 +7,7 @@
 // maintenance step and a second report. The maintenance engineer plugs
 // compaction and cleanup in through Config.Maintain (Maintain, in maintain.go).
 //
-// Floor 7 of the layering (a package's floor is one above the highest floor
+// Floor 8 of the layering (a package's floor is one above the highest floor
 // it imports; floor 0 imports no tablekeep package). It owns the churn
 // workload and its report; maintenance comes from shared/embedded. It must
 // not import: shared/awsfn, shared/bench.

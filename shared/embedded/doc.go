@@ -4,7 +4,7 @@
 // is the local warehouse of shared/warehouse (OpenLocal, Pass) with the
 // embedded defaults.
 //
-// Floor 5 of the layering (a package's floor is one above the highest floor
+// Floor 7 of the layering (a package's floor is one above the highest floor
 // it imports; floor 0 imports no tablekeep package). It owns the embedded
 // defaults only; the wiring is shared/warehouse's and the verbs
 // shared/maintenance's. It must

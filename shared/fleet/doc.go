@@ -13,4 +13,8 @@
 // marks through it, and shared/awsfn, which
 // keeps event parsing, the queue check, BatchItemFailures and metrics, and
 // the fan-out's decisions; it depends only on objstore and table.
+//
+// Floor 3 of the layering (a package's floor is one above the highest floor
+// it imports; floor 0 imports no tablekeep package). It owns
+// `_fleet/`. It must not import: shared/maintenance, shared/awsfn, shared/cli.
 package fleet

@@ -7,7 +7,7 @@
 // hand-copied: a grant removed from the template is removed from the
 // generated policy.
 //
-// Floor 6 of the layering (a package's floor is one above the highest floor
+// Floor 8 of the layering (a package's floor is one above the highest floor
 // it imports; floor 0 imports no tablekeep package). It owns the template
 // reader for role statements (TemplateS3Statements, resolving the intrinsics
 // an existing-bucket deployment uses), the policy writer (BucketPolicy) and

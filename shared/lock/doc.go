@@ -15,8 +15,8 @@
 // therefore shortens or lengthens leases; the fencing token (checked right
 // before each commit) is what keeps a stale holder from committing.
 //
-// Floor 0 of the layering (a package's floor is one above the highest floor
+// Floor 1 of the layering (a package's floor is one above the highest floor
 // it imports; floor 0 imports no tablekeep package). It owns the lockers,
-// fences and heartbeats; it knows nothing of tables. It must not import any
-// tablekeep package.
+// fences and heartbeats; it knows nothing of tables. It imports only shared/clock. It must not import: shared/table,
+// shared/maintenance.
 package lock

@@ -12,10 +12,10 @@
 // disk, a bucket on S3). Every method is exactly one request to the backing
 // service, so the counting wrapper's numbers are the service's numbers.
 //
-// Floor 0 of the layering (a package's floor is one above the highest floor
+// Floor 1 of the layering (a package's floor is one above the highest floor
 // it imports; floor 0 imports no tablekeep package). It owns the Store
 // interface and every store decorator: disk and S3 stores, request counting,
 // faults, latency profiles, throttling and pacing, the rate limiter, the
-// paced deleter and the dry-run overlay, and Open from a URL. It must not
-// import any tablekeep package.
+// paced deleter and the dry-run overlay, and Open from a URL. It imports only shared/clock. It must not import: shared/table,
+// shared/maintenance.
 package objstore

@@ -7,9 +7,9 @@
 // delivered twice, out of order, and again if its handler outlives the
 // visibility timeout.
 //
-// Floor 0 of the layering (a package's floor is one above the highest floor
+// Floor 1 of the layering (a package's floor is one above the highest floor
 // it imports; floor 0 imports no tablekeep package). It owns the Queue
 // interface, the SQS and in-process implementations and the Lambda event
-// adapter; it knows nothing of what a message means. It must not import any
-// tablekeep package.
+// adapter; it knows nothing of what a message means. It imports only shared/clock. It must not import: shared/table,
+// shared/maintenance.
 package queue

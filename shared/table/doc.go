@@ -3,7 +3,7 @@
 // manifests listing immutable Parquet fragments and deletion vectors.
 // docs/format.md specifies the layout and encoding.
 //
-// Floor 1 of the layering (a package's floor is one above the highest floor
+// Floor 2 of the layering (a package's floor is one above the highest floor
 // it imports; floor 0 imports no tablekeep package). It owns the format end
 // to end: manifests and their codec, fragments, deletion vectors, schema
 // evolution (AddColumns), commits with conditional puts and their backoff,

@@ -6,7 +6,7 @@
 // A Metrics is created per invocation and injected through constructors; a
 // nil *Metrics records nothing, so components work without one.
 //
-// Floor 1 of the layering (a package's floor is one above the highest floor
+// Floor 2 of the layering (a package's floor is one above the highest floor
 // it imports; floor 0 imports no tablekeep package). It owns the recorder,
 // the EMF encoding and every metric name (names.go;
 // TestMetricNamesDefinedOnce). It must not import: shared/table,

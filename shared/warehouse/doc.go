@@ -16,4 +16,8 @@
 // the packages that run maintenance: embedded, cli, awsfn, demo and bench.
 // Only this package (and awsfn's cold start, through OpenAWS) builds the
 // AWS clients the functions and the CLI share.
+//
+// Floor 6 of the layering (a package's floor is one above the highest floor
+// it imports; floor 0 imports no tablekeep package). It owns the
+// wiring of the maintenance parts. It must not import: shared/awsfn, shared/cli, shared/embedded.
 package warehouse

@@ -4,7 +4,7 @@
 // store wrapper that dates objects by it. Time moves only when advanced, or
 // when code under test sleeps on it.
 //
-// Floor 1 of the layering (a package's floor is one above the highest floor
+// Floor 2 of the layering (a package's floor is one above the highest floor
 // it imports; floor 0 imports no tablekeep package). It owns the fake clock
 // and the dating store wrapper; no package-level state. It must not import:
 // shared/table, shared/lock, shared/maintenance.

@@ -24,7 +24,7 @@
 // functions under aws-lambda-rie) pays S3's round trips. AWS JSON protocol
 // requests (DynamoDB, SQS) are not delayed.
 //
-// Floor 1 of the layering (a package's floor is one above the highest floor
+// Floor 2 of the layering (a package's floor is one above the highest floor
 // it imports; floor 0 imports no tablekeep package). For tests only; no
 // non-test code imports it. It must not import: shared/table,
 // shared/maintenance, shared/awsfn.

@@ -3,7 +3,7 @@
 // store in a temporary directory, DynamoDB and SQS clients for the local
 // moto_server built as the functions build theirs, a queue's depth.
 //
-// Floor 2 of the layering (a package's floor is one above the highest floor
+// Floor 3 of the layering (a package's floor is one above the highest floor
 // it imports; floor 0 imports no tablekeep package). It owns the shared
 // helpers only; a helper used by one package's tests stays in that package.
 // No non-test code imports it. It imports objstore, the AWS SDK,
