@@ -40,7 +40,9 @@ def fn(role, extra):
 # compaction queue, so the compactor maintains every table itself (no fan-out).
 out = {
     "CompactorFunction": fn("compactor", {"TABLEKEEP_LOCK_TABLE": e["TABLEKEEP_LOCK_TABLE"], "TABLEKEEP_QUEUE_URL": e["TABLEKEEP_QUEUE_URL"],
-                                          "TABLEKEEP_COMPACTION_QUEUE_URL": e.get("TABLEKEEP_COMPACTION_QUEUE_URL", "")}),
+                                          "TABLEKEEP_COMPACTION_QUEUE_URL": e.get("TABLEKEEP_COMPACTION_QUEUE_URL", ""),
+                                          # No manifest notifications locally: every pass lists every table.
+                                          "TABLEKEEP_SAFETY_SCAN_EVERY": "0"}),
     "CleanerFunction": fn("cleaner", {"TABLEKEEP_QUEUE_URL": e["TABLEKEEP_QUEUE_URL"]}),
     "SweeperFunction": fn("sweeper", {}),
 }

@@ -112,7 +112,7 @@ func newFleet(t *testing.T, tables []string, broken ...string) *fleet {
 	// moves only when a test advances it.
 	clock := fakeclock.New(time.Now().Truncate(time.Second))
 	f := &fleet{st: disk, clock: clock, jobs: &jobRecorder{}, logs: &syncBuffer{}}
-	opts := table.Options{Clock: clock.Now}
+	opts := table.Options{Format: 2, Clock: clock.Now}
 	if f.cat, err = catalog.Open(ctx, disk, "warehouse", opts); err != nil {
 		t.Fatal(err)
 	}

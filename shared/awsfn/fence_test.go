@@ -27,7 +27,7 @@ func TestStaleHolderCommitRefusedByDynamoFence(t *testing.T) {
 	}
 	st := testenv.S3Store(t)
 	base := fakeclock.New(time.Now())
-	create, err := table.Create(ctx, st, "wh/t", registrySchema, "name", table.Options{})
+	create, err := table.Create(ctx, st, "wh/t", registrySchema, "name", table.Options{Format: 2})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -146,7 +146,7 @@ func fuzzCleanerDeps(f *testing.F) (*Deps, string) {
 		f.Fatal(err)
 	}
 	schema := arrow.NewSchema([]arrow.Field{{Name: "name", Type: arrow.BinaryTypes.String}, {Name: "uri", Type: arrow.BinaryTypes.String}}, nil)
-	tb, err := table.Create(ctx, disk, root+"/tables/registry", schema, "name", table.Options{})
+	tb, err := table.Create(ctx, disk, root+"/tables/registry", schema, "name", table.Options{Format: 2})
 	if err != nil {
 		f.Fatal(err)
 	}

@@ -193,7 +193,7 @@ func churnedTable(t *testing.T, st objstore.Store, prefix string, ops, names int
 	if err != nil {
 		t.Fatal(err)
 	}
-	tb, err := table.Create(ctx, st, prefix+"/"+e2eRel, registrySchema, "name", table.Options{})
+	tb, err := table.Create(ctx, st, prefix+"/"+e2eRel, registrySchema, "name", table.Options{Format: 2})
 	if err != nil {
 		t.Fatal(err)
 	}

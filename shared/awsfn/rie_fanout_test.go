@@ -237,7 +237,7 @@ func TestLambdaFanoutEndToEnd(t *testing.T) {
 	names := []string{"t1", "t2", "t3", "t4"}
 	tables := map[string]*table.Table{}
 	for _, n := range names {
-		tb, err := table.Create(ctx, st, prefix+"/tables/"+n, registrySchema, "name", table.Options{})
+		tb, err := table.Create(ctx, st, prefix+"/tables/"+n, registrySchema, "name", table.Options{Format: 2})
 		if err != nil {
 			t.Fatal(err)
 		}

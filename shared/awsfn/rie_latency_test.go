@@ -223,7 +223,7 @@ func longHistory(t *testing.T, st objstore.Store, prefix string, latest uint64) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	tb, err := table.Create(ctx, st, prefix+"/"+e2eRel, registrySchema, "name", table.Options{})
+	tb, err := table.Create(ctx, st, prefix+"/"+e2eRel, registrySchema, "name", table.Options{Format: 2})
 	if err != nil {
 		t.Fatal(err)
 	}

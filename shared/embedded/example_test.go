@@ -107,13 +107,15 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	fmt.Printf("after maintenance: %d versions stored, %d fragment, %d row\n", st.Versions, st.Fragments, st.Rows)
+	// A format-3 table (the default) keeps a small table's rows inline in
+	// its manifest: no fragment until the inline bytes pass their bound.
+	fmt.Printf("after maintenance: %d versions stored, %d fragments, %d row\n", st.Versions, st.Fragments, st.Rows)
 	if _, err := t2.Checkout(ctx, first); errors.Is(err, table.ErrVersionPruned) {
 		fmt.Printf("version %d: pruned\n", first)
 	}
 	// Output:
 	// latest: 21 s3://rollouts/alpha-20
 	// version 2: s3://rollouts/alpha-1
-	// after maintenance: 10 versions stored, 1 fragment, 1 row
+	// after maintenance: 10 versions stored, 0 fragments, 1 row
 	// version 2: pruned
 }
