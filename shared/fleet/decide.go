@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 	"time"
+
+	"github.com/tablekeep/tablekeep/shared/table"
 )
 
 // The scan's decision and the mark rules (docs/format.md 2.6), on a mark
@@ -132,26 +134,18 @@ func Failed(root string, prev Mark, known bool, err error, b Backoff, now time.T
 		m = Mark{Root: root, Due: now}
 	}
 	m.Failures++
-	m.RetryAt = addSat(now, b.Delay(m.Failures))
+	m.RetryAt = table.SatAddTime(now, b.Delay(m.Failures))
 	m.Updated = now
-	m.Error = clip(err.Error())
+	m.Error = ClipError(err.Error())
 	return m
 }
 
-func clip(s string) string {
+// ClipError is an error's text as a mark keeps it: at most 300 bytes.
+func ClipError(s string) string {
 	if len(s) > 300 {
 		return s[:300]
 	}
 	return s
-}
-
-// addSat is t + d, saturating at the largest time instead of wrapping.
-func addSat(t time.Time, d time.Duration) time.Time {
-	u := t.Add(d)
-	if d > 0 && u.Before(t) {
-		return time.Unix(1<<62, 0)
-	}
-	return u
 }
 
 func later(a, b time.Time) time.Time {

@@ -192,22 +192,6 @@ func fullCheckAfter(name string, every time.Duration) time.Duration {
 	return every - time.Duration(h.Sum64()%uint64(half))
 }
 
-func clip(s string) string {
-	if len(s) > 300 {
-		return s[:300]
-	}
-	return s
-}
-
-// addSat is t + d, saturating at the largest time instead of wrapping.
-func addSat(t time.Time, d time.Duration) time.Time {
-	u := t.Add(d)
-	if d > 0 && u.Before(t) {
-		return time.Unix(1<<62, 0)
-	}
-	return u
-}
-
 // compactFragsOf is how many fragments the compaction planner would take
 // from the latest manifest t holds.
 func compactFragsOf(c *Compactor, t *table.Table, p Policy) int {

@@ -140,7 +140,7 @@ func SourceHealth(ctx context.Context, src Source, ref TableRef, now time.Time) 
 func Status(ctx context.Context, store objstore.Store, ref TableRef, open SourceOpener, now time.Time) (Health, TableStats, Source, error) {
 	var h Health
 	var s TableStats
-	src, err := openWith(ctx, open, newDryOverlay(store), ref)
+	src, err := openWith(ctx, open, objstore.NewOverlay(store), ref)
 	if err != nil {
 		return h, s, nil, err
 	}

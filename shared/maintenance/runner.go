@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/tablekeep/tablekeep/shared/dataset"
+	"github.com/tablekeep/tablekeep/shared/fleet"
 	"github.com/tablekeep/tablekeep/shared/lock"
 	"github.com/tablekeep/tablekeep/shared/objstore"
 	"github.com/tablekeep/tablekeep/shared/queue"
@@ -447,8 +448,8 @@ func (r *Runner) maintainOne(ctx context.Context, ref TableRef, prev Mark) (Tabl
 	switch {
 	case compactErr != nil:
 		cs.Failures = prev.CompactFailures + 1
-		cs.RetryAt = addSat(now, r.RetryBackoff(cs.Failures))
-		cs.Error = clip(compactErr.Error())
+		cs.RetryAt = table.SatAddTime(now, r.RetryBackoff(cs.Failures))
+		cs.Error = fleet.ClipError(compactErr.Error())
 	case held:
 		cs = compactState{Failures: prev.CompactFailures, RetryAt: prev.CompactRetryAt, Error: prev.CompactError}
 	}
@@ -498,7 +499,7 @@ func formatAttr(ref TableRef) slog.Attr {
 func (r *Runner) dryRunOne(ctx context.Context, cnt *objstore.Counting, ref TableRef) (TableReport, error) {
 	rep := TableReport{Table: ref.Name}
 	p := ref.Policy.WithDefaults()
-	src, err := r.openSource(ctx, newDryOverlay(cnt), ref)
+	src, err := r.openSource(ctx, objstore.NewOverlay(cnt), ref)
 	if err != nil {
 		return rep, err
 	}

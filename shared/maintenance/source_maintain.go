@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 
 	"github.com/tablekeep/tablekeep/shared/dataset"
 	"github.com/tablekeep/tablekeep/shared/objstore"
@@ -90,53 +89,3 @@ func (r *Runner) sourceLatest(ctx context.Context, ref TableRef, known uint64) (
 	}
 	return vs[len(vs)-1].Version, nil
 }
-
-// dryOverlay is the store a dry run opens a Source on: writes land in
-// memory and are read back (Get, Head) by the same Source, so the change
-// records a dry run derives can be planned from (PlanRange), while
-// nothing reaches the store; deletes do nothing. Listings are the store's.
-type dryOverlay struct {
-	objstore.Store
-	mu   sync.Mutex
-	objs map[string][]byte
-}
-
-func newDryOverlay(st objstore.Store) *dryOverlay {
-	return &dryOverlay{Store: st, objs: map[string][]byte{}}
-}
-
-func (o *dryOverlay) Get(ctx context.Context, key string) ([]byte, error) {
-	o.mu.Lock()
-	b, ok := o.objs[key]
-	o.mu.Unlock()
-	if ok {
-		return append([]byte(nil), b...), nil
-	}
-	return o.Store.Get(ctx, key)
-}
-
-func (o *dryOverlay) Head(ctx context.Context, key string) (objstore.ObjectInfo, error) {
-	o.mu.Lock()
-	b, ok := o.objs[key]
-	o.mu.Unlock()
-	if ok {
-		return objstore.ObjectInfo{Key: key, Size: int64(len(b))}, nil
-	}
-	return o.Store.Head(ctx, key)
-}
-
-func (o *dryOverlay) Put(_ context.Context, key string, b []byte) error {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	o.objs[key] = append([]byte(nil), b...)
-	return nil
-}
-
-func (o *dryOverlay) PutIfAbsent(ctx context.Context, key string, b []byte) error {
-	if _, err := o.Head(ctx, key); err == nil {
-		return fmt.Errorf("%s: %w", key, objstore.ErrExists)
-	}
-	return o.Put(ctx, key, b)
-}
-
-func (o *dryOverlay) Delete(context.Context, []string) error { return nil }

@@ -87,6 +87,16 @@ func (t *Table) WriterGrace() time.Duration {
 	return DefaultGrace
 }
 
+// SatAddTime is t + d, saturating at the largest time instead of wrapping
+// (a backoff or retry time computed from a huge duration).
+func SatAddTime(t time.Time, d time.Duration) time.Time {
+	u := t.Add(d)
+	if d > 0 && u.Before(t) {
+		return time.Unix(1<<62, 0)
+	}
+	return u
+}
+
 // SatShift is d x 2^n for a backoff that doubles, saturated at the
 // largest duration instead of wrapping (a shifted duration can wrap to a
 // negative or a small positive value); d <= 0 or n <= 0 is returned as is.
