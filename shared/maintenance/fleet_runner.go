@@ -63,6 +63,18 @@ type TableNeed struct {
 	// are ordered after every table that did not.
 	Failures int `json:"failures,omitempty"`
 	since    time.Time
+	// listed is Latest as the scan's LIST of the table's manifests named
+	// it, and a time before that LIST (zero: not listed by this scan).
+	listed listedLatest
+}
+
+// listedLatest is a version a LIST of a table's manifests named newest
+// and a time taken before that LIST was sent: the maintenance that
+// follows the scan opens the table on it with one GET and no LIST
+// (table.RefreshListed) while it is fresh (planFreshFor).
+type listedLatest struct {
+	v  uint64
+	at time.Time
 }
 
 // FleetScan is the result of Runner.Scan: which registered tables need
@@ -160,6 +172,7 @@ func (r *Runner) Scan(ctx context.Context) (*FleetScan, error) {
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(r.ScanConcurrency)
 	skipped := make([]bool, len(refs)) // safety-net mode: its shard unread, nothing due
+	listed := make([]bool, len(refs))  // latest[i] is a LIST's answer sent after sc.At
 	for i, ref := range refs {
 		m, known := sc.index.Tables[ref.Name]
 		if is := sc.idle; is != nil && sc.IndexError == "" {
@@ -179,6 +192,7 @@ func (r *Runner) Scan(ctx context.Context) (*FleetScan, error) {
 		if sc.idle != nil {
 			sc.idle.listed++
 		}
+		listed[i] = true
 		g.Go(func() error {
 			lctx, cancel := context.WithTimeout(gctx, r.ScanTimeout)
 			defer cancel()
@@ -212,7 +226,11 @@ func (r *Runner) Scan(ctx context.Context) (*FleetScan, error) {
 			if !known {
 				since = time.Time{}
 			}
-			sc.Need = append(sc.Need, TableNeed{Ref: ref, Table: ref.Name, Reasons: reasons, Latest: latest[i], Failures: m.Failures, since: since})
+			need := TableNeed{Ref: ref, Table: ref.Name, Reasons: reasons, Latest: latest[i], Failures: m.Failures, since: since}
+			if listed[i] && errs[i] == nil && latest[i] > 0 {
+				need.listed = listedLatest{v: latest[i], at: sc.At} // sc.At: before every LIST of the scan
+			}
+			sc.Need = append(sc.Need, need)
 		case known && m.Failures > 0:
 			sc.BackingOff++
 		default:
@@ -328,7 +346,11 @@ func (r *Runner) maintainBatchOpt(ctx context.Context, refs []TableRef, sc *Flee
 				prev = m
 			}
 		}
-		tr, err := r.maintainOne(tctx, ref, prev)
+		var hint listedLatest
+		if sc != nil {
+			hint = sc.listedOf(ref)
+		}
+		tr, err := r.maintainOne(tctx, ref, prev, hint)
 		timedOut := tctx.Err() != nil && ctx.Err() == nil
 		cancel()
 		if err == nil && timedOut {
@@ -610,4 +632,14 @@ func (r *Runner) registeredPolicy(ctx context.Context, ref TableRef) bool {
 		return false
 	}
 	return reg.Root == ref.Root && reg.Policy.WithDefaults() == ref.Policy.WithDefaults()
+}
+
+// listedOf is the scan's listed latest version of ref (zero if none).
+func (sc *FleetScan) listedOf(ref TableRef) listedLatest {
+	for _, n := range sc.Need {
+		if n.Table == ref.Name && n.Ref.Root == ref.Root {
+			return n.listed
+		}
+	}
+	return listedLatest{}
 }
