@@ -73,8 +73,9 @@ type TableNeed struct {
 // follows the scan opens the table on it with one GET and no LIST
 // (table.RefreshListed) while it is fresh (planFreshFor).
 type listedLatest struct {
-	v  uint64
-	at time.Time
+	v    uint64
+	at   time.Time
+	root string
 }
 
 // FleetScan is the result of Runner.Scan: which registered tables need
@@ -327,6 +328,19 @@ func (r *Runner) maintainBatchOpt(ctx context.Context, refs []TableRef, sc *Flee
 			base = nil
 		}
 	}
+	// The scan's listed latest versions, by table (one map: a table's
+	// look-up does not grow with the number of others).
+	var listed map[string]listedLatest
+	if sc != nil {
+		listed = make(map[string]listedLatest, len(sc.Need))
+		for _, n := range sc.Need {
+			if n.listed.v > 0 {
+				l := n.listed
+				l.root = n.Ref.Root
+				listed[n.Table] = l
+			}
+		}
+	}
 	for i, ref := range refs {
 		if err := ctx.Err(); err != nil {
 			rep.Stopped = err.Error()
@@ -346,9 +360,9 @@ func (r *Runner) maintainBatchOpt(ctx context.Context, refs []TableRef, sc *Flee
 				prev = m
 			}
 		}
-		var hint listedLatest
-		if sc != nil {
-			hint = sc.listedOf(ref)
+		hint := listed[ref.Name]
+		if hint.root != ref.Root {
+			hint = listedLatest{}
 		}
 		tr, err := r.maintainOne(tctx, ref, prev, hint)
 		timedOut := tctx.Err() != nil && ctx.Err() == nil
@@ -632,14 +646,4 @@ func (r *Runner) registeredPolicy(ctx context.Context, ref TableRef) bool {
 		return false
 	}
 	return reg.Root == ref.Root && reg.Policy.WithDefaults() == ref.Policy.WithDefaults()
-}
-
-// listedOf is the scan's listed latest version of ref (zero if none).
-func (sc *FleetScan) listedOf(ref TableRef) listedLatest {
-	for _, n := range sc.Need {
-		if n.Table == ref.Name && n.Ref.Root == ref.Root {
-			return n.listed
-		}
-	}
-	return listedLatest{}
 }
