@@ -63,6 +63,19 @@ type TableNeed struct {
 	// are ordered after every table that did not.
 	Failures int `json:"failures,omitempty"`
 	since    time.Time
+	// listed is Latest as the scan's LIST of the table's manifests named
+	// it, and a time before that LIST (zero: not listed by this scan).
+	listed listedLatest
+}
+
+// listedLatest is a version a LIST of a table's manifests named newest
+// and a time taken before that LIST was sent: the maintenance that
+// follows the scan opens the table on it with one GET and no LIST
+// (table.RefreshListed) while it is fresh (planFreshFor).
+type listedLatest struct {
+	v    uint64
+	at   time.Time
+	root string
 }
 
 // FleetScan is the result of Runner.Scan: which registered tables need
@@ -160,6 +173,7 @@ func (r *Runner) Scan(ctx context.Context) (*FleetScan, error) {
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(r.ScanConcurrency)
 	skipped := make([]bool, len(refs)) // safety-net mode: its shard unread, nothing due
+	listed := make([]bool, len(refs))  // latest[i] is a LIST's answer sent after sc.At
 	for i, ref := range refs {
 		m, known := sc.index.Tables[ref.Name]
 		if is := sc.idle; is != nil && sc.IndexError == "" {
@@ -179,6 +193,7 @@ func (r *Runner) Scan(ctx context.Context) (*FleetScan, error) {
 		if sc.idle != nil {
 			sc.idle.listed++
 		}
+		listed[i] = true
 		g.Go(func() error {
 			lctx, cancel := context.WithTimeout(gctx, r.ScanTimeout)
 			defer cancel()
@@ -212,7 +227,11 @@ func (r *Runner) Scan(ctx context.Context) (*FleetScan, error) {
 			if !known {
 				since = time.Time{}
 			}
-			sc.Need = append(sc.Need, TableNeed{Ref: ref, Table: ref.Name, Reasons: reasons, Latest: latest[i], Failures: m.Failures, since: since})
+			need := TableNeed{Ref: ref, Table: ref.Name, Reasons: reasons, Latest: latest[i], Failures: m.Failures, since: since}
+			if listed[i] && errs[i] == nil && latest[i] > 0 {
+				need.listed = listedLatest{v: latest[i], at: sc.At} // sc.At: before every LIST of the scan
+			}
+			sc.Need = append(sc.Need, need)
 		case known && m.Failures > 0:
 			sc.BackingOff++
 		default:
@@ -309,6 +328,19 @@ func (r *Runner) maintainBatchOpt(ctx context.Context, refs []TableRef, sc *Flee
 			base = nil
 		}
 	}
+	// The scan's listed latest versions, by table (one map: a table's
+	// look-up does not grow with the number of others).
+	var listed map[string]listedLatest
+	if sc != nil {
+		listed = make(map[string]listedLatest, len(sc.Need))
+		for _, n := range sc.Need {
+			if n.listed.v > 0 {
+				l := n.listed
+				l.root = n.Ref.Root
+				listed[n.Table] = l
+			}
+		}
+	}
 	for i, ref := range refs {
 		if err := ctx.Err(); err != nil {
 			rep.Stopped = err.Error()
@@ -328,7 +360,11 @@ func (r *Runner) maintainBatchOpt(ctx context.Context, refs []TableRef, sc *Flee
 				prev = m
 			}
 		}
-		tr, err := r.maintainOne(tctx, ref, prev)
+		hint := listed[ref.Name]
+		if hint.root != ref.Root {
+			hint = listedLatest{}
+		}
+		tr, err := r.maintainOne(tctx, ref, prev, hint)
 		timedOut := tctx.Err() != nil && ctx.Err() == nil
 		cancel()
 		if err == nil && timedOut {

@@ -598,6 +598,19 @@ func ensureChangeRecordsIndexed(ctx context.Context, t *table.Table, spans [][2]
 	have := make([][]uint64, len(spans))
 	latest := t.Cached()
 	err := forEach(ctx, len(spans), func(ctx context.Context, i int) error {
+		if noIndexedRecord(latest, spans[i][0], spans[i][1]) {
+			// Format 3: the latest manifest's record index covers the
+			// whole span and names no version in it, so no commit in it
+			// wrote a record: the listing could find none to repair or to
+			// name, and is not sent. A stray record the index does not
+			// name is the orphan sweep's, as when the listing runs
+			// (docs/format.md, "Record index"). Nothing is deleted on
+			// this answer: the cleaner reads and deletes only the named
+			// records, and its latest-version guard and floor re-check
+			// are unchanged.
+			have[i] = []uint64{}
+			return nil
+		}
 		var err error
 		missing[i], have[i], err = missingChangeRecords(ctx, t, spans[i][0], spans[i][1])
 		if latest != nil {
@@ -635,6 +648,22 @@ func ensureChangeRecordsIndexed(ctx context.Context, t *table.Table, spans [][2]
 		have[i] = slices.Compact(have[i])
 	}
 	return int(repaired.Load()), have, err
+}
+
+// noIndexedRecord reports whether m's record index covers every version
+// of [from, through] and names none of them (format 3).
+func noIndexedRecord(m *table.Manifest, from, through uint64) bool {
+	if m == nil || from > through {
+		return false
+	}
+	if _, known := m.HasRecord(max(from, 1)); !known {
+		return false
+	}
+	if _, known := m.HasRecord(through); !known {
+		return false
+	}
+	i, _ := slices.BinarySearch(m.Records, max(from, 1))
+	return i == len(m.Records) || m.Records[i] > through
 }
 
 // missingChangeRecords lists the change records of [from, through] and

@@ -290,7 +290,7 @@ func (r *Runner) MaintainTable(ctx context.Context, ref TableRef) (TableReport, 
 	r.defaults()
 	rep := TableReport{Table: ref.Name}
 	if r.DryRun {
-		return r.maintainOne(ctx, ref, Mark{})
+		return r.maintainOne(ctx, ref, Mark{}, listedLatest{})
 	}
 	// Alone: its report only; RecordTables writes its stats row and mark.
 	br, _ := r.maintainBatchOpt(ctx, []TableRef{ref}, nil, false, false)
@@ -318,7 +318,7 @@ func (tr TableReport) PruneDone() bool { return tr.marked }
 // if none): a compaction backing off after failures is not tried. The
 // error is the maintenance's; a failure of compaction alone is
 // rep.compactErr.
-func (r *Runner) maintainOne(ctx context.Context, ref TableRef, prev Mark) (TableReport, error) {
+func (r *Runner) maintainOne(ctx context.Context, ref TableRef, prev Mark, hint listedLatest) (TableReport, error) {
 	r.defaults()
 	start := r.Clock.Now()
 	rep := TableReport{Table: ref.Name}
@@ -369,7 +369,19 @@ func (r *Runner) maintainOne(ctx context.Context, ref TableRef, prev Mark) (Tabl
 	var t *table.Table
 	tb, isTable := src.(TableBacked)
 	if isTable {
-		if t, err = tb.OpenTable(ctx, opts); err != nil {
+		// The scan's LIST named the latest version moments ago: the open
+		// reads that manifest (one GET) instead of listing again. Its
+		// read time is the time before the scan's LIST (RefreshListed), so
+		// a commit on it keeps the writer bound; a version committed since
+		// makes it stale, which the compaction's commit finds (its PUT
+		// conflicts) as after any open; the prune plan lists every version
+		// itself and the cleaner's guard re-reads the latest.
+		if ts, ok := src.(*TableSource); ok && hint.v > 0 && !r.Clock.Now().Before(hint.at) && r.Clock.Now().Sub(hint.at) <= planFreshFor {
+			t, err = ts.OpenTableListed(ctx, opts, hint.v, hint.at)
+		} else {
+			t, err = tb.OpenTable(ctx, opts)
+		}
+		if err != nil {
 			return rep, err
 		}
 	}

@@ -97,6 +97,17 @@ func (s *TableSource) OpenTable(ctx context.Context, opts table.Options) (*table
 	return t, nil
 }
 
+// OpenTableListed is OpenTable on version v, which a LIST sent after at
+// named the latest (table.RefreshListed: one GET, no LIST).
+func (s *TableSource) OpenTableListed(ctx context.Context, opts table.Options, v uint64, at time.Time) (*table.Table, error) {
+	t := table.Handle(s.T.Store(), s.T.Root(), opts)
+	if _, err := t.RefreshListed(ctx, v, at); err != nil {
+		return nil, err
+	}
+	s.T = t
+	return t, nil
+}
+
 // Versions lists the stored versions (Time: the manifest's store time); a
 // version's grace window starts at its successor's (GraceFrom; none for
 // the latest).
