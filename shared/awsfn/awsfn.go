@@ -115,7 +115,7 @@ func (d *Deps) Catalog(ctx context.Context) (*catalog.Catalog, error) {
 }
 
 func (d *Deps) tableOptions() table.Options {
-	return table.Options{Clock: d.Clock.Now, Logger: d.Logger}
+	return table.Options{Clock: d.Clock, Logger: d.Logger}
 }
 
 // logger adds the invocation's request id.

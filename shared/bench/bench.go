@@ -273,7 +273,7 @@ func churn(ctx context.Context, cfg Config, dir string, maintain bool) (ChurnRes
 	clock := newFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	cs := fakeclock.NewStore(disk, clock)
 	writes, maint := objstore.NewCounting(cfg.measured(cs)), objstore.NewCounting(cfg.measured(cs))
-	opts := table.Options{Clock: clock.Now, Sleep: noSleep, Format: cfg.Format}
+	opts := table.Options{Clock: fakeclock.NoSleep(clock), Format: cfg.Format}
 	t, err := table.Create(ctx, writes, "registry", Schema, "name", opts)
 	if err != nil {
 		return res, err
@@ -545,7 +545,7 @@ func scale(ctx context.Context, cfg Config, dir string, n int, last bool, all *R
 	clock := newFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	cs := fakeclock.NewStore(disk, clock)
 	cnt := objstore.NewCounting(cfg.measured(cs))
-	opts := table.Options{Clock: clock.Now, Sleep: noSleep}
+	opts := table.Options{Clock: fakeclock.NoSleep(clock)}
 	start := time.Now()
 	t, err := table.Create(ctx, cs, "hist", Schema, "name", opts)
 	if err != nil {
@@ -662,7 +662,7 @@ func scale(ctx context.Context, cfg Config, dir string, n int, last bool, all *R
 	cl := &all.Cleanup
 	cl.Versions, cl.PlanTime, cl.Plan = plan.Prunable, time.Since(t0), Reqs{C: cnt.Counts().Sub(base), N: 1}
 	cleaner := &maintenance.Cleaner{Store: cnt, Tables: staticResolver{ref}, Requeue: maintenance.QueueEnqueuer{Q: q},
-		OpenOpts: table.Options{Clock: clock.Now}}
+		OpenOpts: table.Options{Clock: clock}}
 	base, t0 = cnt.Counts(), time.Now()
 	ds, err := maintenance.DrainLocal(ctx, q, cleaner, nil)
 	if err != nil {
@@ -752,7 +752,7 @@ func compactFixture(ctx context.Context, cfg Config, dir string) (CompactionResu
 		return res, err
 	}
 	cnt := objstore.NewCounting(cfg.measured(disk))
-	opts := table.Options{Sleep: noSleep}
+	opts := table.Options{Clock: fakeclock.NoSleep(nil)}
 	t, err := table.Create(ctx, disk, "frags", Schema, "name", opts)
 	if err != nil {
 		return res, err
@@ -799,7 +799,7 @@ func growth(ctx context.Context, cfg Config, dir string) (GrowthResult, error) {
 	cnt := objstore.NewCounting(cfg.measured(disk))
 	// Format 2: the figure is manifest bytes per one-row fragment (the
 	// seed's layout, which the cost model's storage without maintenance uses).
-	t, err := table.Create(ctx, cnt, "grow", Schema, "name", table.Options{Sleep: noSleep, Format: 2})
+	t, err := table.Create(ctx, cnt, "grow", Schema, "name", table.Options{Clock: fakeclock.NoSleep(nil), Format: 2})
 	if err != nil {
 		return res, err
 	}

@@ -324,7 +324,7 @@ func newFleetWorld(ctx context.Context, n, activeEvery int, format uint64) (*fle
 		return classShared
 	}
 	w.cs = newClassStore(w.mem, classOf)
-	opts := table.Options{Clock: w.clock.Now, Sleep: func(context.Context, time.Duration) error { return nil }}
+	opts := table.Options{Clock: fakeclock.NoSleep(w.clock)}
 	var err error
 	if w.cat, err = catalog.Open(ctx, w.cs, "wh/", opts); err != nil {
 		return nil, err

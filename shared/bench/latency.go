@@ -279,7 +279,7 @@ func backlog(ctx context.Context, cfg Config, dir string) (BacklogResult, error)
 	}
 	clock := newFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	cs := fakeclock.NewStore(disk, clock)
-	opts := table.Options{Clock: clock.Now, Sleep: noSleep}
+	opts := table.Options{Clock: fakeclock.NoSleep(clock)}
 	t0 := time.Now()
 	t, err := table.Create(ctx, cs, "hist", Schema, "name", opts)
 	if err != nil {
@@ -353,7 +353,7 @@ func drainBacklog(ctx context.Context, wh string, ref maintenance.TableRef, cloc
 	cleaners := make([]*maintenance.Cleaner, workers)
 	for i := range cleaners {
 		cleaners[i] = &maintenance.Cleaner{Store: cnt, Tables: staticResolver{ref}, Requeue: maintenance.QueueEnqueuer{Q: q},
-			OpenOpts: table.Options{Clock: clock.Now}}
+			OpenOpts: table.Options{Clock: clock}}
 	}
 	// A message whose deletes were still refused after the cleaner's
 	// SlowDown retries fails and comes back after the queue's visibility

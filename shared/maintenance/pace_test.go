@@ -28,7 +28,7 @@ func TestPaceCleanerByStore(t *testing.T) {
 		e := newEnv(t, d, p, queue.EmbeddedOptions{})
 		e.clock.Advance(2 * time.Hour)
 		rec := &bodies{}
-		c := &maintenance.Cleaner{Store: wrap(e.disk), Tables: e.cat, Requeue: rec, Logger: discard, OpenOpts: table.Options{Clock: e.clock.Now}}
+		c := &maintenance.Cleaner{Store: wrap(e.disk), Tables: e.cat, Requeue: rec, Logger: discard, OpenOpts: table.Options{Clock: e.clock}}
 		cleanAll(t, c, rec, bs)
 		return c, listing(t, e.disk, "")
 	}

@@ -335,7 +335,7 @@ func (r *Runner) maintainOne(ctx context.Context, ref TableRef, prev Mark) (Tabl
 	if err != nil {
 		return rep, err
 	}
-	opts := table.Options{Grace: p.Grace, Clock: r.Clock.Now, Logger: r.Logger}
+	opts := table.Options{Grace: p.Grace, Clock: r.Clock, Logger: r.Logger}
 	rep.ref = ref
 	acquireStart := r.Clock.Now()
 	fence, release, err := r.holdTable(ctx, ref)
@@ -504,7 +504,7 @@ func (r *Runner) dryRunOne(ctx context.Context, cnt *objstore.Counting, ref Tabl
 	}
 	commits := 0
 	if tb, ok := src.(TableBacked); ok {
-		t, err := tb.OpenTable(ctx, table.Options{Grace: p.Grace, Clock: r.Clock.Now, Logger: r.Logger})
+		t, err := tb.OpenTable(ctx, table.Options{Grace: p.Grace, Clock: r.Clock, Logger: r.Logger})
 		if err != nil {
 			return rep, err
 		}

@@ -105,7 +105,7 @@ func OpenLocal(ctx context.Context, dir string, o LocalOptions) (*Warehouse, err
 		counting = objstore.NewCounting(st)
 	}
 	st = counting
-	cat, err := catalog.Open(ctx, st, "", table.Options{Clock: clock.Now, Logger: logger})
+	cat, err := catalog.Open(ctx, st, "", table.Options{Clock: clock, Logger: logger})
 	if err != nil {
 		return nil, err
 	}
@@ -127,7 +127,7 @@ func OpenLocal(ctx context.Context, dir string, o LocalOptions) (*Warehouse, err
 
 // TableOptions are the options the warehouse's tables are opened with.
 func (w *Warehouse) TableOptions() table.Options {
-	return table.Options{Clock: w.Clock.Now, Logger: w.Logger}
+	return table.Options{Clock: w.Clock, Logger: w.Logger}
 }
 
 // cleanupQueue is where cleanup ranges (and a cleaner's continuations) go.
