@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/tablekeep/tablekeep/shared/awsfn"
+	"github.com/tablekeep/tablekeep/shared/clock"
 	"github.com/tablekeep/tablekeep/shared/lock"
 	"github.com/tablekeep/tablekeep/shared/objstore"
 )
@@ -49,7 +50,7 @@ var scheduledEvent = []byte(`{"version":"0","id":"bench","detail-type":"Schedule
 // simulated time, so the invocation's time budgets run in real time.
 func measureScheduled(ctx context.Context, w *fleetWorld, p objstore.Profile, inlineTables int, inlineTime time.Duration, desc string) (FleetScheduled, error) {
 	cnt := objstore.NewCounting(w.cs)
-	clock := lock.AheadClock{Clock: lock.SystemClock(), Ahead: w.clock.Now().Sub(time.Now())}
+	clock := lock.AheadClock{Clock: clock.System(), Ahead: w.clock.Now().Sub(time.Now())}
 	jobs := &sqsJobs{}
 	d := &awsfn.Deps{
 		Config: awsfn.Config{Role: awsfn.RoleCompactor, Warehouse: "s3://bench/wh", Bucket: "bench", Prefix: "wh",

@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/tablekeep/tablekeep/shared/clock"
 	"github.com/tablekeep/tablekeep/shared/demo"
 	"github.com/tablekeep/tablekeep/shared/embedded"
 	"github.com/tablekeep/tablekeep/shared/internal/fakeclock"
@@ -206,7 +207,7 @@ func latencyPass(ctx context.Context, wh string, prof objstore.Profile, name str
 	cnt := objstore.NewCounting(objstore.WithLatency(disk, prof))
 	policy := maintenance.DefaultPolicy()
 	// The churn's versions are seconds old: act as if the grace window passed.
-	w, err := embedded.Open(ctx, wh, lock.AheadClock{Clock: lock.SystemClock(), Ahead: policy.Grace + time.Minute}, nil,
+	w, err := embedded.Open(ctx, wh, lock.AheadClock{Clock: clock.System(), Ahead: policy.Grace + time.Minute}, nil,
 		func(objstore.Store) objstore.Store { return cnt })
 	if err != nil {
 		return res, err

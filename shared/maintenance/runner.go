@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tablekeep/tablekeep/shared/clock"
 	"github.com/tablekeep/tablekeep/shared/dataset"
 	"github.com/tablekeep/tablekeep/shared/lock"
 	"github.com/tablekeep/tablekeep/shared/objstore"
@@ -58,7 +59,7 @@ type Runner struct {
 	Locker    lock.Locker
 	Queue     Enqueuer
 	Compactor *Compactor
-	Clock     lock.Clock
+	Clock     clock.Clock
 	Logger    *slog.Logger
 	Owner     string
 	Lease     time.Duration // table lock lease (default 5 min)
@@ -145,7 +146,7 @@ func (r *Runner) defaults() {
 		r.Logger = slog.New(slog.DiscardHandler)
 	}
 	if r.Clock == nil {
-		r.Clock = lock.SystemClock()
+		r.Clock = clock.System()
 	}
 	if r.Compactor == nil {
 		r.Compactor = NewCompactor(r.Logger, r.Clock)
