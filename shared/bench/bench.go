@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"time"
 
+	"github.com/tablekeep/tablekeep/shared/clock"
 	"github.com/tablekeep/tablekeep/shared/dataset"
 	"github.com/tablekeep/tablekeep/shared/embedded"
 	"github.com/tablekeep/tablekeep/shared/internal/fakeclock"
@@ -37,7 +38,7 @@ type Config struct {
 	CompactFrags  int    // fragments in the compaction fixture
 	CompactRows   int    // rows per fragment there
 	Log           io.Writer
-	Now           func() time.Time // report date
+	Clock         clock.Clock // reads the report date; nil: the real clock
 	// Latency is added to every measured request (not to building the
 	// fixtures): `tkbench -latency s3`. Zero: local disk as it is.
 	Latency objstore.Profile
@@ -110,16 +111,14 @@ func (c *Config) logf(format string, args ...any) {
 // Run measures everything and writes the report.
 func Run(ctx context.Context, cfg Config) (*Results, error) {
 	start := time.Now()
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
+	cfg.Clock = clock.Or(cfg.Clock)
 	if cfg.OpenGetProfile.IsZero() {
 		cfg.OpenGetProfile = objstore.S3Profile()
 	}
 	if err := os.MkdirAll(cfg.WorkDir, 0o755); err != nil {
 		return nil, err
 	}
-	res := &Results{Cfg: cfg, Date: cfg.Now().UTC(),
+	res := &Results{Cfg: cfg, Date: cfg.Clock.Now().UTC(),
 		Machine: fmt.Sprintf("%s/%s, %d CPUs, %s, local disk", runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.Version())}
 	var err error
 	fleet := func() error {
