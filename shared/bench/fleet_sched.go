@@ -38,7 +38,7 @@ func (s *sqsJobs) SendJobs(ctx context.Context, jobs []awsfn.OutJob) error {
 	s.n += len(jobs)
 	reqs := (len(jobs) + 9) / 10
 	rounds := (reqs + awsfn.SendJobsInFlight - 1) / awsfn.SendJobsInFlight
-	return objstore.Sleep(ctx, time.Duration(rounds)*SQSBatchLatency)
+	return clock.Sleep(ctx, time.Duration(rounds)*SQSBatchLatency)
 }
 
 var scheduledEvent = []byte(`{"version":"0","id":"bench","detail-type":"Scheduled Event","source":"aws.events",` +
@@ -56,7 +56,7 @@ func measureScheduled(ctx context.Context, w *fleetWorld, p objstore.Profile, in
 		Config: awsfn.Config{Role: awsfn.RoleCompactor, Warehouse: "s3://bench/wh", Bucket: "bench", Prefix: "wh",
 			Margin: 10 * time.Second, Lease: 5 * time.Minute, CompactionQueueURL: "https://sqs.us-east-1.amazonaws.com/123456789012/bench-compaction",
 			InlineTables: inlineTables, InlineTime: inlineTime, LogLevel: "warn"},
-		Logger: slog.New(slog.DiscardHandler), Clock: clock, Store: objstore.NewLatency(cnt, p, objstore.Sleep), Root: "wh",
+		Logger: slog.New(slog.DiscardHandler), Clock: clock, Store: objstore.NewLatency(cnt, p, nil), Root: "wh",
 		Locker: w.locker, Queue: w.q, Jobs: jobs, Metrics: io.Discard,
 	}
 	// A Lambda invocation's deadline: the template's compactor timeout.

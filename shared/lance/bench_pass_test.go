@@ -123,7 +123,7 @@ type offsetClock struct{ off time.Duration }
 
 func (c offsetClock) Now() time.Time { return time.Now().Add(c.off) }
 func (c offsetClock) Sleep(ctx context.Context, d time.Duration) error {
-	return objstore.Sleep(ctx, d)
+	return clock.Sleep(ctx, d)
 }
 
 var _ clock.Clock = offsetClock{}
