@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-lambda-go/lambdacontext"
 
 	"github.com/tablekeep/tablekeep/shared/catalog"
+	"github.com/tablekeep/tablekeep/shared/clock"
 	"github.com/tablekeep/tablekeep/shared/lock"
 	"github.com/tablekeep/tablekeep/shared/objstore"
 	"github.com/tablekeep/tablekeep/shared/queue"
@@ -26,7 +27,7 @@ import (
 type Deps struct {
 	Config Config
 	Logger *slog.Logger
-	Clock  lock.Clock
+	Clock  clock.Clock
 	Store  objstore.Store
 	Root   string      // warehouse prefix in the bucket
 	Locker lock.Locker // compactor only
@@ -55,9 +56,9 @@ func NewLogger(w io.Writer, level string, role Role) *slog.Logger {
 // warehouse catalog is opened on first use (and retried on a later
 // invocation if that fails).
 func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Deps, error) {
-	d := &Deps{Config: cfg, Logger: logger, Clock: lock.SystemClock(), Metrics: os.Stdout}
+	d := &Deps{Config: cfg, Logger: logger, Clock: clock.System(), Metrics: os.Stdout}
 	if cfg.ClockOffset != 0 {
-		d.Clock = lock.AheadClock{Clock: lock.SystemClock(), Ahead: cfg.ClockOffset} // TEST ONLY
+		d.Clock = lock.AheadClock{Clock: clock.System(), Ahead: cfg.ClockOffset} // TEST ONLY
 		logger.Warn("TEST ONLY: clock offset in effect", "offset", cfg.ClockOffset.String())
 	}
 	// The warehouse's clients (shared/warehouse, as the CLI builds them):
@@ -115,7 +116,7 @@ func (d *Deps) Catalog(ctx context.Context) (*catalog.Catalog, error) {
 }
 
 func (d *Deps) tableOptions() table.Options {
-	return table.Options{Clock: d.Clock.Now, Logger: d.Logger}
+	return table.Options{Clock: d.Clock, Logger: d.Logger}
 }
 
 // logger adds the invocation's request id.

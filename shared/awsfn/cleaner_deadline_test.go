@@ -92,7 +92,7 @@ func TestCleanerFitsDeadline(t *testing.T) {
 		t.Fatal(err)
 	}
 	clk := fakeclock.New(time.Now())
-	opts := table.Options{Format: 2, Clock: clk.Now, Sleep: func(context.Context, time.Duration) error { return nil }}
+	opts := table.Options{Format: 2, Clock: fakeclock.NoSleep(clk)}
 	const prefix, rel, name = "wh", "tables/t", "t"
 	cat, err := catalog.Open(ctx, disk, prefix, opts)
 	if err != nil {

@@ -16,7 +16,7 @@ import (
 func (f *fleet) register(t *testing.T, name string) {
 	t.Helper()
 	ctx := context.Background()
-	opts := table.Options{Format: 2, Clock: f.clock.Now}
+	opts := table.Options{Format: 2, Clock: f.clock}
 	tb, err := table.Create(ctx, f.st, "warehouse/tables/"+name, registrySchema, "name", opts)
 	if err != nil {
 		t.Fatal(err)

@@ -112,7 +112,7 @@ func newFleet(t *testing.T, tables []string, broken ...string) *fleet {
 	// moves only when a test advances it.
 	clock := fakeclock.New(time.Now().Truncate(time.Second))
 	f := &fleet{st: disk, clock: clock, jobs: &jobRecorder{}, logs: &syncBuffer{}}
-	opts := table.Options{Format: 2, Clock: clock.Now}
+	opts := table.Options{Format: 2, Clock: clock}
 	if f.cat, err = catalog.Open(ctx, disk, "warehouse", opts); err != nil {
 		t.Fatal(err)
 	}
@@ -147,7 +147,7 @@ func newFleet(t *testing.T, tables []string, broken ...string) *fleet {
 // write upserts one row into a table (a fresh fragment: the table changed).
 func (f *fleet) write(t *testing.T, name, key string) {
 	t.Helper()
-	tb, err := table.Open(context.Background(), f.st, "warehouse/tables/"+name, table.Options{Clock: f.clock.Now})
+	tb, err := table.Open(context.Background(), f.st, "warehouse/tables/"+name, table.Options{Clock: f.clock})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,7 +159,7 @@ func (f *fleet) write(t *testing.T, name, key string) {
 // fragments is the number of fragments of a table's latest version.
 func (f *fleet) fragments(t *testing.T, name string) int {
 	t.Helper()
-	tb, err := table.Open(context.Background(), f.st, "warehouse/tables/"+name, table.Options{Clock: f.clock.Now})
+	tb, err := table.Open(context.Background(), f.st, "warehouse/tables/"+name, table.Options{Clock: f.clock})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -761,7 +761,7 @@ func TestFanoutJobFailsAtEveryRequest(t *testing.T) {
 				}
 				next = append(next[1:], bodies(f.jobs.take())...)
 			}
-			tb, err := table.Open(context.Background(), f.st, "warehouse/tables/t1", table.Options{Clock: f.clock.Now})
+			tb, err := table.Open(context.Background(), f.st, "warehouse/tables/t1", table.Options{Clock: f.clock})
 			if err != nil {
 				t.Fatal(err)
 			}

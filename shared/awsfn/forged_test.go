@@ -17,6 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/tablekeep/tablekeep/shared/awsfn"
+	"github.com/tablekeep/tablekeep/shared/clock"
 	"github.com/tablekeep/tablekeep/shared/internal/testenv"
 	"github.com/tablekeep/tablekeep/shared/internal/testkit"
 	"github.com/tablekeep/tablekeep/shared/lock"
@@ -24,13 +25,13 @@ import (
 	"github.com/tablekeep/tablekeep/shared/queue"
 )
 
-// shifted is a lock.Clock reading the system clock plus off (the handlers'
+// shifted is a clock.Clock reading the system clock plus off (the handlers'
 // TEST-ONLY clock offset, in process).
 type shifted struct{ off time.Duration }
 
 func (c shifted) Now() time.Time { return time.Now().Add(c.off) }
 func (c shifted) Sleep(ctx context.Context, d time.Duration) error {
-	return lock.SystemClock().Sleep(ctx, d)
+	return clock.System().Sleep(ctx, d)
 }
 
 // TestHandlersRejectForgedInput drives the handlers in process against

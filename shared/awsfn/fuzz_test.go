@@ -17,6 +17,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/tablekeep/tablekeep/shared/catalog"
+	"github.com/tablekeep/tablekeep/shared/clock"
 	"github.com/tablekeep/tablekeep/shared/lock"
 	"github.com/tablekeep/tablekeep/shared/maintenance"
 	"github.com/tablekeep/tablekeep/shared/objstore"
@@ -165,7 +166,7 @@ func fuzzCleanerDeps(f *testing.F) (*Deps, string) {
 	}
 	d := &Deps{
 		Config: Config{Role: RoleCleaner, Warehouse: "s3://fuzz/" + root, Margin: time.Second},
-		Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)), Clock: lock.AheadClock{Clock: lock.SystemClock(), Ahead: 2 * time.Hour},
+		Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)), Clock: lock.AheadClock{Clock: clock.System(), Ahead: 2 * time.Hour},
 		Store: disk, Root: root, Queue: queue.NewEmbedded(queue.EmbeddedOptions{}), Metrics: io.Discard,
 	}
 	return d, fuzzListing(f, disk)
@@ -189,5 +190,5 @@ type fuzzClock struct{ off time.Duration }
 
 func (c fuzzClock) Now() time.Time { return time.Now().Add(c.off) }
 func (c fuzzClock) Sleep(ctx context.Context, d time.Duration) error {
-	return lock.SystemClock().Sleep(ctx, d)
+	return clock.System().Sleep(ctx, d)
 }

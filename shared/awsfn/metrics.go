@@ -18,7 +18,7 @@ func (d *Deps) metrics(role Role) *telemetry.Metrics {
 	if d.Config.Stack != "" {
 		dims = append([]string{"Stack", d.Config.Stack}, dims...)
 	}
-	m := telemetry.New(d.Metrics, d.Clock.Now, dims...)
+	m := telemetry.New(d.Metrics, d.Clock, dims...)
 	switch role {
 	case RoleCompactor:
 		m.Declare(telemetry.Count, telemetry.CompactionGroups, telemetry.CompactionRows, telemetry.LockLost,

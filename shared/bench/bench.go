@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"time"
 
+	"github.com/tablekeep/tablekeep/shared/clock"
 	"github.com/tablekeep/tablekeep/shared/dataset"
 	"github.com/tablekeep/tablekeep/shared/embedded"
 	"github.com/tablekeep/tablekeep/shared/internal/fakeclock"
@@ -37,7 +38,7 @@ type Config struct {
 	CompactFrags  int    // fragments in the compaction fixture
 	CompactRows   int    // rows per fragment there
 	Log           io.Writer
-	Now           func() time.Time // report date
+	Clock         clock.Clock // reads the report date; nil: the real clock
 	// Latency is added to every measured request (not to building the
 	// fixtures): `tkbench -latency s3`. Zero: local disk as it is.
 	Latency objstore.Profile
@@ -110,16 +111,14 @@ func (c *Config) logf(format string, args ...any) {
 // Run measures everything and writes the report.
 func Run(ctx context.Context, cfg Config) (*Results, error) {
 	start := time.Now()
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
+	cfg.Clock = clock.Or(cfg.Clock)
 	if cfg.OpenGetProfile.IsZero() {
 		cfg.OpenGetProfile = objstore.S3Profile()
 	}
 	if err := os.MkdirAll(cfg.WorkDir, 0o755); err != nil {
 		return nil, err
 	}
-	res := &Results{Cfg: cfg, Date: cfg.Now().UTC(),
+	res := &Results{Cfg: cfg, Date: cfg.Clock.Now().UTC(),
 		Machine: fmt.Sprintf("%s/%s, %d CPUs, %s, local disk", runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.Version())}
 	var err error
 	fleet := func() error {
@@ -273,7 +272,7 @@ func churn(ctx context.Context, cfg Config, dir string, maintain bool) (ChurnRes
 	clock := newFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	cs := fakeclock.NewStore(disk, clock)
 	writes, maint := objstore.NewCounting(cfg.measured(cs)), objstore.NewCounting(cfg.measured(cs))
-	opts := table.Options{Clock: clock.Now, Sleep: noSleep, Format: cfg.Format}
+	opts := table.Options{Clock: fakeclock.NoSleep(clock), Format: cfg.Format}
 	t, err := table.Create(ctx, writes, "registry", Schema, "name", opts)
 	if err != nil {
 		return res, err
@@ -545,7 +544,7 @@ func scale(ctx context.Context, cfg Config, dir string, n int, last bool, all *R
 	clock := newFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	cs := fakeclock.NewStore(disk, clock)
 	cnt := objstore.NewCounting(cfg.measured(cs))
-	opts := table.Options{Clock: clock.Now, Sleep: noSleep}
+	opts := table.Options{Clock: fakeclock.NoSleep(clock)}
 	start := time.Now()
 	t, err := table.Create(ctx, cs, "hist", Schema, "name", opts)
 	if err != nil {
@@ -662,7 +661,7 @@ func scale(ctx context.Context, cfg Config, dir string, n int, last bool, all *R
 	cl := &all.Cleanup
 	cl.Versions, cl.PlanTime, cl.Plan = plan.Prunable, time.Since(t0), Reqs{C: cnt.Counts().Sub(base), N: 1}
 	cleaner := &maintenance.Cleaner{Store: cnt, Tables: staticResolver{ref}, Requeue: maintenance.QueueEnqueuer{Q: q},
-		OpenOpts: table.Options{Clock: clock.Now}}
+		OpenOpts: table.Options{Clock: clock}}
 	base, t0 = cnt.Counts(), time.Now()
 	ds, err := maintenance.DrainLocal(ctx, q, cleaner, nil)
 	if err != nil {
@@ -752,7 +751,7 @@ func compactFixture(ctx context.Context, cfg Config, dir string) (CompactionResu
 		return res, err
 	}
 	cnt := objstore.NewCounting(cfg.measured(disk))
-	opts := table.Options{Sleep: noSleep}
+	opts := table.Options{Clock: fakeclock.NoSleep(nil)}
 	t, err := table.Create(ctx, disk, "frags", Schema, "name", opts)
 	if err != nil {
 		return res, err
@@ -799,7 +798,7 @@ func growth(ctx context.Context, cfg Config, dir string) (GrowthResult, error) {
 	cnt := objstore.NewCounting(cfg.measured(disk))
 	// Format 2: the figure is manifest bytes per one-row fragment (the
 	// seed's layout, which the cost model's storage without maintenance uses).
-	t, err := table.Create(ctx, cnt, "grow", Schema, "name", table.Options{Sleep: noSleep, Format: 2})
+	t, err := table.Create(ctx, cnt, "grow", Schema, "name", table.Options{Clock: fakeclock.NoSleep(nil), Format: 2})
 	if err != nil {
 		return res, err
 	}

@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"context"
 	"fmt"
 	"time"
 
@@ -38,8 +37,6 @@ func rows(prefix string, first, n int, at time.Time) arrow.RecordBatch {
 type fakeClock = fakeclock.Clock
 
 func newFakeClock(t time.Time) *fakeClock { return fakeclock.New(t) }
-
-func noSleep(ctx context.Context, _ time.Duration) error { return ctx.Err() }
 
 // Reqs is a request count over N operations.
 type Reqs struct {

@@ -294,7 +294,7 @@ type fleetWorld struct {
 
 func newFleetWorld(ctx context.Context, n, activeEvery int, format uint64) (*fleetWorld, error) {
 	w := &fleetWorld{clock: fakeclock.New(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)), active: map[string]*table.Table{}}
-	w.mem = newMemStore(w.clock.Now)
+	w.mem = newMemStore(w.clock)
 	isActive := func(name string) bool {
 		var i int
 		if _, err := fmt.Sscanf(name, "t%05d", &i); err != nil {
@@ -324,7 +324,7 @@ func newFleetWorld(ctx context.Context, n, activeEvery int, format uint64) (*fle
 		return classShared
 	}
 	w.cs = newClassStore(w.mem, classOf)
-	opts := table.Options{Clock: w.clock.Now, Sleep: func(context.Context, time.Duration) error { return nil }}
+	opts := table.Options{Clock: fakeclock.NoSleep(w.clock)}
 	var err error
 	if w.cat, err = catalog.Open(ctx, w.cs, "wh/", opts); err != nil {
 		return nil, err

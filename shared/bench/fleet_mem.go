@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tablekeep/tablekeep/shared/clock"
 	"github.com/tablekeep/tablekeep/shared/objstore"
 )
 
@@ -17,7 +18,7 @@ import (
 // as the disk store does.
 type memStore struct {
 	mu   sync.RWMutex
-	now  func() time.Time
+	clk  clock.Clock
 	objs map[string]memObj
 	dirs map[string]*memDir
 }
@@ -34,8 +35,8 @@ type memDir struct {
 
 var _ objstore.Store = (*memStore)(nil)
 
-func newMemStore(now func() time.Time) *memStore {
-	return &memStore{now: now, objs: map[string]memObj{}, dirs: map[string]*memDir{}}
+func newMemStore(clk clock.Clock) *memStore {
+	return &memStore{clk: clk, objs: map[string]memObj{}, dirs: map[string]*memDir{}}
 }
 
 func dirOf(key string) string {
@@ -92,7 +93,7 @@ func (s *memStore) put(key string, data []byte, ifAbsent bool) error {
 	if _, ok := s.objs[key]; ok && ifAbsent {
 		return fmt.Errorf("put %s: %w", key, objstore.ErrExists)
 	}
-	s.objs[key] = memObj{data: append([]byte(nil), data...), mod: s.now()}
+	s.objs[key] = memObj{data: append([]byte(nil), data...), mod: s.clk.Now()}
 	s.dir(dirOf(key)).files[key] = struct{}{}
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/tablekeep/tablekeep/shared/awsfn"
+	"github.com/tablekeep/tablekeep/shared/clock"
 	"github.com/tablekeep/tablekeep/shared/lock"
 	"github.com/tablekeep/tablekeep/shared/objstore"
 )
@@ -37,7 +38,7 @@ func (s *sqsJobs) SendJobs(ctx context.Context, jobs []awsfn.OutJob) error {
 	s.n += len(jobs)
 	reqs := (len(jobs) + 9) / 10
 	rounds := (reqs + awsfn.SendJobsInFlight - 1) / awsfn.SendJobsInFlight
-	return objstore.Sleep(ctx, time.Duration(rounds)*SQSBatchLatency)
+	return clock.Sleep(ctx, time.Duration(rounds)*SQSBatchLatency)
 }
 
 var scheduledEvent = []byte(`{"version":"0","id":"bench","detail-type":"Scheduled Event","source":"aws.events",` +
@@ -49,13 +50,13 @@ var scheduledEvent = []byte(`{"version":"0","id":"bench","detail-type":"Schedule
 // simulated time, so the invocation's time budgets run in real time.
 func measureScheduled(ctx context.Context, w *fleetWorld, p objstore.Profile, inlineTables int, inlineTime time.Duration, desc string) (FleetScheduled, error) {
 	cnt := objstore.NewCounting(w.cs)
-	clock := lock.AheadClock{Clock: lock.SystemClock(), Ahead: w.clock.Now().Sub(time.Now())}
+	clock := lock.AheadClock{Clock: clock.System(), Ahead: w.clock.Now().Sub(time.Now())}
 	jobs := &sqsJobs{}
 	d := &awsfn.Deps{
 		Config: awsfn.Config{Role: awsfn.RoleCompactor, Warehouse: "s3://bench/wh", Bucket: "bench", Prefix: "wh",
 			Margin: 10 * time.Second, Lease: 5 * time.Minute, CompactionQueueURL: "https://sqs.us-east-1.amazonaws.com/123456789012/bench-compaction",
 			InlineTables: inlineTables, InlineTime: inlineTime, LogLevel: "warn"},
-		Logger: slog.New(slog.DiscardHandler), Clock: clock, Store: objstore.NewLatency(cnt, p, objstore.Sleep), Root: "wh",
+		Logger: slog.New(slog.DiscardHandler), Clock: clock, Store: objstore.NewLatency(cnt, p, nil), Root: "wh",
 		Locker: w.locker, Queue: w.q, Jobs: jobs, Metrics: io.Discard,
 	}
 	// A Lambda invocation's deadline: the template's compactor timeout.

@@ -115,7 +115,7 @@ func goalFigures(ctx context.Context, cfg Config, dir string, format uint64) (Go
 		return g, err
 	}
 	cnt := objstore.NewCounting(disk)
-	opts := table.Options{Sleep: noSleep, Format: format}
+	opts := table.Options{Clock: fakeclock.NoSleep(nil), Format: format}
 	tb, err := table.Create(ctx, cnt, "reg", Schema, "name", opts)
 	if err != nil {
 		return g, err
@@ -155,7 +155,7 @@ func goalFigures(ctx context.Context, cfg Config, dir string, format uint64) (Go
 	// Cold registry create of a new name (after every existing one, as
 	// the registry's names are).
 	g.ColdCreate, g.CreatePath, err = cold(func(st objstore.Store) error {
-		h, err := table.Open(ctx, st, "reg", table.Options{Sleep: noSleep})
+		h, err := table.Open(ctx, st, "reg", table.Options{Clock: fakeclock.NoSleep(nil)})
 		if err != nil {
 			return err
 		}
@@ -169,7 +169,7 @@ func goalFigures(ctx context.Context, cfg Config, dir string, format uint64) (Go
 	}
 	// Cold get of the row the warm upsert of a new name wrote.
 	g.ColdGet, g.GetPath, err = cold(func(st objstore.Store) error {
-		h, err := table.Open(ctx, st, "reg", table.Options{Sleep: noSleep})
+		h, err := table.Open(ctx, st, "reg", table.Options{Clock: fakeclock.NoSleep(nil)})
 		if err != nil {
 			return err
 		}
@@ -231,7 +231,7 @@ func goalCleaner(ctx context.Context, cfg Config, dir string, format uint64, g *
 		return err
 	}
 	root := w.Catalog.TableRoot("reg")
-	tb, err := table.Create(ctx, w.Store, root, Schema, "name", table.Options{Clock: clock.Now, Sleep: noSleep, Format: format})
+	tb, err := table.Create(ctx, w.Store, root, Schema, "name", table.Options{Clock: fakeclock.NoSleep(clock), Format: format})
 	if err != nil {
 		return err
 	}

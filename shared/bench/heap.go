@@ -12,6 +12,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
+	"github.com/tablekeep/tablekeep/shared/internal/fakeclock"
 	"github.com/tablekeep/tablekeep/shared/maintenance"
 	"github.com/tablekeep/tablekeep/shared/objstore"
 	"github.com/tablekeep/tablekeep/shared/table"
@@ -69,7 +70,7 @@ func CompactionHeap(ctx context.Context, dir string, c HeapCase) (HeapResult, er
 	if err != nil {
 		return res, err
 	}
-	opts := table.Options{Sleep: noSleep, Format: 2} // one data file per append: the case's fragments
+	opts := table.Options{Clock: fakeclock.NoSleep(nil), Format: 2} // one data file per append: the case's fragments
 	t, err := table.Create(ctx, disk, "heap", Schema, "name", opts)
 	if err != nil {
 		return res, err

@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/tablekeep/tablekeep/shared/clock"
 	"github.com/tablekeep/tablekeep/shared/demo"
 	"github.com/tablekeep/tablekeep/shared/embedded"
 	"github.com/tablekeep/tablekeep/shared/internal/fakeclock"
@@ -206,7 +207,7 @@ func latencyPass(ctx context.Context, wh string, prof objstore.Profile, name str
 	cnt := objstore.NewCounting(objstore.WithLatency(disk, prof))
 	policy := maintenance.DefaultPolicy()
 	// The churn's versions are seconds old: act as if the grace window passed.
-	w, err := embedded.Open(ctx, wh, lock.AheadClock{Clock: lock.SystemClock(), Ahead: policy.Grace + time.Minute}, nil,
+	w, err := embedded.Open(ctx, wh, lock.AheadClock{Clock: clock.System(), Ahead: policy.Grace + time.Minute}, nil,
 		func(objstore.Store) objstore.Store { return cnt })
 	if err != nil {
 		return res, err
@@ -279,7 +280,7 @@ func backlog(ctx context.Context, cfg Config, dir string) (BacklogResult, error)
 	}
 	clock := newFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	cs := fakeclock.NewStore(disk, clock)
-	opts := table.Options{Clock: clock.Now, Sleep: noSleep}
+	opts := table.Options{Clock: fakeclock.NoSleep(clock)}
 	t0 := time.Now()
 	t, err := table.Create(ctx, cs, "hist", Schema, "name", opts)
 	if err != nil {
@@ -353,7 +354,7 @@ func drainBacklog(ctx context.Context, wh string, ref maintenance.TableRef, cloc
 	cleaners := make([]*maintenance.Cleaner, workers)
 	for i := range cleaners {
 		cleaners[i] = &maintenance.Cleaner{Store: cnt, Tables: staticResolver{ref}, Requeue: maintenance.QueueEnqueuer{Q: q},
-			OpenOpts: table.Options{Clock: clock.Now}}
+			OpenOpts: table.Options{Clock: clock}}
 	}
 	// A message whose deletes were still refused after the cleaner's
 	// SlowDown retries fails and comes back after the queue's visibility

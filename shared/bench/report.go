@@ -23,12 +23,12 @@ const (
 )
 
 // latencyMethod is the method section's paragraph on latency injection.
-const latencyMethod = "Object-store latency is injected by a store wrapper, `objstore.NewLatency(store, profile, sleep)`: every request first waits its kind's latency, then goes to the disk store; concurrent requests wait concurrently, as on the network. " +
+const latencyMethod = "Object-store latency is injected by a store wrapper, `objstore.NewLatency(store, profile, clock)`: every request first waits its kind's latency, then goes to the disk store; concurrent requests wait concurrently, as on the network. " +
 	"Profiles (`objstore.ParseProfile`): `none`; `s3`, S3 Standard from the same region: GET 20 ms, HEAD 20, PUT 30, LIST 40, DeleteObjects 120 per request; `s3-express`, S3 Express One Zone: GET 4 ms, HEAD 4, PUT 6, LIST 8, DeleteObjects 10; " +
 	"custom per kind, `get=20ms,put=30ms,list=40ms,delete=120ms` (HEAD defaults to GET), or one duration for every kind. " +
 	"`tkbench -latency PROFILE` runs every measured request under a profile (fixtures are built without it), and `tkdemo --latency PROFILE` (`make demo DEMO_ARGS=\"--latency s3\"`) runs the demo's churn and maintenance under it. " +
 	"Round trips are counted by `objstore.PathTracker`: a request depends on every request that completed before it started, so the longest such chain is the critical path. " +
-	"Tests use the same wrapper with the sleep on a fake clock (`shared/internal/fakeclock`) or real timers inside a `testing/synctest` bubble, never real waits; the fault proxy (`faultproxy.Options.Latency`) adds a profile over real HTTP, for the Lambda functions under aws-lambda-rie."
+	"Tests use the same wrapper on a fake clock (`shared/internal/fakeclock`) or real timers inside a `testing/synctest` bubble, never real waits; the fault proxy (`faultproxy.Options.Latency`) adds a profile over real HTTP, for the Lambda functions under aws-lambda-rie."
 
 // Write writes benchmarks.md and the plot into r.Cfg.DocsDir.
 func Write(r *Results) error {

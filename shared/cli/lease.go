@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/tablekeep/tablekeep/shared/catalog"
+	"github.com/tablekeep/tablekeep/shared/clock"
 	"github.com/tablekeep/tablekeep/shared/formats"
 	"github.com/tablekeep/tablekeep/shared/objstore"
 	"github.com/tablekeep/tablekeep/shared/table"
@@ -39,7 +40,7 @@ func openLeaseTarget(ctx context.Context, app *App, wf warehouseFlags) (*leaseTa
 			return nil, err
 		}
 		if ref.Format == catalog.FormatLance {
-			return lanceTarget(app.TableURI, w.Store, ref.Root, w.Clock.Now, app), nil
+			return lanceTarget(app.TableURI, w.Store, ref.Root, w.Clock, app), nil
 		}
 		t, err := table.Open(ctx, w.Store, ref.Root, w.tableOptions())
 		if err != nil {
@@ -59,7 +60,7 @@ func openLeaseTarget(ctx context.Context, app *App, wf warehouseFlags) (*leaseTa
 	if _, lerr := formats.Inspect(ctx, store, root); lerr != nil {
 		return nil, err
 	}
-	return lanceTarget(app.TableURI, store, root, time.Now, app), nil
+	return lanceTarget(app.TableURI, store, root, clock.System(), app), nil
 }
 
 func tableTarget(name string, t *table.Table) *leaseTarget {
@@ -68,8 +69,8 @@ func tableTarget(name string, t *table.Table) *leaseTarget {
 	}}
 }
 
-func lanceTarget(name string, store objstore.Store, root string, clock func() time.Time, app *App) *leaseTarget {
-	dir, latest := formats.LanceLeases(store, root, clock, app.Logger)
+func lanceTarget(name string, store objstore.Store, root string, clk clock.Clock, app *App) *leaseTarget {
+	dir, latest := formats.LanceLeases(store, root, clk, app.Logger)
 	return &leaseTarget{name: name, dir: dir, latest: latest}
 }
 
@@ -192,7 +193,7 @@ func newLeaseCmd(app *App) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return printLeases(app, tg, set, tg.dir.Clock())
+			return printLeases(app, tg, set, tg.dir.Now())
 		},
 	}
 	cmd.AddCommand(create, renew, release, list)

@@ -12,8 +12,8 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/tablekeep/tablekeep/shared/clock"
 	"github.com/tablekeep/tablekeep/shared/formats"
-	"github.com/tablekeep/tablekeep/shared/lock"
 	"github.com/tablekeep/tablekeep/shared/maintenance"
 	"github.com/tablekeep/tablekeep/shared/objstore"
 	"github.com/tablekeep/tablekeep/shared/progress"
@@ -253,7 +253,7 @@ func rfc3339(t time.Time) string {
 	return t.UTC().Format(time.RFC3339)
 }
 
-func statusOf(ctx context.Context, store objstore.Store, ref maintenance.TableRef, old maintenance.TableStats, clock lock.Clock, lag time.Duration) tableStatus {
+func statusOf(ctx context.Context, store objstore.Store, ref maintenance.TableRef, old maintenance.TableStats, clock clock.Clock, lag time.Duration) tableStatus {
 	r := tableStatus{Table: ref.Name, Root: ref.Root, Health: "ok", Policy: policyOf(ref)}
 	fail := func(err error) tableStatus {
 		r.Error = oneLine(sdkOneLine(err))

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/tablekeep/tablekeep/shared/catalog"
+	"github.com/tablekeep/tablekeep/shared/clock"
 	"github.com/tablekeep/tablekeep/shared/lock"
 	"github.com/tablekeep/tablekeep/shared/maintenance"
 	"github.com/tablekeep/tablekeep/shared/objstore"
@@ -108,7 +109,7 @@ func openWarehouse(ctx context.Context, app *App, wf warehouseFlags, mode openMo
 	if err != nil {
 		return nil, Usagef("--warehouse: %v", err)
 	}
-	var clock lock.Clock = lock.SystemClock()
+	var clock clock.Clock = clock.System()
 	if wf.ahead != 0 {
 		clock = lock.AheadClock{Clock: clock, Ahead: wf.ahead}
 	}
@@ -144,7 +145,7 @@ func openWarehouse(ctx context.Context, app *App, wf warehouseFlags, mode openMo
 	return openS3Warehouse(ctx, app, wf, uri, mode, clock)
 }
 
-func openS3Warehouse(ctx context.Context, app *App, wf warehouseFlags, uri string, mode openMode, clock lock.Clock) (*whouse, error) {
+func openS3Warehouse(ctx context.Context, app *App, wf warehouseFlags, uri string, mode openMode, clock clock.Clock) (*whouse, error) {
 	write := mode.Lock
 	lockTable := wf.LockTable
 	if lockTable == "" {

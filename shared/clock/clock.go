@@ -24,6 +24,16 @@ func Or(c Clock) Clock {
 	return c
 }
 
+// Fixed reads t always and sleeps for real: a view of one instant (a
+// status report "at now").
+func Fixed(t time.Time) Clock { return fixed(t) }
+
+type fixed time.Time
+
+func (f fixed) Now() time.Time { return time.Time(f) }
+
+func (fixed) Sleep(ctx context.Context, d time.Duration) error { return Sleep(ctx, d) }
+
 type system struct{}
 
 func (system) Now() time.Time { return time.Now() }

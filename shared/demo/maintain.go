@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/tablekeep/tablekeep/shared/clock"
 	"github.com/tablekeep/tablekeep/shared/embedded"
 	"github.com/tablekeep/tablekeep/shared/lock"
 	"github.com/tablekeep/tablekeep/shared/maintenance"
@@ -27,7 +28,7 @@ func Maintain(ctx context.Context, d *Demo) error {
 	}
 	// The demo's versions are seconds old and maintenance keeps everything
 	// superseded less than the grace window ago: act as if that hour passed.
-	w, err := embedded.Open(ctx, filepath.Dir(abs), lock.AheadClock{Clock: lock.SystemClock(), Ahead: policy.Grace + time.Minute}, nil,
+	w, err := embedded.Open(ctx, filepath.Dir(abs), lock.AheadClock{Clock: clock.System(), Ahead: policy.Grace + time.Minute}, nil,
 		func(objstore.Store) objstore.Store { return d.Store })
 	if err != nil {
 		return err

@@ -4,7 +4,7 @@ import (
 	"context"
 	"log/slog"
 
-	"github.com/tablekeep/tablekeep/shared/lock"
+	"github.com/tablekeep/tablekeep/shared/clock"
 	"github.com/tablekeep/tablekeep/shared/maintenance"
 	"github.com/tablekeep/tablekeep/shared/objstore"
 	"github.com/tablekeep/tablekeep/shared/progress"
@@ -20,7 +20,7 @@ type Warehouse struct {
 
 // Open opens (creating if needed) the warehouse in dir. wrap, if non-nil,
 // wraps the directory store (e.g. a request counter).
-func Open(ctx context.Context, dir string, clock lock.Clock, logger *slog.Logger, wrap func(objstore.Store) objstore.Store) (*Warehouse, error) {
+func Open(ctx context.Context, dir string, clock clock.Clock, logger *slog.Logger, wrap func(objstore.Store) objstore.Store) (*Warehouse, error) {
 	w, err := warehouse.OpenLocal(ctx, dir, warehouse.LocalOptions{Clock: clock, Logger: logger, Wrap: wrap})
 	if err != nil {
 		return nil, err

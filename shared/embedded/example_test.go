@@ -12,6 +12,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
+	"github.com/tablekeep/tablekeep/shared/clock"
 	"github.com/tablekeep/tablekeep/shared/embedded"
 	"github.com/tablekeep/tablekeep/shared/lock"
 	"github.com/tablekeep/tablekeep/shared/maintenance"
@@ -92,7 +93,7 @@ func Example() {
 	// Versions are kept for an hour after being superseded (the grace
 	// window): this example acts as if two hours had passed. Real code
 	// passes nil (the system clock).
-	later := lock.AheadClock{Clock: lock.SystemClock(), Ahead: 2 * time.Hour}
+	later := lock.AheadClock{Clock: clock.System(), Ahead: 2 * time.Hour}
 	w, err := embedded.Open(ctx, dir, later, nil, nil)
 	if err != nil {
 		log.Fatal(err)

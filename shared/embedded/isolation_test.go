@@ -28,7 +28,7 @@ func TestOneFailingTableDoesNotStopOthers(t *testing.T) {
 	}
 	schema := arrow.NewSchema([]arrow.Field{{Name: "name", Type: arrow.BinaryTypes.String}, {Name: "v", Type: arrow.BinaryTypes.String}}, nil)
 	for _, name := range []string{"a", "b"} {
-		tb, err := table.Create(ctx, w.Store, "tables/"+name, schema, "name", table.Options{Clock: clk.Now})
+		tb, err := table.Create(ctx, w.Store, "tables/"+name, schema, "name", table.Options{Clock: clk})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -40,7 +40,7 @@ func TestLanceReaderLease(t *testing.T) {
 	}
 	src := lance.NewSource(w.Store, "lance/ds.lance/")
 	const ttl = 3 * time.Hour
-	lease, err := src.LeaseDirAt(clk.Now, nil).Acquire(ctx, V, ttl)
+	lease, err := src.LeaseDirAt(clk, nil).Acquire(ctx, V, ttl)
 	if err != nil {
 		t.Fatal(err)
 	}

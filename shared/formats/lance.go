@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"time"
 
+	"github.com/tablekeep/tablekeep/shared/clock"
 	"github.com/tablekeep/tablekeep/shared/dataset"
 	"github.com/tablekeep/tablekeep/shared/lance"
 	"github.com/tablekeep/tablekeep/shared/maintenance"
@@ -172,10 +172,10 @@ func LeaseDir(ref maintenance.TableRef) string {
 }
 
 // LanceLeases are the reader leases of the Lance dataset at root (its
-// sidecar's lease directory, on clock) and a reader of its latest version.
-func LanceLeases(store objstore.Store, root string, clock func() time.Time, logger *slog.Logger) (*table.LeaseDir, func(context.Context) (uint64, error)) {
+// sidecar's lease directory, on clk) and a reader of its latest version.
+func LanceLeases(store objstore.Store, root string, clk clock.Clock, logger *slog.Logger) (*table.LeaseDir, func(context.Context) (uint64, error)) {
 	src := lance.NewSource(store, root)
-	return src.LeaseDirAt(clock, logger), func(ctx context.Context) (uint64, error) {
+	return src.LeaseDirAt(clk, logger), func(ctx context.Context) (uint64, error) {
 		vs, err := src.Dataset().ListVersions(ctx)
 		if err != nil || len(vs) == 0 {
 			return 0, err

@@ -11,10 +11,10 @@ import (
 	"time"
 
 	"github.com/tablekeep/tablekeep/shared/catalog"
+	"github.com/tablekeep/tablekeep/shared/clock"
 	"github.com/tablekeep/tablekeep/shared/embedded"
 	"github.com/tablekeep/tablekeep/shared/internal/testkit"
 	"github.com/tablekeep/tablekeep/shared/lance"
-	"github.com/tablekeep/tablekeep/shared/lock"
 	"github.com/tablekeep/tablekeep/shared/maintenance"
 	"github.com/tablekeep/tablekeep/shared/objstore"
 )
@@ -123,10 +123,10 @@ type offsetClock struct{ off time.Duration }
 
 func (c offsetClock) Now() time.Time { return time.Now().Add(c.off) }
 func (c offsetClock) Sleep(ctx context.Context, d time.Duration) error {
-	return objstore.Sleep(ctx, d)
+	return clock.Sleep(ctx, d)
 }
 
-var _ lock.Clock = offsetClock{}
+var _ clock.Clock = offsetClock{}
 
 // s3Paced is a store that says it takes S3's rates (objstore.Paced), so
 // that its callers pace themselves as on S3, with no latency added.

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/tablekeep/tablekeep/shared/clock"
 	"github.com/tablekeep/tablekeep/shared/table"
 )
 
@@ -20,7 +21,7 @@ const LeasesDir = SidecarDir + "leases/"
 // LeaseWindow ago (a Lance version's grace window starts at its own
 // time; the policy's grace is at least table.DefaultGrace).
 func (s *Source) LeaseDir() *table.LeaseDir {
-	return s.LeaseDirAt(time.Now, nil)
+	return s.LeaseDirAt(nil, nil)
 }
 
 // LeaseWindow is how recently a Lance version (not the latest) must have
@@ -28,10 +29,10 @@ func (s *Source) LeaseDir() *table.LeaseDir {
 // (docs/reliability.md, "Reader leases").
 const LeaseWindow = table.DefaultGrace - table.SafetyMargin
 
-// LeaseDirAt is LeaseDir with a clock and a logger.
-func (s *Source) LeaseDirAt(clock func() time.Time, logger *slog.Logger) *table.LeaseDir {
+// LeaseDirAt is LeaseDir with a clock (nil: the real one) and a logger.
+func (s *Source) LeaseDirAt(clk clock.Clock, logger *slog.Logger) *table.LeaseDir {
 	return &table.LeaseDir{
-		Store: s.ds.store, Dir: s.ds.root + LeasesDir, Clock: clock, Logger: logger,
+		Store: s.ds.store, Dir: s.ds.root + LeasesDir, Clock: clk, Logger: logger,
 		Check: s.checkLeaseVersion, Floor: s.Floor,
 	}
 }

@@ -31,7 +31,7 @@ func TestLanceLeaseChecks(t *testing.T) {
 		t.Fatalf("versions %v %v", vfs, err)
 	}
 	clk := fakeclock.New(time.Now())
-	d := src.LeaseDirAt(clk.Now, nil)
+	d := src.LeaseDirAt(clk, nil)
 	if d.Dir != "t.lance/"+lance.LeasesDir {
 		t.Fatalf("lease dir %q", d.Dir)
 	}

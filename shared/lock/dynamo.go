@@ -11,6 +11,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/tablekeep/tablekeep/shared/clock"
 )
 
 // DynamoAPI is the part of *dynamodb.Client DynamoLocker uses.
@@ -67,14 +69,14 @@ const (
 type DynamoLocker struct {
 	client DynamoAPI
 	table  string
-	clock  Clock
+	clock  clock.Clock
 }
 
 var _ Locker = (*DynamoLocker)(nil)
 
 // NewDynamoLocker returns a locker keeping its items in table (see
 // CreateLockTable).
-func NewDynamoLocker(client DynamoAPI, table string, clock Clock) *DynamoLocker {
+func NewDynamoLocker(client DynamoAPI, table string, clock clock.Clock) *DynamoLocker {
 	return &DynamoLocker{client: client, table: table, clock: clock}
 }
 

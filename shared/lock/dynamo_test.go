@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/tablekeep/tablekeep/shared/clock"
 	"github.com/tablekeep/tablekeep/shared/internal/testkit"
 )
 
@@ -44,7 +45,7 @@ func TestDynamoLocker(t *testing.T) {
 	testLocker(t, func(t *testing.T) store {
 		// One table, lock names prefixed per subtest.
 		prefix := t.Name() + "/"
-		return func(clock Clock) Locker {
+		return func(clock clock.Clock) Locker {
 			return prefixed{NewDynamoLocker(client, table, clock), prefix}
 		}
 	})

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/tablekeep/tablekeep/shared/clock"
 )
 
 // Fencer is what a commit path needs from a lock: CheckFence right before
@@ -17,7 +19,7 @@ type Fencer interface {
 // for concurrent use (a renewer and a committer may share it).
 type Fence struct {
 	locker Locker
-	clock  Clock
+	clock  clock.Clock
 	margin time.Duration
 
 	mu    sync.Mutex
@@ -30,7 +32,7 @@ var _ Fencer = (*Fence)(nil)
 // the lease's expiry CheckFence already refuses: it must cover the time from
 // the check to the end of the commit plus the clock skew between machines.
 // Zero means a quarter of the lease duration.
-func NewFence(locker Locker, lease *Lease, clock Clock, margin time.Duration) *Fence {
+func NewFence(locker Locker, lease *Lease, clock clock.Clock, margin time.Duration) *Fence {
 	if margin <= 0 {
 		margin = lease.Duration / 4
 	}

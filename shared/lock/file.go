@@ -12,6 +12,8 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/tablekeep/tablekeep/shared/clock"
 )
 
 // FileLocker keeps one JSON file per lock name in a directory: NAME.json
@@ -34,14 +36,14 @@ import (
 // system shared between machines.
 type FileLocker struct {
 	dir   string
-	clock Clock
+	clock clock.Clock
 }
 
 var _ Locker = (*FileLocker)(nil)
 
 // NewFileLocker creates dir if needed and returns a locker keeping its files
 // there.
-func NewFileLocker(dir string, clock Clock) (*FileLocker, error) {
+func NewFileLocker(dir string, clock clock.Clock) (*FileLocker, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("lock: create directory: %w", err)
 	}

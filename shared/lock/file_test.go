@@ -12,12 +12,14 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/tablekeep/tablekeep/shared/clock"
 )
 
 func TestFileLocker(t *testing.T) {
 	testLocker(t, func(t *testing.T) store {
 		dir := t.TempDir()
-		return func(clock Clock) Locker {
+		return func(clock clock.Clock) Locker {
 			lk, err := NewFileLocker(dir, clock)
 			if err != nil {
 				t.Fatal(err)
@@ -102,7 +104,7 @@ func TestMain(m *testing.M) {
 func contend(dir string) error {
 	ctx := context.Background()
 	rounds, _ := strconv.Atoi(os.Getenv(helperRoundsEnv))
-	lk, err := NewFileLocker(dir, SystemClock())
+	lk, err := NewFileLocker(dir, clock.System())
 	if err != nil {
 		return err
 	}

@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/tablekeep/tablekeep/shared/clock"
 )
 
 // InProcess is a Locker for one process, for tests of code that takes locks.
 type InProcess struct {
-	clock Clock
+	clock clock.Clock
 	st    *inProcessState
 }
 
@@ -94,7 +96,7 @@ func lostError(l *Lease, r *record) error {
 }
 
 // NewInProcess returns an empty in-process locker on clock.
-func NewInProcess(clock Clock) *InProcess {
+func NewInProcess(clock clock.Clock) *InProcess {
 	return &InProcess{clock: clock, st: &inProcessState{locks: make(map[string]*record)}}
 }
 

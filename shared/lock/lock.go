@@ -112,13 +112,6 @@ func (l *Lease) validate() error {
 	return nil
 }
 
-// Clock is the time source of lockers and fences (clock.Clock); tests
-// inject a fake one so that waiting and expiry need no real sleeps.
-type Clock = clock.Clock
-
-// SystemClock returns the real clock (clock.System).
-func SystemClock() Clock { return clock.System() }
-
 // heldError is what an attempt returns when somebody else holds the lock. It
 // wraps ErrLockHeld; until (zero if unknown) lets the wait loop sleep no longer
 // than the holder's lease.
@@ -140,7 +133,7 @@ func (e *heldError) Unwrap() error { return ErrLockHeld }
 // acquireLoop calls try until it succeeds, fails with something other than
 // ErrLockHeld, or MaxWait (measured on clock) runs out. try is called at least
 // once; the last attempt happens at the deadline, never after it.
-func acquireLoop(ctx context.Context, clock Clock, name string, opts AcquireOptions, try func(now time.Time) (*Lease, error)) (*Lease, error) {
+func acquireLoop(ctx context.Context, clock clock.Clock, name string, opts AcquireOptions, try func(now time.Time) (*Lease, error)) (*Lease, error) {
 	if err := opts.validate(name); err != nil {
 		return nil, err
 	}
@@ -192,7 +185,7 @@ func expiryFor(now time.Time, d time.Duration) time.Time {
 // AheadClock reads Clock shifted forward by Ahead. Demos and tests use it to
 // act as if a grace window had passed; deployments never should.
 type AheadClock struct {
-	Clock
+	clock.Clock
 	Ahead time.Duration
 }
 

@@ -10,10 +10,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tablekeep/tablekeep/shared/clock"
 	"github.com/tablekeep/tablekeep/shared/internal/fakeclock"
 )
 
-// fakeClock is a Clock whose Sleep advances it at once.
+// fakeClock is a clock.Clock whose Sleep advances it at once.
 type fakeClock = fakeclock.Clock
 
 func newFakeClock() *fakeClock { return fakeclock.New(time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)) }
@@ -29,7 +30,7 @@ func (c offsetClock) Now() time.Time { return c.base.Now().Add(c.off) }
 func (c offsetClock) Sleep(ctx context.Context, d time.Duration) error { return c.base.Sleep(ctx, d) }
 
 // store returns lockers sharing one backing store, each on its own clock.
-type store func(clock Clock) Locker
+type store func(clock clock.Clock) Locker
 
 // testLocker is the behavioural suite every Locker must pass. newStore is
 // called once per subtest.
@@ -276,7 +277,7 @@ func TestInProcess(t *testing.T) {
 	testLocker(t, func(t *testing.T) store {
 		var mu sync.Mutex
 		var shared *InProcess
-		return func(clock Clock) Locker {
+		return func(clock clock.Clock) Locker {
 			mu.Lock()
 			defer mu.Unlock()
 			if shared == nil {

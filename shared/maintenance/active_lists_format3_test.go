@@ -170,7 +170,7 @@ func TestActiveTableStaleScanLatest(t *testing.T) {
 	if stale < 4 {
 		t.Fatalf("%d stale opens, want at least 4", stale)
 	}
-	h, err := table.Open(ctx, f.store, ref.Root, table.Options{Clock: f.clock.Now})
+	h, err := table.Open(ctx, f.store, ref.Root, table.Options{Clock: f.clock})
 	if err != nil {
 		t.Fatal(err)
 	}

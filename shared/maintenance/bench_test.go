@@ -29,6 +29,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/tablekeep/tablekeep/shared/embedded"
+	"github.com/tablekeep/tablekeep/shared/internal/fakeclock"
 	"github.com/tablekeep/tablekeep/shared/internal/testenv"
 	"github.com/tablekeep/tablekeep/shared/maintenance"
 	"github.com/tablekeep/tablekeep/shared/objstore"
@@ -70,8 +71,6 @@ func regRow(name string, i int) arrow.RecordBatch {
 	b.Field(2).(*array.TimestampBuilder).Append(arrow.Timestamp(1_700_000_000_000_000 + int64(i)))
 	return b.NewRecordBatch()
 }
-
-func noSleep(ctx context.Context, d time.Duration) error { return ctx.Err() }
 
 func reportCounts(b *testing.B, prefix string, c objstore.Counts, ops int) {
 	per := func(n int64) float64 { return float64(n) / float64(ops) }
@@ -159,7 +158,7 @@ func seedReplay(b *testing.B) {
 	// the default MaxRetries (50) one of four writers regularly exhausts its
 	// retries on the others (ErrConflict), so the replay allows more and
 	// reports the attempts.
-	opts := table.Options{Clock: clk.Now, MaxRetries: 10000}
+	opts := table.Options{Clock: clk, MaxRetries: 10000}
 	var attempts, commits, maxAttempts atomic.Int64
 	if _, err := table.Create(ctx, w.Store, root, regSchema, "name", opts); err != nil {
 		b.Fatal(err)
@@ -282,7 +281,7 @@ func seedReplay(b *testing.B) {
 	}
 	swept := 0
 	for _, ref := range refs {
-		st, err := table.Open(ctx, w.Store, ref.Root, table.Options{Clock: clk.Now, Grace: ref.Policy.Grace})
+		st, err := table.Open(ctx, w.Store, ref.Root, table.Options{Clock: clk, Grace: ref.Policy.Grace})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -448,7 +447,7 @@ func cleanupBacklog(b *testing.B, inner objstore.Store, versions int) {
 	clk := &skewClock{}
 	cnt := objstore.NewCounting(inner)
 	const root = "tables/backlog"
-	tb, err := table.Create(ctx, cnt, root, regSchema, "name", table.Options{Clock: clk.Now, Sleep: noSleep})
+	tb, err := table.Create(ctx, cnt, root, regSchema, "name", table.Options{Clock: fakeclock.NoSleep(clk)})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -482,7 +481,7 @@ func cleanupBacklog(b *testing.B, inner objstore.Store, versions int) {
 	}
 	planT := time.Since(t0)
 	c1 := cnt.Counts()
-	cl := &maintenance.Cleaner{Store: cnt, Tables: resolver{ref}, Requeue: enq, OpenOpts: table.Options{Clock: clk.Now}}
+	cl := &maintenance.Cleaner{Store: cnt, Tables: resolver{ref}, Requeue: enq, OpenOpts: table.Options{Clock: clk}}
 	b.StartTimer()
 	t1 := time.Now()
 	ds, err := maintenance.DrainLocal(ctx, q, cl, nil)

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tablekeep/tablekeep/shared/clock"
 	"github.com/tablekeep/tablekeep/shared/objstore"
 	"github.com/tablekeep/tablekeep/shared/queue"
 	"github.com/tablekeep/tablekeep/shared/table"
@@ -106,10 +107,7 @@ func (c *Cleaner) limiters() (get, del *objstore.AIMDLimiter) {
 }
 
 func (c *Cleaner) now() time.Time {
-	if c.OpenOpts.Clock != nil {
-		return c.OpenOpts.Clock()
-	}
-	return time.Now()
+	return clock.Or(c.OpenOpts.Clock).Now()
 }
 
 func (c *Cleaner) pastStop() bool { return !c.StopBy.IsZero() && !c.now().Before(c.StopBy) }
@@ -125,14 +123,11 @@ func (c *Cleaner) Handle(ctx context.Context, body []byte) error {
 // Clean processes one message body and reports what it did, in one log
 // line (step "cleanup") and in the metrics.
 func (c *Cleaner) Clean(ctx context.Context, body []byte) (CleanResult, error) {
-	clock := c.OpenOpts.Clock
-	if clock == nil {
-		clock = time.Now
-	}
+	clk := clock.Or(c.OpenOpts.Clock)
 	st := objstore.NewCounting(c.Store)
-	start := clock()
+	start := clk.Now()
 	res, err := c.clean(ctx, st, body)
-	res.Requests, res.Duration = st.Counts(), clock().Sub(start)
+	res.Requests, res.Duration = st.Counts(), clk.Now().Sub(start)
 	m := c.Metrics
 	m.Count(telemetry.VersionsPruned, res.VersionsDeleted)
 	m.Count(telemetry.ObjectsDeleted, res.DataKeys+res.ManifestKeys)

@@ -120,7 +120,7 @@ func TestCleanerParallelMatchesSerial(t *testing.T) {
 		rec := &bodies{}
 		c := &maintenance.Cleaner{
 			Store: cnt, Tables: e.cat, Requeue: rec, Logger: discard,
-			OpenOpts: table.Options{Clock: e.clock.Now}, Limits: limits,
+			OpenOpts: table.Options{Clock: e.clock}, Limits: limits,
 		}
 		n := cleanAll(t, c, rec, bs)
 		return listing(t, e.disk, ""), cnt.Counts(), n
@@ -267,7 +267,7 @@ func TestCleanerRateLimitAIMD(t *testing.T) {
 				e := newEnv(t, d, p, queue.EmbeddedOptions{})
 				e.clock.Advance(2 * time.Hour)
 				rec := &bodies{}
-				c := &maintenance.Cleaner{Store: e.disk, Tables: e.cat, Requeue: rec, Logger: discard, OpenOpts: table.Options{Clock: e.clock.Now}}
+				c := &maintenance.Cleaner{Store: e.disk, Tables: e.cat, Requeue: rec, Logger: discard, OpenOpts: table.Options{Clock: e.clock}}
 				cleanAll(t, c, rec, bs)
 				return listing(t, e.disk, "")
 			}()
@@ -285,7 +285,7 @@ func TestCleanerRateLimitAIMD(t *testing.T) {
 			get := objstore.NewAIMDLimiter(objstore.AIMDOptions{Cap: 5500, Burst: 32, Cooldown: time.Nanosecond, Clock: lclk})
 			rec := &bodies{}
 			c := &maintenance.Cleaner{
-				Store: cnt, Tables: e.cat, Requeue: rec, Logger: discard, OpenOpts: table.Options{Clock: e.clock.Now},
+				Store: cnt, Tables: e.cat, Requeue: rec, Logger: discard, OpenOpts: table.Options{Clock: e.clock},
 				Limits: maintenance.CleanerLimits{Retries: 1000}, GetLimit: get, DeleteLimit: del,
 			}
 			sawLow := false
@@ -358,7 +358,7 @@ func TestCleanerFitsDeadline(t *testing.T) {
 		e := newEnv(t, d, p, queue.EmbeddedOptions{})
 		e.clock.Advance(2 * time.Hour)
 		rec := &bodies{}
-		c := &maintenance.Cleaner{Store: e.disk, Tables: e.cat, Requeue: rec, Logger: discard, OpenOpts: table.Options{Clock: e.clock.Now}}
+		c := &maintenance.Cleaner{Store: e.disk, Tables: e.cat, Requeue: rec, Logger: discard, OpenOpts: table.Options{Clock: e.clock}}
 		cleanAll(t, c, rec, [][]byte{big})
 		return listing(t, e.disk, "")
 	}()
@@ -372,7 +372,7 @@ func TestCleanerFitsDeadline(t *testing.T) {
 	lat := &latencyClockStore{Store: e.disk, clock: e.clock, get: 20 * time.Millisecond}
 	rec := &bodies{}
 	c := &maintenance.Cleaner{
-		Store: lat, Tables: e.cat, Requeue: rec, Logger: discard, OpenOpts: table.Options{Clock: e.clock.Now},
+		Store: lat, Tables: e.cat, Requeue: rec, Logger: discard, OpenOpts: table.Options{Clock: e.clock},
 		StopBy: e.clock.Now().Add(6 * time.Second),
 	}
 	before := listing(t, e.disk, "")
@@ -494,7 +494,7 @@ func BenchmarkCleanerRangeS3Latency(b *testing.B) {
 				e.clock.Advance(2 * time.Hour)
 				rec := &bodies{}
 				cl := &maintenance.Cleaner{Store: s3LatencyStore{e.disk}, Tables: e.cat, Requeue: rec, Logger: discard,
-					OpenOpts: table.Options{Clock: e.clock.Now}, Limits: c.limits}
+					OpenOpts: table.Options{Clock: e.clock}, Limits: c.limits}
 				b.StartTimer()
 				start := time.Now()
 				res, err := cl.Clean(context.Background(), big)

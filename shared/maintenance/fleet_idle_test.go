@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tablekeep/tablekeep/shared/clock"
 	fleetidx "github.com/tablekeep/tablekeep/shared/fleet"
-	"github.com/tablekeep/tablekeep/shared/lock"
 	"github.com/tablekeep/tablekeep/shared/maintenance"
 	"github.com/tablekeep/tablekeep/shared/objstore"
 )
@@ -88,7 +88,7 @@ func TestFleetIdleNotifiedRequests(t *testing.T) {
 
 // skewed is a clock off the fleet's by a fixed offset (another scanner's).
 type skewed struct {
-	lock.Clock
+	clock.Clock
 	off time.Duration
 }
 

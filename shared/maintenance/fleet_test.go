@@ -80,7 +80,7 @@ func newFleet(t testing.TB, n int, p maintenance.Policy, wrap func(objstore.Stor
 	f.sent = &sendLog{clock: clock, next: maintenance.QueueEnqueuer{Q: f.q}, drop: map[string]bool{}, at: map[string][]time.Time{}}
 	f.runner = &maintenance.Runner{Store: f.cnt, Catalog: f.cat, Locker: lock.NewInProcess(clock), Queue: f.sent,
 		Clock: clock, Logger: discard, Owner: "fleet", KeepAlive: -1, IndexRoot: "wh/"}
-	f.clean = &maintenance.Cleaner{Store: dated, Tables: f.cat, Logger: discard, OpenOpts: table.Options{Clock: clock.Now}}
+	f.clean = &maintenance.Cleaner{Store: dated, Tables: f.cat, Logger: discard, OpenOpts: table.Options{Clock: clock}}
 	for i := range n {
 		name := fmt.Sprintf("t%03d", i)
 		ref := maintenance.TableRef{Name: name, Root: "wh/" + name + "/", Policy: p}
@@ -95,7 +95,7 @@ func newFleet(t testing.TB, n int, p maintenance.Policy, wrap func(objstore.Stor
 }
 
 func (f *fleet) opts(p maintenance.Policy) table.Options {
-	return table.Options{Clock: f.clock.Now, Grace: p.WithDefaults().Grace, Sleep: func(context.Context, time.Duration) error { return nil }, Format: 2} // pinned
+	return table.Options{Clock: fakeclock.NoSleep(f.clock), Grace: p.WithDefaults().Grace, Format: 2} // pinned
 }
 
 func (f *fleet) write(t testing.TB, name string, i int) {

@@ -7,6 +7,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/tablekeep/tablekeep/shared/clock"
 	"github.com/tablekeep/tablekeep/shared/objstore"
 	"github.com/tablekeep/tablekeep/shared/table"
 )
@@ -145,7 +146,7 @@ func Status(ctx context.Context, store objstore.Store, ref TableRef, open Source
 		return h, s, nil, err
 	}
 	if tb, ok := src.(TableBacked); ok {
-		opts := table.Options{Grace: ref.Policy.WithDefaults().Grace, Clock: func() time.Time { return now }}
+		opts := table.Options{Grace: ref.Policy.WithDefaults().Grace, Clock: clock.Fixed(now)}
 		if _, err := tb.OpenTable(ctx, opts); err != nil {
 			return h, s, src, err
 		}

@@ -224,13 +224,13 @@ func newEnv(t testing.TB, dir string, p maintenance.Policy, qopts queue.Embedded
 	}
 	e.clean = &maintenance.Cleaner{
 		Store: e.faulty, Tables: e.cat, Requeue: maintenance.QueueEnqueuer{Q: e.q}, Logger: discard,
-		OpenOpts: table.Options{Clock: e.clock.Now},
+		OpenOpts: table.Options{Clock: e.clock},
 	}
 	return e
 }
 
 func (e *env) opts() table.Options {
-	return table.Options{Clock: e.clock.Now, Grace: e.ref.Policy.Grace, Sleep: func(context.Context, time.Duration) error { return nil },
+	return table.Options{Clock: fakeclock.NoSleep(e.clock), Grace: e.ref.Policy.Grace,
 		Format: e.format, InlineMaxBytes: e.inlineMax}
 }
 

@@ -25,7 +25,7 @@ func openWarehouse(t *testing.T, keepLast int) (*embedded.Warehouse, *fakeClock,
 	if err != nil {
 		t.Fatal(err)
 	}
-	tb, err := table.Create(ctx, w.Store, regRoot, kvSchema, "name", table.Options{Clock: clk.Now, Format: 2}) // pinned: asserts fragments
+	tb, err := table.Create(ctx, w.Store, regRoot, kvSchema, "name", table.Options{Clock: clk, Format: 2}) // pinned: asserts fragments
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,7 +109,7 @@ func TestMaintainBoundsVersionsAndPreservesRows(t *testing.T) {
 	model["store-00"] = "again"
 	upsert(t, tb, "store-new", "new")
 	model["store-new"] = "new"
-	fresh, err := table.Open(ctx, w.Store, regRoot, table.Options{Clock: clk.Now})
+	fresh, err := table.Open(ctx, w.Store, regRoot, table.Options{Clock: clk})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -183,7 +183,7 @@ func TestCleanupRunsDetachedFromTheTable(t *testing.T) {
 	if err := w.Locker.Release(ctx, held); err != nil {
 		t.Fatal(err)
 	}
-	fresh, err := table.Open(ctx, w.Store, regRoot, table.Options{Clock: clk.Now})
+	fresh, err := table.Open(ctx, w.Store, regRoot, table.Options{Clock: clk})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -199,7 +199,7 @@ func TestCleanupRunsDetachedFromTheTable(t *testing.T) {
 func TestMaintenanceDoesNotLoseConcurrentWorkerUpserts(t *testing.T) {
 	ctx := context.Background()
 	w, clk, master := openWarehouse(t, 2)
-	worker, err := table.Open(ctx, w.Store, regRoot, table.Options{Clock: clk.Now})
+	worker, err := table.Open(ctx, w.Store, regRoot, table.Options{Clock: clk})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tablekeep/tablekeep/shared/internal/fakeclock"
 	"github.com/tablekeep/tablekeep/shared/maintenance"
 	"github.com/tablekeep/tablekeep/shared/objstore"
 	"github.com/tablekeep/tablekeep/shared/queue"
@@ -28,7 +29,7 @@ func TestPaceCleanerByStore(t *testing.T) {
 		e := newEnv(t, d, p, queue.EmbeddedOptions{})
 		e.clock.Advance(2 * time.Hour)
 		rec := &bodies{}
-		c := &maintenance.Cleaner{Store: wrap(e.disk), Tables: e.cat, Requeue: rec, Logger: discard, OpenOpts: table.Options{Clock: e.clock.Now}}
+		c := &maintenance.Cleaner{Store: wrap(e.disk), Tables: e.cat, Requeue: rec, Logger: discard, OpenOpts: table.Options{Clock: e.clock}}
 		cleanAll(t, c, rec, bs)
 		return c, listing(t, e.disk, "")
 	}
@@ -36,7 +37,7 @@ func TestPaceCleanerByStore(t *testing.T) {
 	if disk.GetLimit != nil || disk.DeleteLimit != nil {
 		t.Fatalf("a cleaner on a local disk is paced: GETs %v, deletes %v", disk.GetLimit, disk.DeleteLimit)
 	}
-	noSleep := func(ctx context.Context, _ time.Duration) error { return ctx.Err() }
+	noSleep := fakeclock.NoSleep(nil)
 	s3, s3Left := run(func(s objstore.Store) objstore.Store {
 		return objstore.NewCounting(objstore.NewLatency(s, objstore.S3Profile(), noSleep))
 	})

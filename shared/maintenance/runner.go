@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tablekeep/tablekeep/shared/clock"
 	"github.com/tablekeep/tablekeep/shared/dataset"
 	"github.com/tablekeep/tablekeep/shared/fleet"
 	"github.com/tablekeep/tablekeep/shared/lock"
@@ -59,7 +60,7 @@ type Runner struct {
 	Locker    lock.Locker
 	Queue     Enqueuer
 	Compactor *Compactor
-	Clock     lock.Clock
+	Clock     clock.Clock
 	Logger    *slog.Logger
 	Owner     string
 	Lease     time.Duration // table lock lease (default 5 min)
@@ -146,7 +147,7 @@ func (r *Runner) defaults() {
 		r.Logger = slog.New(slog.DiscardHandler)
 	}
 	if r.Clock == nil {
-		r.Clock = lock.SystemClock()
+		r.Clock = clock.System()
 	}
 	if r.Compactor == nil {
 		r.Compactor = NewCompactor(r.Logger, r.Clock)
@@ -336,7 +337,7 @@ func (r *Runner) maintainOne(ctx context.Context, ref TableRef, prev Mark, hint 
 	if err != nil {
 		return rep, err
 	}
-	opts := table.Options{Grace: p.Grace, Clock: r.Clock.Now, Logger: r.Logger}
+	opts := table.Options{Grace: p.Grace, Clock: r.Clock, Logger: r.Logger}
 	rep.ref = ref
 	acquireStart := r.Clock.Now()
 	fence, release, err := r.holdTable(ctx, ref)
@@ -517,7 +518,7 @@ func (r *Runner) dryRunOne(ctx context.Context, cnt *objstore.Counting, ref Tabl
 	}
 	commits := 0
 	if tb, ok := src.(TableBacked); ok {
-		t, err := tb.OpenTable(ctx, table.Options{Grace: p.Grace, Clock: r.Clock.Now, Logger: r.Logger})
+		t, err := tb.OpenTable(ctx, table.Options{Grace: p.Grace, Clock: r.Clock, Logger: r.Logger})
 		if err != nil {
 			return rep, err
 		}

@@ -228,7 +228,7 @@ func newSoakWorld(t *testing.T, cfg soakConfig) *soakWorld {
 	w.m1 = w.runner("master-1", w.m1st, w.locker, nil)
 	w.clean = &maintenance.Cleaner{
 		Store: objstore.NewFaulty(w.ts), Tables: w.cat, Requeue: w.drop, Logger: discard,
-		OpenOpts: table.Options{Clock: w.clock.Now},
+		OpenOpts: table.Options{Clock: w.clock},
 	}
 	if _, err := table.Create(w.ctx, w.ts, w.ref.Root, kvSchema, "name", w.tableOpts()); err != nil {
 		t.Fatal(err)
@@ -256,7 +256,7 @@ func (w *soakWorld) runner(owner string, st objstore.Store, lk lock.Locker, comp
 }
 
 func (w *soakWorld) tableOpts() table.Options {
-	return table.Options{Clock: w.clock.Now, Grace: w.cfg.Policy.Grace, Sleep: func(context.Context, time.Duration) error { return nil },
+	return table.Options{Clock: fakeclock.NoSleep(w.clock), Grace: w.cfg.Policy.Grace,
 		Format: max(w.cfg.Format, 2), InlineMaxBytes: w.cfg.InlineMax} // Format 0 pinned to 2
 }
 

@@ -118,7 +118,7 @@ func TestLanceCleanerStopByAndSlowDown(t *testing.T) {
 		// clock by exactly k GETs, so StopBy at 3.5 GETs stops after the 4th.
 		c := &maintenance.Cleaner{
 			Store: &recordClockStore{Store: disk, clock: clock, lat: lat, match: lanceRecords}, Tables: cat, Requeue: rec,
-			Logger: discard, Sources: formats.Open, OpenOpts: table.Options{Clock: clock.Now}, Limits: maintenance.CleanerLimits{Reads: 1},
+			Logger: discard, Sources: formats.Open, OpenOpts: table.Options{Clock: clock}, Limits: maintenance.CleanerLimits{Reads: 1},
 		}
 		conts, partialDeletes := 0, 0
 		for b := bs; len(b) > 0; b = rec.take() {

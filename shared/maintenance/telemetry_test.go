@@ -91,7 +91,7 @@ func TestStepLogsAndMetrics(t *testing.T) {
 	e := newEnv(t, t.TempDir(), testPolicy(), queue.EmbeddedOptions{MaxReceives: 5})
 	var logs, emf bytes.Buffer
 	logger := slog.New(slog.NewJSONHandler(&logs, nil))
-	m := telemetry.New(&emf, e.clock.Now, "Function", "test")
+	m := telemetry.New(&emf, e.clock, "Function", "test")
 	e.runner.Logger, e.runner.Metrics = logger, m
 	e.runner.Locker = waitingLocker{Locker: e.locker, clock: e.clock, wait: 2500 * time.Millisecond}
 	e.clean.Logger, e.clean.Metrics = logger, m

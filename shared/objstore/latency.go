@@ -143,12 +143,6 @@ func (p Profile) String() string {
 		name, ms(p.Get), ms(p.Head), ms(p.Put), ms(p.List), ms(p.Delete))
 }
 
-// SleepFunc waits d or until ctx ends. fakeclock.Clock.Sleep is one.
-type SleepFunc func(ctx context.Context, d time.Duration) error
-
-// Sleep is the real SleepFunc (clock.Sleep): a timer, cut short by ctx.
-func Sleep(ctx context.Context, d time.Duration) error { return clock.Sleep(ctx, d) }
-
 // Latency wraps a Store and delays every request by its profile's latency
 // for the request's kind before sending it, so that code running against a
 // local store pays a remote store's round trips. Concurrent requests wait
@@ -159,20 +153,17 @@ func Sleep(ctx context.Context, d time.Duration) error { return clock.Sleep(ctx,
 type Latency struct {
 	inner Store
 	p     Profile
-	sleep SleepFunc
+	clock clock.Clock
 }
 
 var _ Store = (*Latency)(nil)
 
-// NewLatency wraps inner with profile p. sleep waits (nil: real time, Sleep);
-// tests pass a fake clock's Sleep. fakeclock.Clock.Sleep advances its clock
-// by each wait, so there concurrent waits add up; real timers inside a
+// NewLatency wraps inner with profile p. Each wait is clk.Sleep (nil: the
+// real clock); tests pass a fake clock. fakeclock.Clock.Sleep advances its
+// clock by each wait, so there concurrent waits add up; real timers inside a
 // testing/synctest bubble overlap as on the network (and take no real time).
-func NewLatency(inner Store, p Profile, sleep SleepFunc) *Latency {
-	if sleep == nil {
-		sleep = Sleep
-	}
-	return &Latency{inner: inner, p: p, sleep: sleep}
+func NewLatency(inner Store, p Profile, clk clock.Clock) *Latency {
+	return &Latency{inner: inner, p: p, clock: clock.Or(clk)}
 }
 
 // WithLatency is NewLatency with real time, or inner itself when p adds no
@@ -205,7 +196,7 @@ func (l *Latency) wait(ctx context.Context, op Op) error {
 		return err
 	}
 	if d := l.p.For(op.Kind); d > 0 {
-		return l.sleep(ctx, d)
+		return l.clock.Sleep(ctx, d)
 	}
 	return nil
 }

@@ -51,7 +51,7 @@ func TestLatencyProfiles(t *testing.T) {
 		clock := fakeclock.New(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 		cnt := objstore.NewCounting(newDisk(t))
 		p := objstore.S3Profile()
-		st := objstore.NewLatency(cnt, p, clock.Sleep)
+		st := objstore.NewLatency(cnt, p, clock)
 		start := time.Now()
 		step := func(what string, want time.Duration, fn func() error) {
 			t.Helper()
@@ -86,7 +86,7 @@ func TestLatencyProfiles(t *testing.T) {
 		}
 		// A context that ends during the wait ends the request unsent.
 		cctx, cancel := context.WithCancel(ctx)
-		st2 := objstore.NewLatency(cnt, p, func(ctx context.Context, d time.Duration) error { cancel(); return ctx.Err() })
+		st2 := objstore.NewLatency(cnt, p, cancelClock{cancel})
 		if err := st2.Put(cctx, "a/z", []byte("x")); !errors.Is(err, context.Canceled) {
 			t.Errorf("Put with the context ended while waiting = %v, want context.Canceled", err)
 		}
@@ -132,4 +132,14 @@ func TestLatencyProfiles(t *testing.T) {
 			}
 		})
 	})
+}
+
+// cancelClock ends the request's context as its wait starts.
+type cancelClock struct{ cancel context.CancelFunc }
+
+func (cancelClock) Now() time.Time { return time.Now() }
+
+func (c cancelClock) Sleep(ctx context.Context, _ time.Duration) error {
+	c.cancel()
+	return ctx.Err()
 }

@@ -21,7 +21,7 @@ func TestPaceRatesOfStores(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	noSleep := func(context.Context, time.Duration) error { return nil }
+	noSleep := fakeclock.NoSleep(nil)
 	lat := objstore.NewLatency(disk, objstore.S3Profile(), noSleep)
 	s3 := objstore.S3Rates()
 	for _, c := range []struct {

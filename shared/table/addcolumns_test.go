@@ -11,6 +11,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/tablekeep/tablekeep/shared/dataset"
+	"github.com/tablekeep/tablekeep/shared/internal/fakeclock"
 	"github.com/tablekeep/tablekeep/shared/objstore"
 )
 
@@ -230,12 +231,12 @@ func TestAddColumnsRefused(t *testing.T) {
 func TestAddColumnsConflicts(t *testing.T) {
 	ctx := context.Background()
 	st, _ := objstore.NewDisk(t.TempDir())
-	a, err := Create(ctx, st, "t", regSchema, "name", Options{Sleep: noSleep})
+	a, err := Create(ctx, st, "t", regSchema, "name", Options{Clock: fakeclock.NoSleep(nil)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	a.Append(ctx, regBatch(row{"a", "1", 1}))
-	b, _ := Open(ctx, st, "t", Options{Sleep: noSleep}) // cache: version 2
+	b, _ := Open(ctx, st, "t", Options{Clock: fakeclock.NoSleep(nil)}) // cache: version 2
 	if _, err := a.AddColumns(ctx, noteField); err != nil {
 		t.Fatal(err)
 	}
@@ -255,7 +256,7 @@ func TestAddColumnsConflicts(t *testing.T) {
 
 	// The other way round: an AddColumns prepared on a stale version rebases
 	// over an upsert; the upsert's rows read the new column as null.
-	c, _ := Open(ctx, st, "t", Options{Sleep: noSleep}) // cache: version 4
+	c, _ := Open(ctx, st, "t", Options{Clock: fakeclock.NoSleep(nil)}) // cache: version 4
 	if _, err := a.Upsert(ctx, noteBatch(noteRow{row{"c", "3", 3}, strp("see")})); err != nil {
 		t.Fatal(err)
 	}
@@ -281,7 +282,7 @@ func TestAddColumnsConflicts(t *testing.T) {
 	}
 
 	// Two additions of one name: the one that commits second is refused.
-	d, _ := Open(ctx, st, "t", Options{Sleep: noSleep})
+	d, _ := Open(ctx, st, "t", Options{Clock: fakeclock.NoSleep(nil)})
 	dup := arrow.Field{Name: "x", Type: arrow.BinaryTypes.String, Nullable: true}
 	if _, err := a.AddColumns(ctx, dup); err != nil {
 		t.Fatal(err)
@@ -343,7 +344,7 @@ func TestCrashAtEveryRequestAddColumns(t *testing.T) {
 		for n := int64(1); ; n++ {
 			st, _ := objstore.NewDisk(t.TempDir())
 			f := objstore.NewFaulty(st)
-			tbl, err := Create(ctx, f, "t", regSchema, "name", Options{Sleep: noSleep})
+			tbl, err := Create(ctx, f, "t", regSchema, "name", Options{Clock: fakeclock.NoSleep(nil)})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -27,6 +27,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 
+	"github.com/tablekeep/tablekeep/shared/internal/fakeclock"
 	"github.com/tablekeep/tablekeep/shared/internal/testenv"
 	"github.com/tablekeep/tablekeep/shared/objstore"
 )
@@ -77,7 +78,7 @@ func (fx *benchFixture) table(b *testing.B, name string, build func(ctx context.
 	}
 	ctx := context.Background()
 	start := time.Now()
-	tbl, err := Create(ctx, fx.store, name, regSchema, "name", Options{Sleep: noSleep})
+	tbl, err := Create(ctx, fx.store, name, regSchema, "name", Options{Clock: fakeclock.NoSleep(nil)})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -197,7 +198,7 @@ func BenchmarkTableFormat(b *testing.B) {
 				root := fx.history(b, versions, true)
 				c := objstore.NewCounting(fx.store)
 				ctx := context.Background()
-				tbl, err := Open(ctx, c, root, Options{Sleep: noSleep})
+				tbl, err := Open(ctx, c, root, Options{Clock: fakeclock.NoSleep(nil)})
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -240,7 +241,7 @@ func BenchmarkTableFormat(b *testing.B) {
 		root := fx.history(b, 20000, false)
 		c := objstore.NewCounting(fx.store)
 		ctx := context.Background()
-		tbl, err := Open(ctx, c, root, Options{Sleep: noSleep})
+		tbl, err := Open(ctx, c, root, Options{Clock: fakeclock.NoSleep(nil)})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -309,7 +310,7 @@ func BenchmarkTableFormat(b *testing.B) {
 			for range b.N {
 				b.StopTimer()
 				c := objstore.NewCounting(store)
-				tbl, err := Create(ctx, c, fmt.Sprintf("growth%d", fx.next()), regSchema, "name", Options{Sleep: noSleep})
+				tbl, err := Create(ctx, c, fmt.Sprintf("growth%d", fx.next()), regSchema, "name", Options{Clock: fakeclock.NoSleep(nil)})
 				if err != nil {
 					b.Fatal(err)
 				}

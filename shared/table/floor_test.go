@@ -29,8 +29,8 @@ func TestFloorNeverDecreases(t *testing.T) {
 	inner := testkit.DiskStore(t)
 	f := objstore.NewFaulty(inner)
 	clk := fakeclock.New(time.Now())
-	stale := must(Create(ctx, f, "t", regSchema, "name", Options{Clock: clk.Now}))
-	fresh := must(Open(ctx, inner, "t", Options{Clock: clk.Now}))
+	stale := must(Create(ctx, f, "t", regSchema, "name", Options{Clock: clk}))
+	fresh := must(Open(ctx, inner, "t", Options{Clock: clk}))
 	if err := stale.SetFloor(ctx, 15); err != nil {
 		t.Fatal(err)
 	}
@@ -204,7 +204,7 @@ func TestPostPutFloorReadErrorIsCommitUnknown(t *testing.T) {
 	inner := testkit.DiskStore(t)
 	f := objstore.NewFaulty(inner)
 	clk := fakeclock.New(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
-	tbl := must(Create(ctx, f, "t", regSchema, "name", Options{Clock: clk.Now, Format: 2}))
+	tbl := must(Create(ctx, f, "t", regSchema, "name", Options{Clock: clk, Format: 2}))
 	var manifestPut atomic.Bool
 	f.SetBefore(func(n int64, op objstore.Op) error {
 		switch {
@@ -347,7 +347,7 @@ func TestSetFloorFromPlanRead(t *testing.T) {
 	inner := testkit.DiskStore(t)
 	clk := fakeclock.New(time.Now())
 	c := objstore.NewCounting(inner)
-	tb := must(Create(ctx, c, "t", regSchema, "name", Options{Clock: clk.Now}))
+	tb := must(Create(ctx, c, "t", regSchema, "name", Options{Clock: clk}))
 	markers := func() int {
 		n := 0
 		_ = objstore.ListAll(ctx, inner, "t/"+floorDir, "", func(objstore.ObjectInfo) error { n++; return nil })
@@ -368,7 +368,7 @@ func TestSetFloorFromPlanRead(t *testing.T) {
 	}
 	// A stale read: another holder raises the floor to 100 after ours.
 	r := must(tb.ReadFloor(ctx))
-	other := must(Open(ctx, inner, "t", Options{Clock: clk.Now}))
+	other := must(Open(ctx, inner, "t", Options{Clock: clk}))
 	noErr(t, other.SetFloor(ctx, 100))
 	noErr(t, tb.SetFloorFrom(ctx, 70, r))
 	if got := must(tb.Floor(ctx)); got != 100 {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 
+	"github.com/tablekeep/tablekeep/shared/internal/fakeclock"
 	"github.com/tablekeep/tablekeep/shared/objstore"
 )
 
@@ -43,7 +44,7 @@ func releaseBeforeFormat3Refuses(fv uint64) bool { return fv < 1 || fv > 2 }
 func TestFormat3IsTheDefault(t *testing.T) {
 	ctx := context.Background()
 	st := newMemStore()
-	tbl := must(Create(ctx, st, "t", regSchema, "name", Options{Sleep: noSleep}))
+	tbl := must(Create(ctx, st, "t", regSchema, "name", Options{Clock: fakeclock.NoSleep(nil)}))
 	if m := tbl.Cached(); m.Format != 3 || m.InlineMaxBytes != DefaultInlineMaxBytes {
 		t.Fatalf("default create: format %d, inline bound %d", m.Format, m.InlineMaxBytes)
 	}
@@ -66,9 +67,9 @@ func TestFormat3IsTheDefault(t *testing.T) {
 	}
 
 	// Format 2 on request; a default handle on it keeps format 2.
-	old := must(Create(ctx, st, "old", regSchema, "name", Options{Sleep: noSleep, Format: 2}))
+	old := must(Create(ctx, st, "old", regSchema, "name", Options{Clock: fakeclock.NoSleep(nil), Format: 2}))
 	upsertRows(t, old, regRow(1))
-	h := must(Open(ctx, st, "old", Options{Sleep: noSleep}))
+	h := must(Open(ctx, st, "old", Options{Clock: fakeclock.NoSleep(nil)}))
 	upsertRows(t, h, regRow(2))
 	for v := uint64(1); v <= h.Cached().Version; v++ {
 		if fv := storedFormat(t, st, "old", v); fv != 2 || releaseBeforeFormat3Refuses(fv) {
@@ -93,7 +94,7 @@ func TestFormat3IsTheDefault(t *testing.T) {
 func TestNewerFormatRefusesThisWriter(t *testing.T) {
 	ctx := context.Background()
 	mem := newMemStore()
-	tbl := must(Create(ctx, mem, "t", regSchema, "name", Options{Sleep: noSleep}))
+	tbl := must(Create(ctx, mem, "t", regSchema, "name", Options{Clock: fakeclock.NoSleep(nil)}))
 	upsertRows(t, tbl, regRow(1))
 	// Version 3 as a newer release would write it: format field 4.
 	m := *tbl.Cached()
@@ -114,9 +115,9 @@ func TestNewerFormatRefusesThisWriter(t *testing.T) {
 			t.Errorf("%s: %v, want ErrUnsupportedFormat naming version 3's manifest", what, err)
 		}
 	}
-	_, err := Open(ctx, cnt, "t", Options{Sleep: noSleep})
+	_, err := Open(ctx, cnt, "t", Options{Clock: fakeclock.NoSleep(nil)})
 	check("open", err)
-	w := &Table{store: cnt, root: "t/", opts: Options{Sleep: noSleep}.withDefaults()}
+	w := &Table{store: cnt, root: "t/", opts: Options{Clock: fakeclock.NoSleep(nil)}.withDefaults()}
 	rec := regBatch(regRow(2))
 	_, err = w.Upsert(ctx, rec)
 	rec.Release()

@@ -123,8 +123,7 @@ func TestCommitBackoffSaturates(t *testing.T) {
 	inner := testkit.DiskStore(t)
 	f := objstore.NewFaulty(inner)
 	var slept []time.Duration
-	sleep := func(_ context.Context, d time.Duration) error { slept = append(slept, d); return nil }
-	opts := Options{BackoffBase: 1 << 62, BackoffMax: math.MaxInt64, Sleep: sleep}
+	opts := Options{BackoffBase: 1 << 62, BackoffMax: math.MaxInt64, Clock: sleepRecorder{&slept}}
 	tbl := must(Create(ctx, f, "t", regSchema, "name", opts))
 	conflicts := 0
 	f.SetBefore(func(_ int64, op objstore.Op) error {
@@ -153,4 +152,15 @@ func TestCommitBackoffSaturates(t *testing.T) {
 	if SatShift(1<<62, 1) != math.MaxInt64 || SatShift(3, 2) != 12 || SatShift(1<<50, 16) != math.MaxInt64 || SatShift(-1, 3) != -1 {
 		t.Fatal("SatShift")
 	}
+}
+
+// sleepRecorder is the real clock's Now with a Sleep that records its
+// durations and returns at once.
+type sleepRecorder struct{ slept *[]time.Duration }
+
+func (sleepRecorder) Now() time.Time { return time.Now() }
+
+func (r sleepRecorder) Sleep(_ context.Context, d time.Duration) error {
+	*r.slept = append(*r.slept, d)
+	return nil
 }

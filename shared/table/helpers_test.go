@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"sort"
 	"testing"
-	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -104,6 +103,3 @@ func storeKinds(t *testing.T, fn func(t *testing.T, newStore func(t *testing.T) 
 		fn(t, func(t *testing.T) objstore.Store { return s3Store(t) })
 	})
 }
-
-// noSleep makes commit backoff immediate in tests.
-func noSleep(context.Context, time.Duration) error { return nil }

@@ -6,10 +6,11 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/tablekeep/tablekeep/shared/internal/fakeclock"
 	"github.com/tablekeep/tablekeep/shared/objstore"
 )
 
-func inlineOpts() Options { return Options{Format: 3, Sleep: noSleep} }
+func inlineOpts() Options { return Options{Format: 3, Clock: fakeclock.NoSleep(nil)} }
 
 func regRow(i int) row {
 	n := fmt.Sprintf("rollout-%06d", i)
@@ -186,7 +187,7 @@ func compactAll(t *testing.T, tbl *Table) {
 		t.Fatal(err)
 	}
 	rw := &Rewrite{Groups: []RewriteGroup{{Inputs: inputs, Output: out}}, ReadVersion: m.Version}
-	if _, err := tbl.CommitRewrite(ctx, rw, tbl.opts.Clock()); err != nil {
+	if _, err := tbl.CommitRewrite(ctx, rw, tbl.opts.Clock.Now()); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -313,7 +314,7 @@ func TestCrashAtEveryRequestOfInlineFlush(t *testing.T) {
 			for n := int64(1); !covered; n++ {
 				st := newMemStore()
 				f := objstore.NewFaulty(st)
-				tbl, err := Create(ctx, f, "t", regSchema, "name", Options{Sleep: noSleep, Format: 3, InlineMaxBytes: 45})
+				tbl, err := Create(ctx, f, "t", regSchema, "name", Options{Clock: fakeclock.NoSleep(nil), Format: 3, InlineMaxBytes: 45})
 				if err != nil {
 					t.Fatal(err)
 				}

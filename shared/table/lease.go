@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tablekeep/tablekeep/shared/clock"
 	"github.com/tablekeep/tablekeep/shared/dataset"
 	"github.com/tablekeep/tablekeep/shared/objstore"
 )
@@ -263,8 +264,8 @@ func ReadLeases(ctx context.Context, store objstore.Store, dir string, logger *s
 // lance.Source.LeaseDir.
 type LeaseDir struct {
 	Store  objstore.Store
-	Dir    string // full key prefix, ending in "/"
-	Clock  func() time.Time
+	Dir    string      // full key prefix, ending in "/"
+	Clock  clock.Clock // nil: the real clock
 	Logger *slog.Logger
 	// Check refuses a version that cannot be leased at now (before the
 	// lease is written): one that does not exist yet (in the future),
@@ -274,6 +275,9 @@ type LeaseDir struct {
 	// Floor reads the retention floor (after the lease is written).
 	Floor func(ctx context.Context) (uint64, error)
 }
+
+// Now reads d.Clock (the real clock if nil).
+func (d *LeaseDir) Now() time.Time { return clock.Or(d.Clock).Now() }
 
 // Read lists the directory.
 func (d *LeaseDir) Read(ctx context.Context) (LeaseSet, error) {
@@ -327,7 +331,7 @@ func (d *LeaseDir) Acquire(ctx context.Context, v uint64, ttl time.Duration) (*L
 // renewal that came too late to rely on the old name).
 func (l *Lease) take(ctx context.Context, ttl time.Duration, count bool) error {
 	d := l.dir
-	c0 := d.Clock()
+	c0 := d.Now()
 	var set LeaseSet
 	var setErr, checkErr error
 	var wg sync.WaitGroup
@@ -357,7 +361,7 @@ func (l *Lease) take(ctx context.Context, ttl time.Duration, count bool) error {
 		_ = d.Store.Delete(context.WithoutCancel(ctx), []string{key})
 		return e
 	}
-	if el := d.Clock().Sub(c0); el > MaxCommitDuration {
+	if el := d.Now().Sub(c0); el > MaxCommitDuration {
 		return withdraw(fmt.Errorf("%w: lease written %s after its check (at most %s): retry", ErrInvalidLease, el, MaxCommitDuration))
 	}
 	floor, err := d.Floor(ctx)
@@ -437,14 +441,14 @@ func (l *Lease) Renew(ctx context.Context, ttl time.Duration) error {
 	if err := checkTTL(ttl); err != nil {
 		return err
 	}
-	now := l.dir.Clock()
+	now := l.dir.Now()
 	if now.Add(renewMargin).Before(l.Expires()) {
 		exp := leaseExpiry(now, ttl)
 		key, err := l.put(ctx, exp)
 		if err != nil {
 			return err
 		}
-		if l.dir.Clock().Sub(now) <= MaxCommitDuration {
+		if l.dir.Now().Sub(now) <= MaxCommitDuration {
 			l.rotate(key, exp)
 			return nil
 		}
@@ -462,7 +466,7 @@ func (l *Lease) Renew(ctx context.Context, ttl time.Duration) error {
 // RenewDue renews the lease for ttl if a third of ttl has passed since it
 // was last renewed (two thirds or less left).
 func (l *Lease) RenewDue(ctx context.Context, ttl time.Duration) error {
-	if l.Expires().Sub(l.dir.Clock()) > ttl-ttl/3 {
+	if l.Expires().Sub(l.dir.Now()) > ttl-ttl/3 {
 		return nil
 	}
 	return l.Renew(ctx, ttl)

@@ -23,7 +23,7 @@ func leaseTableOn(t *testing.T, inner objstore.Store) (*Table, *fakeclock.Clock,
 	ctx := context.Background()
 	clk := fakeclock.New(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
 	st := fakeclock.NewStore(inner, clk)
-	tbl := must(Create(ctx, st, "t", regSchema, "name", Options{Clock: clk.Now, Sleep: noSleep}))
+	tbl := must(Create(ctx, st, "t", regSchema, "name", Options{Clock: fakeclock.NoSleep(clk)}))
 	must(tbl.Append(ctx, regBatch(row{"a", "1", 1}))) // v2
 	return tbl, clk, st
 }
@@ -234,7 +234,7 @@ func must0(t *testing.T, err error) {
 // version and KeepAlive renews it in real time; stop releases it.
 func TestSnapshotHoldRenewsInBackground(t *testing.T) {
 	ctx := context.Background()
-	tbl := must(Create(ctx, testkit.DiskStore(t), "t", regSchema, "name", Options{Sleep: noSleep}))
+	tbl := must(Create(ctx, testkit.DiskStore(t), "t", regSchema, "name", Options{Clock: fakeclock.NoSleep(nil)}))
 	must(tbl.Append(ctx, regBatch(row{"a", "1", 1})))
 	snap := tbl.Snapshot()
 	const ttl = 600 * time.Millisecond
@@ -267,7 +267,7 @@ func TestSlowRenewalIsCheckedAsNew(t *testing.T) {
 	ctx := context.Background()
 	clk := fakeclock.New(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
 	f := objstore.NewFaulty(fakeclock.NewStore(testkit.DiskStore(t), clk))
-	tbl := must(Create(ctx, f, "t", regSchema, "name", Options{Clock: clk.Now, Sleep: noSleep}))
+	tbl := must(Create(ctx, f, "t", regSchema, "name", Options{Clock: fakeclock.NoSleep(clk)}))
 	must(tbl.Append(ctx, regBatch(row{"a", "1", 1}))) // v2
 	l, err := tbl.Lease(ctx, 2, time.Hour)
 	if err != nil {

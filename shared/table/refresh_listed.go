@@ -20,7 +20,7 @@ import (
 // any base (its manifest PUT conflicts). If v's manifest is gone (pruned
 // since: the table moved on), it falls back to Refresh.
 func (t *Table) RefreshListed(ctx context.Context, v uint64, listedAt time.Time) (*Manifest, error) {
-	if v == 0 || listedAt.After(t.opts.Clock()) {
+	if v == 0 || listedAt.After(t.opts.Clock.Now()) {
 		return t.Refresh(ctx)
 	}
 	m, err := t.readManifest(ctx, v)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 	"time"
+
+	"github.com/tablekeep/tablekeep/shared/internal/fakeclock"
 )
 
 // TestRefreshListedStaleVersion: a handle loaded by RefreshListed on a
@@ -14,13 +16,13 @@ import (
 func TestRefreshListedStaleVersion(t *testing.T) {
 	ctx := context.Background()
 	st := newMemStore()
-	w := must(Create(ctx, st, "t", regSchema, "name", Options{Sleep: noSleep}))
+	w := must(Create(ctx, st, "t", regSchema, "name", Options{Clock: fakeclock.NoSleep(nil)}))
 	upsertRows(t, w, regRow(1))
 	listed := w.Cached().Version
 	listedAt := time.Now().Add(-time.Second)
 	upsertRows(t, w, regRow(2)) // after the listing
 
-	h := Handle(st, "t", Options{Sleep: noSleep})
+	h := Handle(st, "t", Options{Clock: fakeclock.NoSleep(nil)})
 	m := must(h.RefreshListed(ctx, listed, listedAt))
 	if m.Version != listed {
 		t.Fatalf("loaded %d, want %d", m.Version, listed)
@@ -40,12 +42,12 @@ func TestRefreshListedStaleVersion(t *testing.T) {
 	}
 
 	// A listed version whose manifest is gone: Refresh (the latest).
-	h2 := Handle(st, "t", Options{Sleep: noSleep})
+	h2 := Handle(st, "t", Options{Clock: fakeclock.NoSleep(nil)})
 	if m := must(h2.RefreshListed(ctx, res.Version+5, listedAt)); m.Version != res.Version {
 		t.Fatalf("missing listed version: loaded %d, want the latest %d", m.Version, res.Version)
 	}
 	// A listing time in the future is not trusted: Refresh.
-	h3 := Handle(st, "t", Options{Sleep: noSleep})
+	h3 := Handle(st, "t", Options{Clock: fakeclock.NoSleep(nil)})
 	must(h3.RefreshListed(ctx, listed, time.Now().Add(time.Hour)))
 	if m, at := h3.CachedAt(); m.Version != res.Version || at.After(time.Now()) {
 		t.Fatalf("future listing time: loaded %d at %s", m.Version, at)

@@ -8,6 +8,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/tablekeep/tablekeep/shared/internal/fakeclock"
 	"github.com/tablekeep/tablekeep/shared/objstore"
 )
 
@@ -47,7 +48,7 @@ func testOpenGetRoundTrips(t *testing.T, format uint64, cases []getCase) {
 	const versions = 1000
 	ctx := context.Background()
 	mem := newMemStore()
-	tbl, err := Create(ctx, mem, "reg", regSchema, "name", Options{Sleep: noSleep, Format: format})
+	tbl, err := Create(ctx, mem, "reg", regSchema, "name", Options{Clock: fakeclock.NoSleep(nil), Format: format})
 	if err != nil {
 		t.Fatal(err)
 	}

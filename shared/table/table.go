@@ -20,6 +20,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/tablekeep/tablekeep/shared/clock"
 	"github.com/tablekeep/tablekeep/shared/dataset"
 	"github.com/tablekeep/tablekeep/shared/objstore"
 )
@@ -30,7 +31,7 @@ const DefaultGrace = time.Hour
 
 // Options configure a table handle. Zero values take the defaults.
 type Options struct {
-	Clock func() time.Time // default time.Now
+	Clock clock.Clock // reads the time and waits between commit attempts; nil: the real clock
 	// Grace is the writers' grace window stored in a table Create makes
 	// (default DefaultGrace, at most MaxGrace). On an existing table the stored window
 	// governs (WriterGrace); a Grace set here may only shorten this
@@ -42,9 +43,7 @@ type Options struct {
 	CommitTimeout time.Duration
 	BackoffBase   time.Duration // default 1ms
 	BackoffMax    time.Duration // default 100ms
-	// Sleep waits between commit attempts; tests may replace it.
-	Sleep  func(ctx context.Context, d time.Duration) error
-	Logger *slog.Logger
+	Logger        *slog.Logger
 	// Fence, if set, is called right before every manifest write; an error
 	// aborts the commit. Maintenance sets it to its lease's fencing check.
 	Fence func(ctx context.Context) error
@@ -59,9 +58,7 @@ type Options struct {
 }
 
 func (o Options) withDefaults() Options {
-	if o.Clock == nil {
-		o.Clock = time.Now
-	}
+	o.Clock = clock.Or(o.Clock)
 	if o.Grace <= 0 {
 		o.Grace = DefaultGrace
 	}
@@ -76,9 +73,6 @@ func (o Options) withDefaults() Options {
 	}
 	if o.BackoffMax <= 0 {
 		o.BackoffMax = 100 * time.Millisecond
-	}
-	if o.Sleep == nil {
-		o.Sleep = objstore.Sleep
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
@@ -208,7 +202,7 @@ func Create(ctx context.Context, store objstore.Store, root string, schema *arro
 	if t.opts.InlineMaxBytes > MaxInlineMaxBytes {
 		return nil, fmt.Errorf("%w: inline bound %d above the maximum %d", ErrInvalidSchema, t.opts.InlineMaxBytes, MaxInlineMaxBytes)
 	}
-	now := t.opts.Clock()
+	now := t.opts.Clock.Now()
 	m := &Manifest{
 		Version: 1, CommitTime: now, Schema: normalizeSchema(schema), KeyColumn: keyColumn,
 		NextFragmentID: 1, Op: Operation{Kind: dataset.OpCreate, TxnID: rand.Uint64()},
@@ -277,7 +271,7 @@ func (t *Table) writerBound(base *Manifest) time.Duration {
 
 // Refresh loads the latest version (one List with MaxKeys 1, one Get).
 func (t *Table) Refresh(ctx context.Context) (*Manifest, error) {
-	now := t.opts.Clock()
+	now := t.opts.Clock.Now()
 	// Manifest names are digits; a stray key sorting before them (a console
 	// "folder" marker, a README) is stepped over, a few at most.
 	var v uint64
@@ -539,7 +533,7 @@ const floorMarkerKeep = 10 * time.Minute
 // floorMarkerKeep ago, and the legacy object if its value (legacy) is at
 // most that marker.
 func (t *Table) dropLowerFloors(ctx context.Context, markers []objstore.ObjectInfo, legacy bool, legacyAtMost uint64) {
-	cutoff := t.opts.Clock().Add(-floorMarkerKeep - MaxClockSkew)
+	cutoff := t.opts.Clock.Now().Add(-floorMarkerKeep - MaxClockSkew)
 	var lower []string
 	var settled uint64
 	found := false

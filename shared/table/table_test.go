@@ -268,7 +268,7 @@ func crashAtEveryRequest(t *testing.T, format uint64) {
 			for n := int64(1); ; n++ {
 				st := newStore(t)
 				f := objstore.NewFaulty(st)
-				tbl, err := Create(ctx, f, "t", regSchema, "name", Options{Sleep: noSleep, Format: format})
+				tbl, err := Create(ctx, f, "t", regSchema, "name", Options{Clock: fakeclock.NoSleep(nil), Format: format})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -473,11 +473,11 @@ func TestStaleReadRefused(t *testing.T) {
 	ctx := context.Background()
 	st, _ := objstore.NewDisk(t.TempDir())
 	clk := fakeclock.New(time.Now())
-	if _, err := Create(ctx, st, "", regSchema, "name", Options{Clock: clk.Now}); err != nil {
+	if _, err := Create(ctx, st, "", regSchema, "name", Options{Clock: clk}); err != nil {
 		t.Fatal(err)
 	}
 	stall := func(context.Context) error { clk.Advance(2 * time.Hour); return nil } // the writer stalls before committing
-	tbl, _ := Open(ctx, st, "", Options{Clock: clk.Now, Grace: time.Hour, Fence: stall})
+	tbl, _ := Open(ctx, st, "", Options{Clock: clk, Grace: time.Hour, Fence: stall})
 	if _, err := tbl.Append(ctx, regBatch(row{"a", "1", 1})); !errors.Is(err, ErrStaleRead) {
 		t.Fatalf("stale read committed: %v", err)
 	}

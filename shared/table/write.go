@@ -97,7 +97,7 @@ func (t *Table) newOp(kind dataset.OpKind) *writeOp {
 // if it was loaded more than half a grace window ago.
 func (t *Table) base(ctx context.Context) (*Manifest, time.Time, error) {
 	m, at := t.cached()
-	if m == nil || t.opts.Clock().Sub(at) > t.writerBound(m)/2 {
+	if m == nil || t.opts.Clock.Now().Sub(at) > t.writerBound(m)/2 {
 		var err error
 		if m, err = t.Refresh(ctx); err != nil {
 			return nil, time.Time{}, err
@@ -114,7 +114,7 @@ func (t *Table) commit(ctx context.Context, op *writeOp, base *Manifest) (*Commi
 		defer op.release()
 	}
 	var lastErr error
-	started := t.opts.Clock()
+	started := t.opts.Clock.Now()
 	unsure := map[uint64]bool{} // versions whose manifest write had an unknown outcome
 	for attempt := 1; ; attempt++ {
 		if err := ctx.Err(); err != nil {
@@ -149,7 +149,7 @@ func (t *Table) commit(ctx context.Context, op *writeOp, base *Manifest) (*Commi
 		// and every file it uploaded are at most grace old when it checks,
 		// and the manifest PUT below lands within MaxCommitDuration.
 		grace := t.writerBound(base)
-		now := t.opts.Clock()
+		now := t.opts.Clock.Now()
 		if now.Sub(op.readAt) > grace {
 			return nil, fmt.Errorf("%w: read at %s, grace %s", ErrStaleRead, op.readAt.Format(time.RFC3339), grace)
 		}
@@ -183,7 +183,7 @@ func (t *Table) commit(ctx context.Context, op *writeOp, base *Manifest) (*Commi
 				retryable = true
 			}
 		}
-		if err == nil && t.opts.Clock().Sub(op.readAt) > grace/2 {
+		if err == nil && t.opts.Clock.Now().Sub(op.readAt) > grace/2 {
 			// A slow commit (stalled between its stale-read check and its
 			// put) may have written a version number that maintenance had
 			// already pruned: such a manifest is below the floor and never
@@ -208,11 +208,11 @@ func (t *Table) commit(ctx context.Context, op *writeOp, base *Manifest) (*Commi
 			return nil, fmt.Errorf("commit version %d: %w", next.Version, err)
 		}
 		lastErr = err
-		if attempt > t.opts.MaxRetries || t.opts.Clock().Sub(started) > t.opts.CommitTimeout {
+		if attempt > t.opts.MaxRetries || t.opts.Clock.Now().Sub(started) > t.opts.CommitTimeout {
 			return nil, fmt.Errorf("%w after %d attempts: %v", ErrConflict, attempt, lastErr)
 		}
 		backoff := min(SatShift(t.opts.BackoffBase, min(attempt-1, 16)), t.opts.BackoffMax)
-		if err := t.opts.Sleep(ctx, time.Duration(rand.Int64N(int64(backoff))+1)); err != nil {
+		if err := t.opts.Clock.Sleep(ctx, time.Duration(rand.Int64N(int64(backoff))+1)); err != nil {
 			return nil, err
 		}
 		if base, err = t.Refresh(ctx); err != nil {
@@ -523,7 +523,7 @@ func subtractPositions(a, b []uint32) []uint32 {
 func (t *Table) putDeletion(ctx context.Context, file FileID, positions []uint32, first *time.Time) (uint64, error) {
 	body := encodeDeletion(positions)
 	if first != nil && first.IsZero() {
-		*first = t.opts.Clock()
+		*first = t.opts.Clock.Now()
 	}
 	for range 5 {
 		id := newDeletionID()
@@ -560,7 +560,7 @@ func (t *Table) putData(ctx context.Context, m *Manifest, rec arrow.RecordBatch)
 		return f, fmt.Errorf("encode fragment: %w", err)
 	}
 	f.Bytes = uint64(len(body))
-	f.uploadedAt = t.opts.Clock()
+	f.uploadedAt = t.opts.Clock.Now()
 	for range 5 {
 		f.File = FileID(rand.Uint64())
 		err = t.store.PutIfAbsent(ctx, t.key(f.File.DataKey()), body)
@@ -810,7 +810,7 @@ func (t *Table) restore(ctx context.Context, snap *Snapshot) (*CommitResult, err
 
 func (t *Table) copyFragment(ctx context.Context, f Fragment) (Fragment, error) {
 	nf := f
-	nf.uploadedAt = t.opts.Clock()
+	nf.uploadedAt = t.opts.Clock.Now()
 	data, err := t.store.Get(ctx, t.key(f.File.DataKey()))
 	if err != nil {
 		return f, err

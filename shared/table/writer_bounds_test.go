@@ -22,7 +22,7 @@ func TestWriterGraceStoredInTable(t *testing.T) {
 	ctx := context.Background()
 	st := testkit.DiskStore(t)
 	clk := fakeclock.New(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
-	tbl := must(Create(ctx, st, "t", regSchema, "name", Options{Clock: clk.Now, Grace: 2 * time.Hour}))
+	tbl := must(Create(ctx, st, "t", regSchema, "name", Options{Clock: clk, Grace: 2 * time.Hour}))
 	must(tbl.Append(ctx, regBatch(row{"a", "1", 1})))
 	must(tbl.Append(ctx, regBatch(row{"b", "2", 2})))
 	must(tbl.Delete(ctx, "a"))
@@ -53,7 +53,7 @@ func TestWriterGraceStoredInTable(t *testing.T) {
 		}
 	}
 	for _, g := range []time.Duration{0, 30 * time.Minute, 3 * time.Hour} {
-		h := must(Open(ctx, st, "t", Options{Clock: clk.Now, Grace: g}))
+		h := must(Open(ctx, st, "t", Options{Clock: clk, Grace: g}))
 		if got := h.WriterGrace(); got != 2*time.Hour {
 			t.Fatalf("Options.Grace %s: WriterGrace %s, want the stored 2h", g, got)
 		}
@@ -62,20 +62,20 @@ func TestWriterGraceStoredInTable(t *testing.T) {
 	stall := func(d time.Duration) func(context.Context) error {
 		return func(context.Context) error { clk.Advance(d); return nil }
 	}
-	long := must(Open(ctx, st, "t", Options{Clock: clk.Now, Grace: 3 * time.Hour, Fence: stall(2*time.Hour + time.Minute)}))
+	long := must(Open(ctx, st, "t", Options{Clock: clk, Grace: 3 * time.Hour, Fence: stall(2*time.Hour + time.Minute)}))
 	if _, err := long.Append(ctx, regBatch(row{"c", "3", 3})); !errors.Is(err, ErrStaleRead) {
 		t.Fatalf("3h handle on a 2h table committed after 2h01m: %v", err)
 	}
 	// A handle configured with 30 min shortens its own bound.
-	short := must(Open(ctx, st, "t", Options{Clock: clk.Now, Grace: 30 * time.Minute, Fence: stall(31 * time.Minute)}))
+	short := must(Open(ctx, st, "t", Options{Clock: clk, Grace: 30 * time.Minute, Fence: stall(31 * time.Minute)}))
 	if _, err := short.Append(ctx, regBatch(row{"c", "3", 3})); !errors.Is(err, ErrStaleRead) {
 		t.Fatalf("30m handle committed after 31m: %v", err)
 	}
 	// Within the window: commits.
-	ok := must(Open(ctx, st, "t", Options{Clock: clk.Now, Fence: stall(90 * time.Minute)}))
+	ok := must(Open(ctx, st, "t", Options{Clock: clk, Fence: stall(90 * time.Minute)}))
 	must(ok.Append(ctx, regBatch(row{"c", "3", 3})))
 	// A default Create stores DefaultGrace.
-	d := must(Create(ctx, st, "u", regSchema, "name", Options{Clock: clk.Now}))
+	d := must(Create(ctx, st, "u", regSchema, "name", Options{Clock: clk}))
 	if d.WriterGrace() != DefaultGrace || d.Cached().WriterGrace != DefaultGrace {
 		t.Fatalf("default table: %s", d.WriterGrace())
 	}
@@ -88,7 +88,7 @@ func TestSlowWriterDataAgeBound(t *testing.T) {
 	ctx := context.Background()
 	st := testkit.DiskStore(t)
 	clk := fakeclock.New(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
-	tbl := must(Create(ctx, st, "t", regSchema, "name", Options{Clock: clk.Now}))
+	tbl := must(Create(ctx, st, "t", regSchema, "name", Options{Clock: clk}))
 	must(tbl.Append(ctx, regBatch(row{"a", "1", 1})))
 	must(tbl.Append(ctx, regBatch(row{"b", "2", 2})))
 	m := must(tbl.Refresh(ctx))
@@ -149,7 +149,7 @@ func TestManifestPutBounded(t *testing.T) {
 	ctx := context.Background()
 	ds := &deadlineStore{Store: testkit.DiskStore(t)}
 	ds.timedOut.Store(true) // let Create through
-	tbl := must(Create(ctx, ds, "t", regSchema, "name", Options{Sleep: noSleep}))
+	tbl := must(Create(ctx, ds, "t", regSchema, "name", Options{Clock: fakeclock.NoSleep(nil)}))
 	ds.timedOut.Store(false)
 	res := must(tbl.Append(ctx, regBatch(row{"a", "1", 1})))
 	if res.Version != 2 || res.Attempts != 2 {

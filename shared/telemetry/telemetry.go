@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tablekeep/tablekeep/shared/clock"
 	"github.com/tablekeep/tablekeep/shared/objstore"
 )
 
@@ -31,7 +32,7 @@ type value struct {
 // Metrics accumulates metric values until Flush. Safe for concurrent use.
 type Metrics struct {
 	w     io.Writer
-	now   func() time.Time
+	clock clock.Clock
 	ns    string
 	dims  [][2]string
 	mu    sync.Mutex
@@ -40,12 +41,10 @@ type Metrics struct {
 }
 
 // New returns a recorder writing EMF lines to w, with dimensions given as
-// name/value pairs (e.g. "Function", "compactor") and timestamps from now.
-func New(w io.Writer, now func() time.Time, dims ...string) *Metrics {
-	if now == nil {
-		now = time.Now
-	}
-	m := &Metrics{w: w, now: now, ns: Namespace, vals: map[string]value{}}
+// name/value pairs (e.g. "Function", "compactor") and timestamps from clk
+// (nil: the real clock).
+func New(w io.Writer, clk clock.Clock, dims ...string) *Metrics {
+	m := &Metrics{w: w, clock: clock.Or(clk), ns: Namespace, vals: map[string]value{}}
 	for i := 0; i+1 < len(dims); i += 2 {
 		m.dims = append(m.dims, [2]string{dims[i], dims[i+1]})
 	}
@@ -123,7 +122,7 @@ func (m *Metrics) Flush() error {
 		return nil
 	}
 	sort.Strings(names)
-	b, err := encode(m.ns, m.dims, m.now(), names, vals)
+	b, err := encode(m.ns, m.dims, m.clock.Now(), names, vals)
 	if err != nil {
 		return err
 	}

@@ -8,12 +8,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tablekeep/tablekeep/shared/clock"
 	"github.com/tablekeep/tablekeep/shared/objstore"
 )
 
 func TestFlushWritesOneEMFLineAndResets(t *testing.T) {
 	var buf bytes.Buffer
-	m := New(&buf, func() time.Time { return time.UnixMilli(1700000000000) }, "Function", "cleaner")
+	m := New(&buf, clock.Fixed(time.UnixMilli(1700000000000)), "Function", "cleaner")
 	m.Declare(Count, MessagesFailed)
 	m.Count(ObjectsDeleted, 3)
 	m.Count(ObjectsDeleted, 4)

@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/tablekeep/tablekeep/shared/catalog"
+	"github.com/tablekeep/tablekeep/shared/clock"
 	"github.com/tablekeep/tablekeep/shared/internal/awshttp"
 	"github.com/tablekeep/tablekeep/shared/lock"
 	"github.com/tablekeep/tablekeep/shared/objstore"
@@ -77,7 +78,7 @@ type AWSConfig struct {
 	QueueURL string
 	// Lease, LockWait and Margin are the runner's.
 	Lease, LockWait, Margin time.Duration
-	Clock                   lock.Clock   // nil: the system clock
+	Clock                   clock.Clock  // nil: the system clock
 	Logger                  *slog.Logger // nil: discard
 	// S3Endpoint, DynamoDBEndpoint and SQSEndpoint, if set, are the
 	// services' endpoints; else the SDK's standard variables
@@ -108,10 +109,7 @@ func OpenStore(ctx context.Context, uri, endpoint string) (objstore.Store, strin
 // set) and the SQS cleanup queue (QueueURL set). It does no I/O against the
 // services: OpenCatalog opens the catalog.
 func OpenAWS(ctx context.Context, cfg AWSConfig) (*Warehouse, error) {
-	clock, logger := cfg.Clock, cfg.Logger
-	if clock == nil {
-		clock = lock.SystemClock()
-	}
+	clock, logger := clock.Or(cfg.Clock), cfg.Logger
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}

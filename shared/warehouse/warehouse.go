@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 
 	"github.com/tablekeep/tablekeep/shared/catalog"
+	"github.com/tablekeep/tablekeep/shared/clock"
 	"github.com/tablekeep/tablekeep/shared/formats"
 	"github.com/tablekeep/tablekeep/shared/lock"
 	"github.com/tablekeep/tablekeep/shared/maintenance"
@@ -46,7 +47,7 @@ type Warehouse struct {
 	// Remote is the deployment's cleanup queue (SQS): ranges go there for
 	// its cleaner function, and Pass does not drain them.
 	Remote queue.Queue
-	Clock  lock.Clock
+	Clock  clock.Clock
 	Logger *slog.Logger
 	// Owner names the lock holder (e.g. "host/pid"); Options.Owner
 	// overrides it per invocation.
@@ -71,7 +72,7 @@ type Warehouse struct {
 
 // LocalOptions configure OpenLocal.
 type LocalOptions struct {
-	Clock  lock.Clock   // nil: the system clock
+	Clock  clock.Clock  // nil: the system clock
 	Logger *slog.Logger // nil: discard
 	// Wrap, if set, wraps the directory store (e.g. a request counter or a
 	// latency profile); an *objstore.Counting it returns is the
@@ -83,10 +84,7 @@ type LocalOptions struct {
 // as the store, its catalog, a lock file per table under _locks/ and an
 // in-process cleanup queue.
 func OpenLocal(ctx context.Context, dir string, o LocalOptions) (*Warehouse, error) {
-	clock, logger := o.Clock, o.Logger
-	if clock == nil {
-		clock = lock.SystemClock()
-	}
+	clock, logger := clock.Or(o.Clock), o.Logger
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
@@ -105,7 +103,7 @@ func OpenLocal(ctx context.Context, dir string, o LocalOptions) (*Warehouse, err
 		counting = objstore.NewCounting(st)
 	}
 	st = counting
-	cat, err := catalog.Open(ctx, st, "", table.Options{Clock: clock.Now, Logger: logger})
+	cat, err := catalog.Open(ctx, st, "", table.Options{Clock: clock, Logger: logger})
 	if err != nil {
 		return nil, err
 	}
@@ -127,7 +125,7 @@ func OpenLocal(ctx context.Context, dir string, o LocalOptions) (*Warehouse, err
 
 // TableOptions are the options the warehouse's tables are opened with.
 func (w *Warehouse) TableOptions() table.Options {
-	return table.Options{Clock: w.Clock.Now, Logger: w.Logger}
+	return table.Options{Clock: w.Clock, Logger: w.Logger}
 }
 
 // cleanupQueue is where cleanup ranges (and a cleaner's continuations) go.
@@ -206,7 +204,7 @@ func (w *Warehouse) NewCleaner(o Options) *maintenance.Cleaner {
 // the time it starts.
 type Sweeper struct {
 	Store objstore.Store
-	Clock lock.Clock
+	Clock clock.Clock
 	// Options are the sweep's; Now is set at each Sweep.
 	Options maintenance.SweepOptions
 }

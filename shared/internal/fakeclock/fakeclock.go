@@ -46,6 +46,17 @@ func (c *Clock) Sleep(ctx context.Context, d time.Duration) error {
 	return nil
 }
 
+// NoSleep is c (the real clock if c is nil) with a Sleep that returns at
+// once, ctx.Err(), without moving time: for tests and benchmarks whose
+// commit retries must neither wait nor advance simulated time.
+func NoSleep(c clock.Clock) clock.Clock { return noSleep{clock.Or(c)} }
+
+type noSleep struct{ c clock.Clock }
+
+func (n noSleep) Now() time.Time { return n.c.Now() }
+
+func (noSleep) Sleep(ctx context.Context, _ time.Duration) error { return ctx.Err() }
+
 // Store reports, for objects written through it, the clock's time (taken
 // when the write started) as LastModified, so that grace windows measured
 // against object ages run on the same timeline as the writers: a directory

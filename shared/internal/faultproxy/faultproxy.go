@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tablekeep/tablekeep/shared/clock"
 	"github.com/tablekeep/tablekeep/shared/objstore"
 )
 
@@ -88,9 +89,9 @@ type Options struct {
 	// Delay, if set, is used instead of Latency: the delay of each request
 	// (JSON protocol requests included), 0 for none.
 	Delay func(*http.Request) time.Duration
-	// Sleep waits out a delay (default: a real timer, cut short when the
-	// client goes away). Tests may record the delays instead.
-	Sleep objstore.SleepFunc
+	// Clock waits out a delay (nil: the real clock, a timer cut short when
+	// the client goes away). Tests may record the delays instead.
+	Clock clock.Clock
 }
 
 // Proxy is a running fault-injecting proxy.
@@ -100,7 +101,7 @@ type Proxy struct {
 	srv    *http.Server
 	tr     *http.Transport
 
-	sleep objstore.SleepFunc
+	clock clock.Clock
 
 	mu       sync.Mutex
 	latency  objstore.Profile
@@ -133,12 +134,9 @@ func Start(target string, opts Options) (*Proxy, error) {
 		enabled:  true,
 		injected: map[string]int{},
 		byKind:   map[string]int{},
-		sleep:    opts.Sleep,
+		clock:    clock.Or(opts.Clock),
 		latency:  opts.Latency,
 		delay:    opts.Delay,
-	}
-	if p.sleep == nil {
-		p.sleep = objstore.Sleep
 	}
 	p.SetRules(opts.Rules)
 	p.srv = &http.Server{Handler: p, ReadHeaderTimeout: 10 * time.Second}
@@ -318,7 +316,7 @@ func (p *Proxy) pickFault(r *http.Request) *Rule {
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rule, delay := p.pick(r)
 	if delay > 0 {
-		if err := p.sleep(r.Context(), delay); err != nil {
+		if err := p.clock.Sleep(r.Context(), delay); err != nil {
 			return // the client went away
 		}
 	}

@@ -13,13 +13,15 @@ import (
 	"github.com/tablekeep/tablekeep/shared/objstore"
 )
 
-// recorder is a SleepFunc that records the delays instead of waiting.
+// recorder is a clock.Clock that records the delays instead of waiting.
 type recorder struct {
 	mu     sync.Mutex
 	delays []time.Duration
 }
 
-func (r *recorder) sleep(ctx context.Context, d time.Duration) error {
+func (r *recorder) Now() time.Time { return time.Now() }
+
+func (r *recorder) Sleep(ctx context.Context, d time.Duration) error {
 	r.mu.Lock()
 	r.delays = append(r.delays, d)
 	r.mu.Unlock()
@@ -44,7 +46,7 @@ func TestLatency(t *testing.T) {
 	}))
 	defer backend.Close()
 	rec := &recorder{}
-	p, err := faultproxy.Start(backend.URL, faultproxy.Options{Latency: objstore.S3Profile(), Sleep: rec.sleep})
+	p, err := faultproxy.Start(backend.URL, faultproxy.Options{Latency: objstore.S3Profile(), Clock: rec})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,7 +132,7 @@ func TestLatency(t *testing.T) {
 func TestLatencyS3(t *testing.T) {
 	ctx := context.Background()
 	rec := &recorder{}
-	p, st := start(t, faultproxy.Options{Latency: objstore.S3Profile(), Sleep: rec.sleep})
+	p, st := start(t, faultproxy.Options{Latency: objstore.S3Profile(), Clock: rec})
 	if err := st.Put(ctx, "lat/k", []byte("x")); err != nil {
 		t.Fatal(err)
 	}
