@@ -104,7 +104,13 @@ func TestDemoMaintain(t *testing.T) {
 		t.Fatal(err)
 	}
 	before, after := res.Reports[0], res.Reports[1]
-	if before.Stats.Versions != 121 || after.Stats.Versions != 10 || after.Stats.Fragments != 1 {
+	// Format 3 (the default) keeps small writes inline in the manifest: how
+	// many of the 120 writes fit inline depends on how the 3 writers
+	// interleave (a rebase merges inline rows), so the table may hold no
+	// fragment at all; maintenance folds whatever fragments there are into
+	// at most one.
+	if before.Stats.Versions != 121 || after.Stats.Versions != 10 || after.Stats.Fragments > 1 ||
+		(before.Stats.Fragments > 1 && after.Stats.Fragments != 1) {
 		t.Fatalf("versions %d -> %d, fragments %d -> %d", before.Stats.Versions, after.Stats.Versions, before.Stats.Fragments, after.Stats.Fragments)
 	}
 	if after.ScannedRows != before.ScannedRows || after.Requests.DeleteKeys == 0 {
