@@ -158,17 +158,9 @@ func LoadConfig(role Role, getenv func(string) string) (Config, error) {
 		}
 	}
 	dur := func(name string, def, lo, hi time.Duration) time.Duration {
-		v := strings.TrimSpace(getenv(name))
-		if v == "" {
-			return def
-		}
-		d, err := time.ParseDuration(v)
+		d, err := warehouse.DurationFromEnv(getenv, name, def, lo, hi)
 		if err != nil {
-			bad("%s=%q is not a duration (e.g. 30s, 5m)", name, v)
-			return def
-		}
-		if d < lo || d > hi {
-			bad("%s=%s must be between %s and %s", name, d, lo, hi)
+			bad("%s", err)
 		}
 		return d
 	}

@@ -43,25 +43,28 @@ const (
 // EnvLockWait) as the functions do: each a duration within its bounds, or
 // its default when unset.
 func LockTimesFromEnv(getenv func(string) string) (lease, wait time.Duration, err error) {
-	var errs []error
-	dur := func(name string, def, lo, hi time.Duration) time.Duration {
-		v := strings.TrimSpace(getenv(name))
-		if v == "" {
-			return def
-		}
-		d, err := time.ParseDuration(v)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("%s=%q is not a duration (e.g. 30s, 5m)", name, v))
-			return def
-		}
-		if d < lo || d > hi {
-			errs = append(errs, fmt.Errorf("%s=%s must be between %s and %s", name, d, lo, hi))
-		}
-		return d
+	lease, errLease := DurationFromEnv(getenv, EnvLease, DefaultLease, MinLease, MaxLease)
+	wait, errWait := DurationFromEnv(getenv, EnvLockWait, DefaultLockWait, 0, MaxLockWait)
+	return lease, wait, errors.Join(errLease, errWait)
+}
+
+// DurationFromEnv reads the duration variable name: def when unset, def
+// and an error when it is not a duration, the value and an error when it
+// is outside [lo, hi]. The functions' configuration (awsfn.LoadConfig)
+// reads its durations with it too.
+func DurationFromEnv(getenv func(string) string, name string, def, lo, hi time.Duration) (time.Duration, error) {
+	v := strings.TrimSpace(getenv(name))
+	if v == "" {
+		return def, nil
 	}
-	lease = dur(EnvLease, DefaultLease, MinLease, MaxLease)
-	wait = dur(EnvLockWait, DefaultLockWait, 0, MaxLockWait)
-	return lease, wait, errors.Join(errs...)
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		return def, fmt.Errorf("%s=%q is not a duration (e.g. 30s, 5m)", name, v)
+	}
+	if d < lo || d > hi {
+		return d, fmt.Errorf("%s=%s must be between %s and %s", name, d, lo, hi)
+	}
+	return d, nil
 }
 
 // ErrNoRegion: the AWS clients need a region (AWS_REGION).
