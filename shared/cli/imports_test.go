@@ -53,6 +53,11 @@ func TestCLIImportsNeitherAwsfnNorLance(t *testing.T) {
 			if x, ok := sel.X.(*ast.Ident); ok && x.Name == "os" && (sel.Sel.Name == "Setenv" || sel.Sel.Name == "Unsetenv") {
 				t.Errorf("%s: os.%s in the CLI", fset.Position(sel.Pos()), sel.Sel.Name)
 			}
+			// The format registry is wired once, by the constructors
+			// (formats.NewRunner, ..., formats.Status), never by hand.
+			if x, ok := sel.X.(*ast.Ident); ok && x.Name == "formats" && sel.Sel.Name == "Open" {
+				t.Errorf("%s: formats.Open wired by hand in the CLI", fset.Position(sel.Pos()))
+			}
 			return true
 		})
 	}

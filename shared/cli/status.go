@@ -263,7 +263,7 @@ func statusOf(ctx context.Context, store objstore.Store, ref maintenance.TableRe
 	now := clock.Now()
 	// The prune plan a pass would make, the health and the stats only
 	// read (a Lance dataset's change records are derived in memory).
-	h, s, src, err := maintenance.Status(ctx, store, ref, formats.Open, now)
+	h, s, src, err := formats.Status(ctx, store, ref, now)
 	if why := restoreBlocked(ctx, store, ref.Root, err); why != "" {
 		r.Health, r.Reason, r.Error = "not pruned", why, oneLine(sdkOneLine(err))
 		return r

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/tablekeep/tablekeep/shared/lance"
 	"github.com/tablekeep/tablekeep/shared/maintenance"
@@ -53,6 +54,12 @@ func SweepOptions(o maintenance.SweepOptions) maintenance.SweepOptions {
 		o.Sources = Open
 	}
 	return o
+}
+
+// Status is maintenance.Status of the dataset at ref, whatever its format
+// (opened by Open): its health, stats and Source, read only.
+func Status(ctx context.Context, store objstore.Store, ref maintenance.TableRef, now time.Time) (maintenance.Health, maintenance.TableStats, maintenance.Source, error) {
+	return maintenance.Status(ctx, store, ref, Open, now)
 }
 
 // lanceSource is a lance.Source that also compacts (maintenance.SourceCompacter).
