@@ -69,9 +69,12 @@ func TestActiveTableRequestsPerMaintenanceFormat3(t *testing.T) {
 		// state, the cleanup state; PUT the floor marker and the prune
 		// state; DELETE the floor marker and prune state below. A pass
 		// that also flushes the inline rows (every other maintenance at
-		// this rate): GET 2 more (the flush's and the compaction's
-		// re-reads), PUT 6 more (flush file, manifest and record; the
-		// compaction's output, manifest and record).
+		// this rate) folds them into the compaction of the existing
+		// fragment (one commit, CompactionGroup.Fold): GET 1 more (the
+		// existing fragment), PUT 3 more (the output, its manifest and
+		// change record). Before the fold: GET 2 and PUT 6 more, a flush
+		// commit (file, manifest, record) then a compaction re-reading
+		// the flushed file.
 		// The change-record listing is sent only when the range holds a
 		// version the record index names (here: the ranges of the passes
 		// that flush, which reach the previous flush's records): LIST 6
@@ -79,7 +82,10 @@ func TestActiveTableRequestsPerMaintenanceFormat3(t *testing.T) {
 		// The open reads the manifest the scan's LIST named (no LIST).
 		want := objstore.Counts{List: 6, Get: 3, Put: 2, DeleteRequests: 2, DeleteKeys: 3}
 		if tr.Compacted.FlushedRows > 0 {
-			want.List, want.Get, want.Put = 7, 5, 8
+			want.List, want.Get, want.Put = 7, 4, 5
+			if c := tr.Compacted; len(c.Versions) != 1 || c.Committed != 1 || c.InputFrags != 1 {
+				t.Errorf("pass %d: flush and compaction in %d commits (%d groups, %d input fragments), want 1", pass, len(c.Versions), c.Committed, c.InputFrags)
+			}
 		}
 		if run != want {
 			t.Errorf("pass %d (maintained, flushed %d): %v, want %v", pass, tr.Compacted.FlushedRows, run, want)
