@@ -139,11 +139,17 @@ func NewCompactor(logger *slog.Logger, clk clock.Clock) *Compactor {
 // loaded for Run to plan on it without a Refresh.
 const planFreshFor = 30 * time.Second
 
-// Plan plans compaction of the table's latest version without writing.
+// Plan plans compaction of the table's latest version without writing, as
+// Run would (a format-3 table's inline rows folded into a group: foldPlan).
 func (c *Compactor) Plan(ctx context.Context, t *table.Table, p Policy) (CompactionPlan, error) {
 	m, err := t.Refresh(ctx)
 	if err != nil {
 		return CompactionPlan{}, err
+	}
+	if m.Format >= 3 && len(m.Inline) > 0 && 2*m.InlineBytes() >= m.InlineMaxBytes {
+		if plan, folded := foldPlan(c.Planner, m, p); folded {
+			return plan, nil // Run folds the inline rows into its first group
+		}
 	}
 	return c.Planner.Plan(m, p), nil
 }
