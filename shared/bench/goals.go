@@ -398,8 +398,8 @@ func MarkdownGoals(r GoalsResult) string {
 				money3(PassesPerMonth*PricePutPer1000/1000), maint, n(int64(maint*PassesPerMonth)), money3(maint*PassesPerMonth*11.5*PricePutPer1000/1000))
 			p("Each is there for a rule: the floor LIST and the marker PUT raise the floor without ever lowering it (docs/format.md 2.4); the versions LIST gives each version's grace start (its successor's store time); the leases LIST holds the floor for readers; the prune state's LIST finds the highest fencing token's object (its name cannot be known: a stale holder writes a lower token late, and a restarted token sequence starts lower), its GET and PUT track the ranges sent so a lost message is sent again; the tags LIST comes after the marker PUT, the planner's half of the tag handshake (so it cannot join the floor LIST); the change record is what the cleaner deletes from; the cleaner's `_refs/` LIST checks its range is below the floor and keeps tagged versions, its HEAD of the floor's manifest is the stale-marker rule (a table created again at the same root), its guard LIST and GET the latest-version rule (issue 19). Only the cleanup state's PUT (the last-cleanup time of `_stats` and `status`) serves no safety rule. ")
 			saved, scan := maint*PassesPerMonth*6*PricePutPer1000/1000, PassesPerMonth*PricePutPer1000/1000
-			p("What would reach $0.05: maintaining less often cannot (each maintenance raises the floor to the first version still inside the 1-hour grace, so a table written once a minute holds about 60 + 60 T/h versions just before the next one, T later: <= 100 needs T <= 40 minutes, and this cadence, every %s, is already there or past it, at most %d versions after a pass here); the per-pass scan LIST goes with notifications (issue 23 point 4, %s); per maintenance, one LIST from `_leases/` to `_versions/` for the plan's leases, prune state, floor and versions (LIST 3; docs/reliability.md says what is still to be shown), the floor folded into the prune-state object (one object per token carrying the floor: PUT 1, a format change to 2.4 and 2.5, the tags still read after its PUT), the cleanup state's PUT dropped or written hourly (PUT 1), and delayed deletes (one cleaner message per two maintenances, their ranges merged: the cleaner's `_refs/` LIST and guard LIST once per two, LIST 1) together take about LIST 4 and PUT 2 of the 11.5 LIST and PUT a maintenance, %s. All of them: about %s a table-month against the goal's $0.05, so the goal also needs the Lambda share down (fewer, shorter invocations).\n\n",
-				cadence(maint), fr.MaxVersions, money3(scan), money3(saved), money3(max(f3.FleetActive.Total()-saved-scan, 0)))
+			p("What would reach $0.05: maintaining less often cannot (each maintenance raises the floor only to the first version still inside the 1-hour grace, so a table written once a minute holds the last hour's versions plus those written since the previous maintenance: at this cadence, every %s, up to %d versions after a pass, which leaves the 100-version bound no room to maintain much less often); the per-pass scan LIST goes with notifications (issue 23 point 4, %s); per maintenance, one LIST from `_leases/` to `_versions/` for the plan's leases, prune state, floor and versions (LIST 3; docs/reliability.md says what is still to be shown), the floor folded into the prune-state object (one object per token carrying the floor: PUT 1, a format change to 2.4 and 2.5, the tags still read after its PUT), the cleanup state's PUT dropped or written hourly (PUT 1), and delayed deletes (one cleaner message per two maintenances, their ranges merged: the cleaner's `_refs/` LIST and guard LIST once per two, LIST 1) together take about LIST 4 and PUT 2 of the 11.5 LIST and PUT a maintenance, %s. All of them: about %s a table-month against the goal's $0.05%s.\n\n",
+				cadence(maint), fr.MaxVersions, money3(scan), money3(saved), money3(max(f3.FleetActive.Total()-saved-scan, 0)), verdict(f3.FleetActive.Total()-saved-scan))
 		}
 	}
 	return b.String()
@@ -412,4 +412,13 @@ func cadence(maint float64) string {
 		return "never"
 	}
 	return (time.Duration(float64(15*time.Minute) / maint)).Round(time.Minute).String()
+}
+
+// verdict says whether an estimated table-month cost meets the active
+// table's $0.05 goal.
+func verdict(est float64) string {
+	if est <= 0.05 {
+		return ", which would meet it (notifications and the fused listing are most of it)"
+	}
+	return ", so the goal also needs the Lambda share down (fewer, shorter invocations)"
 }
