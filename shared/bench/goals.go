@@ -389,11 +389,36 @@ func MarkdownGoals(r GoalsResult) string {
 			fr := f3.Fleet
 			d := float64(max(fr.Active.Tables, 1) * max(fr.Passes, 1))
 			lists, puts := float64(fr.Active.Requests.List)/d, float64(fr.Active.Requests.Put)/d
-			p("**Why the active table's maintenance misses $0.05 on format 3.** Format 3 removed its per-write reads (GETs per pass %.2f, were %.2f: no data file per write to compact, no change record per version to clean), so what is left is LIST and PUT, priced 12.5 times a GET: %.2f LIST a pass (one scan LIST, then at each maintenance the open, floor, versions, leases, prune state, tags and change-record listings and the cleaner's floor, tags and latest-version guard) is %s a month, and %.2f PUT a pass (compaction output, manifest, floor marker, prune state, cleanup state) %s, before Lambda (%s). ",
+			p("**Why the active table's maintenance misses $0.05 on format 3.** Format 3 removed its per-write reads (GETs per pass %.2f, were %.2f: no data file per write to compact, no change record per version to clean), so what is left is LIST and PUT, priced 12.5 times a GET: %.2f LIST a pass is %s a month and %.2f PUT a pass %s, before Lambda (%s). ",
 				float64(fr.Active.Requests.Get)/d, float64(f2.Fleet.Active.Requests.Get)/float64(max(f2.Fleet.Active.Tables, 1)*max(f2.Fleet.Passes, 1)),
 				lists, money3(lists*PassesPerMonth*PricePutPer1000/1000), puts, money3(puts*PassesPerMonth*PricePutPer1000/1000), money3(f3.FleetActive.Lambda))
-			p("Reaching $0.05 needs fewer listings per maintenance or fewer maintenances (the cadence that keeps an active table at <= 100 versions under a 1-hour grace), both in shared/maintenance; the scan's LIST is issue 23's point 4 (notifications).\n\n")
+			maint := float64(fr.Active.Messages) / d // one cleanup message per maintenance
+			p("A maintenance now flushes and compacts in one commit (3 PUT and 1 GET fewer when it flushes), its cleaner reads the floor and the tags in one LIST of `_refs/`, and a range's few change records are checked by HEAD instead of a listing (docs/reliability.md, \"Fewer requests per maintenance\"). ")
+			p("What is left (TestActiveTableRequestsPerMaintenanceFormat3 pins it): every pass, the scan's LIST (%s a month alone); at each maintenance (%.2f a pass here, %s a month), the pass's LIST 5 (floor, versions, leases, prune state, tags), GET 3 (manifest, prune state, cleanup state), PUT 2 (floor marker, prune state), on every other one the flush-and-compaction's PUT 3 (output, manifest, change record), GET 1 and HEAD 1, and the cleaner's LIST 2 (`_refs/`, the guard's `_versions/`), HEAD 1, GET 1-3, PUT 1 (cleanup state): LIST 7 and PUT 4.5 a maintenance, %s. ",
+				money3(PassesPerMonth*PricePutPer1000/1000), maint, n(int64(maint*PassesPerMonth)), money3(maint*PassesPerMonth*11.5*PricePutPer1000/1000))
+			p("Each is there for a rule: the floor LIST and the marker PUT raise the floor without ever lowering it (docs/format.md 2.4); the versions LIST gives each version's grace start (its successor's store time); the leases LIST holds the floor for readers; the prune state's LIST finds the highest fencing token's object (its name cannot be known: a stale holder writes a lower token late, and a restarted token sequence starts lower), its GET and PUT track the ranges sent so a lost message is sent again; the tags LIST comes after the marker PUT, the planner's half of the tag handshake (so it cannot join the floor LIST); the change record is what the cleaner deletes from; the cleaner's `_refs/` LIST checks its range is below the floor and keeps tagged versions, its HEAD of the floor's manifest is the stale-marker rule (a table created again at the same root), its guard LIST and GET the latest-version rule (issue 19). Only the cleanup state's PUT (the last-cleanup time of `_stats` and `status`) serves no safety rule. ")
+			saved, scan := maint*PassesPerMonth*6*PricePutPer1000/1000, PassesPerMonth*PricePutPer1000/1000
+			p("What would reach $0.05: maintaining less often cannot (each maintenance raises the floor only to the first version still inside the 1-hour grace, so a table written once a minute holds the last hour's versions plus those written since the previous maintenance: at this cadence, every %s, up to %d versions after a pass, which leaves the 100-version bound no room to maintain much less often); the per-pass scan LIST goes with notifications (issue 23 point 4, %s); per maintenance, one LIST from `_leases/` to `_versions/` for the plan's leases, prune state, floor and versions (LIST 3; docs/reliability.md says what is still to be shown), the floor folded into the prune-state object (one object per token carrying the floor: PUT 1, a format change to 2.4 and 2.5, the tags still read after its PUT), the cleanup state's PUT dropped or written hourly (PUT 1), and delayed deletes (one cleaner message per two maintenances, their ranges merged: the cleaner's `_refs/` LIST and guard LIST once per two, LIST 1) together take about LIST 4 and PUT 2 of the 11.5 LIST and PUT a maintenance, %s. All of them: about %s a table-month against the goal's $0.05%s.\n\n",
+				cadence(maint), fr.MaxVersions, money3(scan), money3(saved), money3(max(f3.FleetActive.Total()-saved-scan, 0)), verdict(f3.FleetActive.Total()-saved-scan))
 		}
 	}
 	return b.String()
+}
+
+// cadence is how often a table maintained on a fraction maint of its
+// passes (one every 15 minutes) is maintained, as text ("45m0s").
+func cadence(maint float64) string {
+	if maint <= 0 {
+		return "never"
+	}
+	return (time.Duration(float64(15*time.Minute) / maint)).Round(time.Minute).String()
+}
+
+// verdict says whether an estimated table-month cost meets the active
+// table's $0.05 goal.
+func verdict(est float64) string {
+	if est <= 0.05 {
+		return ", which would meet it (notifications and the fused listing are most of it)"
+	}
+	return ", so the goal also needs the Lambda share down (fewer, shorter invocations)"
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -20,6 +21,11 @@ type CompactionGroup struct {
 	Fragments  []table.Fragment
 	LiveRows   uint64
 	InputBytes uint64
+	// Fold (format 3) are the inline rows a flush would have put in a
+	// data file that this group would then take in: the output holds them
+	// after the fragments' rows, and one commit flushes and compacts
+	// (Compactor.Run; table.RewriteGroup.Fold).
+	Fold []table.InlineRow
 }
 
 // CompactionPlan is what a compaction run will do.
@@ -133,11 +139,17 @@ func NewCompactor(logger *slog.Logger, clk clock.Clock) *Compactor {
 // loaded for Run to plan on it without a Refresh.
 const planFreshFor = 30 * time.Second
 
-// Plan plans compaction of the table's latest version without writing.
+// Plan plans compaction of the table's latest version without writing, as
+// Run would (a format-3 table's inline rows folded into a group: foldPlan).
 func (c *Compactor) Plan(ctx context.Context, t *table.Table, p Policy) (CompactionPlan, error) {
 	m, err := t.Refresh(ctx)
 	if err != nil {
 		return CompactionPlan{}, err
+	}
+	if m.Format >= 3 && len(m.Inline) > 0 && 2*m.InlineBytes() >= m.InlineMaxBytes {
+		if plan, folded := foldPlan(c.Planner, m, p); folded {
+			return plan, nil // Run folds the inline rows into its first group
+		}
 	}
 	return c.Planner.Plan(m, p), nil
 }
@@ -166,19 +178,29 @@ func (c *Compactor) Run(ctx context.Context, t *table.Table, p Policy) (Compacti
 		}
 	}
 	// A format-3 table's inline rows at half their bound or more are
-	// flushed to a data file first, which this run may then fold into
-	// fragments like any other (the writers flush at the bound itself).
+	// flushed to a data file (the writers flush at the bound itself). If
+	// the plan would then fold that file into a group with other
+	// fragments, the group's output takes the inline rows directly: one
+	// data file, one manifest and one change record instead of two of
+	// each, and no read of the flushed file (foldPlan). Otherwise the
+	// rows are flushed first, in a commit of their own.
+	var plan CompactionPlan
 	if m.Format >= 3 && len(m.Inline) > 0 && 2*m.InlineBytes() >= m.InlineMaxBytes {
-		fr, err := t.FlushInline(ctx)
-		if err != nil {
-			return res, fmt.Errorf("flush inline rows: %w", err)
+		var folded bool
+		if plan, folded = foldPlan(c.Planner, m, p); !folded {
+			fr, err := t.FlushInline(ctx)
+			if err != nil {
+				return res, fmt.Errorf("flush inline rows: %w", err)
+			}
+			if fr.Committed {
+				res.FlushedRows = uint64(len(m.Inline))
+				m, readAt = t.Cached(), c.Clock.Now()
+			}
+			plan = c.Planner.Plan(m, p)
 		}
-		if fr.Committed {
-			res.FlushedRows = uint64(len(m.Inline))
-			m, readAt = t.Cached(), c.Clock.Now()
-		}
+	} else {
+		plan = c.Planner.Plan(m, p)
 	}
-	plan := c.Planner.Plan(m, p)
 	res.Planned = len(plan.Groups)
 	n := len(plan.Groups)
 	budget := c.ReadBudget
@@ -214,7 +236,7 @@ func (c *Compactor) Run(ctx context.Context, t *table.Table, p Policy) (Compacti
 				ch <- groupRead{err: err}
 				return
 			}
-			rec, inputs, err := t.ReadGroupWith(readCtx, m, g.Fragments, ropts)
+			rec, inputs, err := t.ReadFoldGroup(readCtx, m, g.Fragments, g.Fold, ropts)
 			if err != nil {
 				held.Release(w)
 				w = 0
@@ -248,7 +270,7 @@ func (c *Compactor) Run(ctx context.Context, t *table.Table, p Policy) (Compacti
 		if err != nil {
 			return res, fmt.Errorf("compact group %d: %w", i, err)
 		}
-		rw := &table.Rewrite{Groups: []table.RewriteGroup{{Inputs: r.inputs, Output: out}}, ReadVersion: m.Version}
+		rw := &table.Rewrite{Groups: []table.RewriteGroup{{Inputs: r.inputs, Output: out, Fold: g.Fold}}, ReadVersion: m.Version}
 		cr, err := t.CommitRewrite(ctx, rw, readAt)
 		switch {
 		case errors.Is(err, table.ErrRewriteInvalidated):
@@ -264,6 +286,9 @@ func (c *Compactor) Run(ctx context.Context, t *table.Table, p Policy) (Compacti
 			return res, fmt.Errorf("compact group %d: %w", i, err)
 		default:
 			res.Committed++
+			if rw.Dropped == 0 && len(g.Fold) > 0 {
+				res.FlushedRows = uint64(len(g.Fold))
+			}
 			res.Dropped += rw.Dropped
 			res.Remapped += rw.Remapped
 			res.InputFrags += len(g.Fragments)
@@ -283,6 +308,38 @@ func (c *Compactor) Run(ctx context.Context, t *table.Table, p Policy) (Compacti
 		"dropped", res.Dropped, "remapped_rows", res.Remapped, "input_fragments", res.InputFrags,
 		"rows_written", res.RowsWritten, "bytes_read", res.BytesRead, "bytes_written", res.BytesWritten)
 	return res, nil
+}
+
+// foldPlan plans m as if its inline rows were flushed first: a fragment
+// for them is appended where a flush puts its file, after every fragment.
+// If the plan takes that fragment into a group with other fragments, the
+// group is returned first in the plan with the inline rows as its Fold
+// (the flush is then the group's commit) and folded is true; otherwise
+// folded is false and the rows are to be flushed on their own.
+func foldPlan(pl Planner, m *table.Manifest, p Policy) (plan CompactionPlan, folded bool) {
+	var bytes uint64
+	for _, r := range m.Inline {
+		bytes += uint64(len(r.Data))
+	}
+	vm := *m
+	flushed := table.Fragment{ID: m.NextFragmentID, Rows: uint64(len(m.Inline)), Bytes: bytes}
+	vm.Fragments = append(slices.Clone(m.Fragments), flushed)
+	vm.Inline = nil
+	plan = pl.Plan(&vm, p)
+	for i, g := range plan.Groups {
+		last := len(g.Fragments) - 1
+		if last < 0 || g.Fragments[last].ID != flushed.ID || g.Fragments[last].File != flushed.File {
+			continue
+		}
+		if last == 0 {
+			return plan, false // the flushed file alone: a plain flush
+		}
+		g.Fragments = g.Fragments[:last]
+		g.Fold = m.Inline
+		plan.Groups = append([]CompactionGroup{g}, slices.Delete(plan.Groups, i, i+1)...)
+		return plan, true
+	}
+	return plan, false
 }
 
 // groupRead is a group read by the pipeline's read stage.

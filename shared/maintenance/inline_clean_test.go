@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tablekeep/tablekeep/shared/internal/testkit"
 	"github.com/tablekeep/tablekeep/shared/objstore"
 	"github.com/tablekeep/tablekeep/shared/queue"
 	"github.com/tablekeep/tablekeep/shared/table"
@@ -139,5 +140,130 @@ func TestRangeMessageRecordsChecked(t *testing.T) {
 	m, err = maintenance.DecodeRangeMessage([]byte(`{"v":1,"table":"t","root":"r/","from":5,"to":9,"records":[]}`))
 	if err != nil || m.Records == nil || len(*m.Records) != 0 {
 		t.Errorf("empty records: %+v %v", m, err)
+	}
+}
+
+// TestInlineRecordIndexRepairsByHead: a format-3 range whose span the
+// record index names only a few versions of checks those records with a
+// HEAD each instead of listing _changes/; a named record that is missing
+// (a committer crashed between its manifest and its record) is repaired
+// all the same, and the range is cleaned from it.
+func TestInlineRecordIndexRepairsByHead(t *testing.T) {
+	ctx := context.Background()
+	p := testPolicy()
+	e := newEnv(t, t.TempDir(), p, queue.EmbeddedOptions{})
+	e.format, e.inlineMax = 3, 200
+	tb := e.create(t)
+	var fileVersions []uint64
+	for i := range 12 {
+		upsert(t, tb, fmt.Sprintf("k%02d", i%9), fmt.Sprint("v", i))
+		if i%4 == 3 {
+			res, err := tb.FlushInline(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if has, known := tb.Cached().HasRecord(res.Version); known && has {
+				fileVersions = append(fileVersions, res.Version)
+			}
+		}
+	}
+	if len(fileVersions) < 2 || len(fileVersions) > 4 {
+		t.Fatalf("%d file-changing versions, want 1-4", len(fileVersions))
+	}
+	lost := fileVersions[0]
+	if err := e.disk.Delete(ctx, []string{e.ref.Root + table.ChangeKey(lost)}); err != nil {
+		t.Fatal(err)
+	}
+	var changeLists int
+	e.faulty.SetBefore(func(_ int64, op objstore.Op) error {
+		if op.Kind == objstore.KindList && strings.Contains(op.Key, table.ChangesPrefix) {
+			changeLists++
+		}
+		return nil
+	})
+	e.clock.Advance(2 * time.Hour)
+	rep, err := e.runner.MaintainTable(ctx, e.ref)
+	e.faulty.SetBefore(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Prune.Repaired != 1 || changeLists != 0 {
+		t.Errorf("repaired %d change records with %d listings of _changes/, want 1 (version %d) and none", rep.Prune.Repaired, changeLists, lost)
+	}
+	if _, err := e.disk.Head(ctx, e.ref.Root+table.ChangeKey(lost)); err != nil && rep.Prune.Floor <= lost {
+		t.Errorf("record %d not repaired: %v", lost, err)
+	}
+	e.drain(t)
+	if err := diffRows(latestRows(t, e.open(t)), latestRows(t, tb)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestFoldedFlushOneCommit: a format-3 compaction that would flush the
+// inline rows and then compact the flushed file with the small fragment
+// before it writes one data file, one manifest and one change record; its
+// plan (the dry run's) names that one group, with the inline rows folded;
+// every row stays, and the version before still reads as it was.
+func TestFoldedFlushOneCommit(t *testing.T) {
+	ctx := context.Background()
+	st := objstore.NewCounting(testkit.DiskStore(t))
+	clk := newFakeClock()
+	tb, err := table.Create(ctx, st, "t/", kvSchema, "name", table.Options{Format: 3, InlineMaxBytes: 200, Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		upsert(t, tb, fmt.Sprintf("a%d", i), "x")
+	}
+	if _, err := tb.FlushInline(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; 2*tb.Cached().InlineBytes() < tb.Cached().InlineMaxBytes; i++ {
+		upsert(t, tb, fmt.Sprintf("b%d", i), "y")
+	}
+	upsert(t, tb, "a1", "z") // an inline deletion of the fragment's row
+	before := latestRows(t, tb)
+	m := tb.Cached()
+	if len(m.Fragments) != 1 || len(m.Inline) == 0 {
+		t.Fatalf("base: %d fragments, %d inline rows", len(m.Fragments), len(m.Inline))
+	}
+	c := maintenance.NewCompactor(nil, clk)
+	plan, err := c.Plan(ctx, tb, maintenance.DefaultPolicy())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(plan.Groups) != 1 || len(plan.Groups[0].Fragments) != 1 || len(plan.Groups[0].Fold) != len(m.Inline) {
+		t.Fatalf("plan %+v: want one group of the fragment with the %d inline rows folded", plan, len(m.Inline))
+	}
+	st.Reset()
+	res, err := c.Run(ctx, tb, maintenance.DefaultPolicy())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Committed != 1 || len(res.Versions) != 1 || res.FlushedRows != uint64(len(m.Inline)) {
+		t.Errorf("run %+v: want one commit flushing %d rows", res, len(m.Inline))
+	}
+	// LIST and GET the latest (the handle's cache is older than the run's
+	// read), GET the fragment; PUT the output, the manifest, the record.
+	if got := st.Counts(); got.Put != 3 || got.Get > 2 {
+		t.Errorf("run requests %v, want PUT 3 (output, manifest, change record) and no read of a flushed file", got)
+	}
+	after := tb.Cached()
+	if len(after.Inline) != 0 || len(after.Fragments) != 1 {
+		t.Errorf("after: %d inline rows, %d fragments; want 0 and 1", len(after.Inline), len(after.Fragments))
+	}
+	if err := diffRows(latestRows(t, tb), before); err != nil {
+		t.Fatal(err)
+	}
+	snap, err := tb.Checkout(ctx, m.Version)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, err := scanSnap(ctx, snap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := diffRows(rows, before); err != nil {
+		t.Fatalf("version %d: %v", m.Version, err)
 	}
 }

@@ -31,12 +31,21 @@ func sourceJob(src Source, ref TableRef, msg RangeMessage, stateRoot string, siz
 	var floor uint64
 	var fr table.FloorRead
 	frd, fast := src.(FloorReader)
+	refs, oneList := src.(RefsReader)
 	ready := func(ctx context.Context) (map[uint64]bool, error) {
 		var err error
-		if fast {
+		var tags map[string]uint64
+		switch {
+		case oneList && fast:
+			// The floor and the tags from one LIST of _refs/ (the floor's
+			// keys first): docs/reliability.md, "The cleaner's floor and
+			// tags".
+			fr, tags, err = refs.ReadRefs(ctx)
+			floor = fr.Floor
+		case fast:
 			fr, err = frd.ReadFloor(ctx)
 			floor = fr.Floor
-		} else {
+		default:
 			floor, err = src.Floor(ctx)
 		}
 		if err != nil {
@@ -45,7 +54,9 @@ func sourceJob(src Source, ref TableRef, msg RangeMessage, stateRoot string, siz
 		if msg.To >= floor {
 			return nil, fmt.Errorf("%w: %w: [%d, %d] with floor %d", queue.ErrPermanent, ErrAboveFloor, msg.From, msg.To, floor)
 		}
-		tags, err := src.Tags(ctx)
+		if tags == nil {
+			tags, err = src.Tags(ctx)
+		}
 		return versionSet(tags), err
 	}
 	j := rangeJob{ref: ref, msg: msg, reader: sourceReader{src}, ready: ready, stateRoot: stateRoot,

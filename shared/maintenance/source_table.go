@@ -53,6 +53,13 @@ type FloorReader interface {
 	SetFloorFrom(ctx context.Context, floor uint64, read table.FloorRead) error
 }
 
+// RefsReader is a FloorReader that reads the floor and the tags in one
+// listing (tablekeep's _refs/: the floor's keys sort before the tags'),
+// as ReadFloor then Tags would: the cleaner's check before a range.
+type RefsReader interface {
+	ReadRefs(ctx context.Context) (table.FloorRead, map[string]uint64, error)
+}
+
 // TableBacked is a Source over a tablekeep *table.Table: the runner opens it
 // under the table's lease (OpenTable, with the lease's fence) and compacts
 // it with its Compactor; its stats and mark are computed from the manifest
@@ -130,6 +137,9 @@ func (s *TableSource) SetFloorFrom(ctx context.Context, f uint64, r table.FloorR
 	return s.T.SetFloorFrom(ctx, f, r)
 }
 func (s *TableSource) Tags(ctx context.Context) (map[string]uint64, error) { return s.T.Tags(ctx) }
+func (s *TableSource) ReadRefs(ctx context.Context) (table.FloorRead, map[string]uint64, error) {
+	return s.T.ReadRefs(ctx)
+}
 func (s *TableSource) ChangeRecord(ctx context.Context, v uint64) (*dataset.ChangeRecord, error) {
 	return s.T.ChangeRecord(ctx, v)
 }

@@ -386,3 +386,90 @@ func TestSetFloorFromPlanRead(t *testing.T) {
 		t.Fatalf("floor %d, want 130", got)
 	}
 }
+
+// TestReadRefsIsReadFloorThenTags: ReadRefs reads what ReadFloor and Tags
+// read one after the other (the floor, the markers it saw, whether the
+// listing was complete, the tags), in one LIST of _refs/ (a GET more for
+// the legacy object and for each tag); keys under _refs/ of neither kind
+// are ignored; 9 strays before the first marker are ErrCorruptObject.
+func TestReadRefsIsReadFloorThenTags(t *testing.T) {
+	ctx := context.Background()
+	cases := map[string]func(t *testing.T, st objstore.Store, tbl *Table){
+		"empty": func(t *testing.T, st objstore.Store, tbl *Table) {},
+		"floor and tags": func(t *testing.T, st objstore.Store, tbl *Table) {
+			noErr(t, tbl.SetFloor(ctx, 2))
+			noErr(t, tbl.Tag(ctx, "a", 3))
+			noErr(t, tbl.Tag(ctx, "b.1", 4))
+		},
+		"legacy, strays, other keys": func(t *testing.T, st objstore.Store, tbl *Table) {
+			for k, b := range map[string]string{
+				"t/_refs/floor.json": `{"floor":3}`, "t/_refs/floor-old": "x", "t/_refs/floor/x": "x",
+				"t/_refs/branches/main.json": "x", "t/_refs/a": "x", "t/_refs/tags/bad name.json": "x",
+				"t/_refs/tags/c.txt": "x", "t/_refs/zz": "x",
+			} {
+				noErr(t, st.Put(ctx, k, []byte(b)))
+			}
+			noErr(t, st.Put(ctx, "t/"+floorMarkerKey(2), []byte(`{"floor":2}`)))
+			noErr(t, tbl.Tag(ctx, "c", 4))
+		},
+		"markers only": func(t *testing.T, st objstore.Store, tbl *Table) {
+			for _, f := range []uint64{1, 2, 3, 4, 5} {
+				noErr(t, st.Put(ctx, "t/"+floorMarkerKey(f), []byte("{}")))
+			}
+		},
+		"strays after the marker": func(t *testing.T, st objstore.Store, tbl *Table) {
+			for i := range 9 {
+				noErr(t, st.Put(ctx, fmt.Sprintf("t/_refs/floor/s%d", i), []byte("x")))
+			}
+			noErr(t, st.Put(ctx, "t/"+floorMarkerKey(2), []byte("{}")))
+		},
+		"9 strays": func(t *testing.T, st objstore.Store, tbl *Table) {
+			for i := range 9 {
+				noErr(t, st.Put(ctx, fmt.Sprintf("t/_refs/floor/0s%d", i), []byte("x")))
+			}
+			noErr(t, st.Put(ctx, "t/"+floorMarkerKey(2), []byte("{}")))
+		},
+	}
+	for name, setup := range cases {
+		t.Run(name, func(t *testing.T) {
+			st := newMemStore()
+			tbl := must(Create(ctx, st, "t", regSchema, "name", inlineOpts()))
+			for range 5 {
+				upsertRows(t, tbl, regRow(1))
+			}
+			setup(t, st, tbl)
+			wantFloor, ferr := tbl.ReadFloor(ctx)
+			wantTags, terr := tbl.Tags(ctx)
+			cnt := objstore.NewCounting(st)
+			h := newTable(cnt, "t", inlineOpts())
+			fr, tags, err := h.ReadRefs(ctx)
+			if ferr != nil || terr != nil {
+				if !errors.Is(err, ErrCorruptObject) || !errors.Is(ferr, ErrCorruptObject) {
+					t.Fatalf("ReadRefs %v; ReadFloor %v, Tags %v", err, ferr, terr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			// ReadFloor's one page (MaxKeys 4) may stop before the last
+			// marker (incomplete); ReadRefs lists every key of _refs/, so
+			// it sees those markers too.
+			sawMore := !wantFloor.complete && len(fr.markers) > len(wantFloor.markers)
+			if fr.Floor != wantFloor.Floor || fr.legacy != wantFloor.legacy || (fr.complete != wantFloor.complete && !sawMore) ||
+				fmt.Sprint(fr.markers[:len(wantFloor.markers)]) != fmt.Sprint(wantFloor.markers) || !fr.MarkerTime().Equal(wantFloor.MarkerTime()) {
+				t.Errorf("floor read %+v, want %+v", fr, wantFloor)
+			}
+			if fmt.Sprint(tags) != fmt.Sprint(wantTags) {
+				t.Errorf("tags %v, want %v", tags, wantTags)
+			}
+			want := objstore.Counts{List: 1, Get: int64(len(wantTags))}
+			if fr.legacy {
+				want.Get++
+			}
+			if c := cnt.Counts(); c != want {
+				t.Errorf("requests %+v, want %+v", c, want)
+			}
+		})
+	}
+}

@@ -38,6 +38,7 @@ const (
 	changesDir   = "_changes/"
 	dataDir      = "data/"
 	deletionsDir = "_deletions/"
+	refsDir      = "_refs/"
 	tagsDir      = "_refs/tags/"
 	// floorDir holds the retention floor as put-if-absent markers named
 	// by the inverted floor, so one List with MaxKeys returns the highest.

@@ -28,6 +28,11 @@ type RewriteInput struct {
 type RewriteGroup struct {
 	Inputs []RewriteInput
 	Output Fragment // written by WriteRewriteOutput, not yet committed
+	// Fold (format 3) are inline rows the output holds after the inputs'
+	// live rows, in order (ReadFoldGroup): the commit moves them from the
+	// manifest's inline rows into the output, as a flush does, so one
+	// commit flushes and compacts (docs/format.md 4.7).
+	Fold []InlineRow
 }
 
 // Rewrite is a compaction commit: groups whose inputs are replaced by
@@ -51,6 +56,8 @@ type Rewrite struct {
 	scanned  uint64
 	// firstUpload is when the first remapped deletion vector was uploaded.
 	firstUpload time.Time
+	// folded are the inline rows the last apply moved into outputs.
+	folded map[inlineID]bool
 }
 
 type rewriteWrittenKey struct {
@@ -108,8 +115,19 @@ func (t *Table) ReadGroup(ctx context.Context, m *Manifest, frags []Fragment) (a
 // stored fragment bytes being fetched and decoded at once. The result is in
 // input order, whatever order the reads finish in.
 func (t *Table) ReadGroupWith(ctx context.Context, m *Manifest, frags []Fragment, o GroupReadOptions) (arrow.RecordBatch, []RewriteInput, error) {
+	return t.readGroup(ctx, m, frags, nil, o)
+}
+
+// ReadFoldGroup is ReadGroupWith for a group whose output also takes inline
+// rows of m (format 3; RewriteGroup.Fold): the batch holds the fragments'
+// live rows, then the fold rows in order. Inline rows need no request.
+func (t *Table) ReadFoldGroup(ctx context.Context, m *Manifest, frags []Fragment, fold []InlineRow, o GroupReadOptions) (arrow.RecordBatch, []RewriteInput, error) {
+	return t.readGroup(ctx, m, frags, fold, o)
+}
+
+func (t *Table) readGroup(ctx context.Context, m *Manifest, frags []Fragment, fold []InlineRow, o GroupReadOptions) (arrow.RecordBatch, []RewriteInput, error) {
 	o = o.withDefaults()
-	recs := make([]arrow.RecordBatch, len(frags))
+	recs := make([]arrow.RecordBatch, len(frags), len(frags)+1)
 	defer func() {
 		for _, r := range recs {
 			if r != nil {
@@ -145,6 +163,13 @@ func (t *Table) ReadGroupWith(ctx context.Context, m *Manifest, frags []Fragment
 	if slices.Contains(recs, nil) {
 		// Fragments were skipped because ctx ended before they started.
 		return nil, nil, fmt.Errorf("read group: %w", context.Cause(ctx))
+	}
+	if len(fold) > 0 {
+		rec, err := inlineBatch(m.Schema, fold, nil)
+		if err != nil {
+			return nil, nil, err
+		}
+		recs = append(recs, rec)
 	}
 	// Concatenate into one batch so the output is written as one row group.
 	cols := make([]arrow.Array, m.Schema.NumFields())
@@ -227,6 +252,12 @@ func (rw *Rewrite) apply(ctx context.Context, t *Table, base *Manifest, version 
 	replaced := map[int]bool{}     // base index -> replaced
 	outputAt := map[int]Fragment{} // base index of a group's first input -> output
 	rw.Dropped, rw.Remapped = 0, 0
+	rw.folded = nil
+	present := make(map[inlineID]bool, len(base.Inline))
+	for _, r := range base.Inline {
+		present[r.id()] = true
+	}
+	var atEnd []Fragment // outputs of fold groups whose inputs are all gone
 	nextID := base.NextFragmentID
 	for gi, g := range rw.Groups {
 		out, ok, err := rw.remap(ctx, t, gi, g, base, byID, version)
@@ -234,9 +265,25 @@ func (rw *Rewrite) apply(ctx context.Context, t *Table, base *Manifest, version 
 			return nil, err
 		}
 		if !ok {
+			// Dropped: its fold rows stay inline, where they are live.
 			rw.Dropped++
 			continue
 		}
+		// The fold rows still inline move to the output; the others
+		// (replaced, deleted or moved since) are its inline deletions.
+		offset := uint32(out.Rows) - uint32(len(g.Fold))
+		var gone []uint32
+		for j, r := range g.Fold {
+			if present[r.id()] {
+				if rw.folded == nil {
+					rw.folded = map[inlineID]bool{}
+				}
+				rw.folded[r.id()] = true
+			} else {
+				gone = append(gone, offset+uint32(j))
+			}
+		}
+		out.Inline = gone
 		out.ID = nextID
 		nextID++
 		first := -1 // the output takes the place of the first input still present
@@ -248,15 +295,24 @@ func (rw *Rewrite) apply(ctx context.Context, t *Table, base *Manifest, version 
 				}
 			}
 		}
-		if first >= 0 && out.Rows > 0 && (out.Deletion == nil || out.Deletion.Rows < out.Rows) {
+		if out.LiveRows() == 0 {
+			continue
+		}
+		switch {
+		case first >= 0:
 			outputAt[first] = out
+		case len(g.Fold) > 0:
+			// Every input was deleted since it was read, but the output
+			// holds live fold rows: it goes last, where a flush puts its
+			// file.
+			atEnd = append(atEnd, out)
 		}
 	}
 	if rw.Dropped == len(rw.Groups) {
 		return nil, fmt.Errorf("%w: all %d groups", ErrRewriteInvalidated, len(rw.Groups))
 	}
 	rw.nextID = nextID
-	frags := make([]Fragment, 0, len(base.Fragments))
+	frags := make([]Fragment, 0, len(base.Fragments)+len(atEnd))
 	for i, f := range base.Fragments {
 		if out, ok := outputAt[i]; ok {
 			frags = append(frags, out)
@@ -265,7 +321,7 @@ func (rw *Rewrite) apply(ctx context.Context, t *Table, base *Manifest, version 
 			frags = append(frags, f)
 		}
 	}
-	return frags, nil
+	return append(frags, atEnd...), nil
 }
 
 // remap checks a group against base and returns its output fragment with
@@ -276,12 +332,12 @@ func (rw *Rewrite) remap(ctx context.Context, t *Table, gi int, g RewriteGroup, 
 	out.CreatedVersion = version
 	out.Deletion = nil
 	out.Inline = nil
-	var live uint64
+	live := uint64(len(g.Fold))
 	for _, in := range g.Inputs {
 		live += in.Fragment.Rows - uint64(len(in.Deleted))
 	}
 	if live != out.Rows {
-		return out, false, fmt.Errorf("rewrite group %d: output has %d rows, inputs had %d live rows", gi, out.Rows, live)
+		return out, false, fmt.Errorf("rewrite group %d: output has %d rows, inputs had %d live rows and %d inline rows", gi, out.Rows, live-uint64(len(g.Fold)), len(g.Fold))
 	}
 	var sig []byte
 	changed := false

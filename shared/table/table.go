@@ -459,22 +459,33 @@ func (t *Table) ReadFloor(ctx context.Context) (FloorRead, error) {
 	if !r.legacy {
 		return r, nil
 	}
-	b, err := t.store.Get(ctx, t.key(legacyFloorKey))
-	if errors.Is(err, objstore.ErrNotExist) {
-		r.legacy = false // removed since the list
-		return r, nil
-	}
+	legacy, err := t.readLegacyFloor(ctx)
 	if err != nil {
 		return FloorRead{}, err
+	}
+	r.legacy = legacy != nil // nil: removed since the list
+	if legacy != nil {
+		r.Floor = max(marker, *legacy)
+	}
+	return r, nil
+}
+
+// readLegacyFloor reads the legacy floor object (nil if it is gone).
+func (t *Table) readLegacyFloor(ctx context.Context) (*uint64, error) {
+	b, err := t.store.Get(ctx, t.key(legacyFloorKey))
+	if errors.Is(err, objstore.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
 	}
 	var f struct {
 		Floor uint64 `json:"floor"`
 	}
 	if err := json.Unmarshal(b, &f); err != nil {
-		return FloorRead{}, objErr(t.key(legacyFloorKey), ErrCorruptObject, err.Error())
+		return nil, objErr(t.key(legacyFloorKey), ErrCorruptObject, err.Error())
 	}
-	r.Floor = max(marker, f.Floor)
-	return r, nil
+	return &f.Floor, nil
 }
 
 // SetFloor raises the retention floor; it never lowers it, whoever calls it
@@ -715,27 +726,102 @@ func (t *Table) Untag(ctx context.Context, name string) error {
 func (t *Table) Tags(ctx context.Context) (map[string]uint64, error) {
 	out := map[string]uint64{}
 	err := objstore.ListAll(ctx, t.store, t.key(tagsDir), "", func(o objstore.ObjectInfo) error {
-		name, ok := strings.CutSuffix(strings.TrimPrefix(o.Key, t.key(tagsDir)), ".json")
-		if !ok || !tagName.MatchString(name) {
-			return nil
-		}
-		b, err := t.store.Get(ctx, o.Key)
-		if errors.Is(err, objstore.ErrNotExist) {
-			return nil // untagged since the list
-		}
-		if err != nil {
-			return err
-		}
-		var v struct {
-			Version uint64 `json:"version"`
-		}
-		if err := json.Unmarshal(b, &v); err != nil || v.Version == 0 {
-			return objErr(o.Key, ErrCorruptObject, "bad tag")
-		}
-		out[name] = v.Version
-		return nil
+		return t.readTag(ctx, o, out)
 	})
 	return out, err
+}
+
+// readTag reads the tag object o (listed under _refs/tags/) into out; a key
+// that is not a tag name is skipped.
+func (t *Table) readTag(ctx context.Context, o objstore.ObjectInfo, out map[string]uint64) error {
+	name, ok := strings.CutSuffix(strings.TrimPrefix(o.Key, t.key(tagsDir)), ".json")
+	if !ok || !tagName.MatchString(name) {
+		return nil
+	}
+	b, err := t.store.Get(ctx, o.Key)
+	if errors.Is(err, objstore.ErrNotExist) {
+		return nil // untagged since the list
+	}
+	if err != nil {
+		return err
+	}
+	var v struct {
+		Version uint64 `json:"version"`
+	}
+	if err := json.Unmarshal(b, &v); err != nil || v.Version == 0 {
+		return objErr(o.Key, ErrCorruptObject, "bad tag")
+	}
+	out[name] = v.Version
+	return nil
+}
+
+// ReadRefs reads the floor and then the tags, as ReadFloor and Tags do
+// one after the other, from one listing of _refs/ (docs/format.md 2.4):
+// the floor's keys ("_refs/floor...") sort before "_refs/tags/", so one
+// LIST returns both (more pages only past 1,000 keys), where ReadFloor and
+// Tags take one each. The floor follows ReadFloor's rules (the legacy
+// object's GET included; the 9th stray before the first marker is
+// ErrCorruptObject, and stops the listing); keys under _refs/ of neither
+// kind are ignored. The tags are as Tags reads them: the same LIST of the
+// floor's keys came first, so no tag is read before the floor. The
+// cleaner uses it (docs/reliability.md, "The cleaner's floor and tags").
+func (t *Table) ReadRefs(ctx context.Context) (FloorRead, map[string]uint64, error) {
+	var r FloorRead
+	r.complete = true
+	var marker uint64
+	found := false
+	stray := 0
+	var tagObjs []objstore.ObjectInfo
+	floorPrefix := strings.TrimSuffix(floorDir, "/")
+	err := objstore.ListAll(ctx, t.store, t.key(refsDir), "", func(o objstore.ObjectInfo) error {
+		rel := strings.TrimPrefix(o.Key, t.root)
+		switch {
+		case strings.HasPrefix(rel, tagsDir):
+			tagObjs = append(tagObjs, o)
+		case !strings.HasPrefix(rel, floorPrefix):
+			// Not the floor's nor a tag: not read by either.
+		case rel == legacyFloorKey:
+			r.legacy = true
+		default:
+			if f, ok := parseFloorMarker(rel); ok {
+				if !found {
+					marker, found = f, true
+				}
+				r.markers = append(r.markers, o)
+				return nil
+			}
+			r.complete = false // any stray (2.4)
+			if found {
+				return nil // after the markers: not ours to judge here
+			}
+			if stray++; stray > 8 {
+				return objErr(o.Key, ErrCorruptObject, "too many objects that are not floor markers under "+floorDir)
+			}
+			t.opts.Logger.WarnContext(ctx, "stray object among floor markers", "key", o.Key)
+		}
+		return nil
+	})
+	if err != nil {
+		return FloorRead{}, nil, fmt.Errorf("read floor and tags of %s: %w", t.name(), err)
+	}
+	r.Floor = marker
+	if r.legacy {
+		legacy, err := t.readLegacyFloor(ctx)
+		if err != nil {
+			return FloorRead{}, nil, err
+		}
+		r.legacy = legacy != nil
+		if legacy != nil {
+			r.Floor = max(marker, *legacy)
+		}
+	}
+	tags := map[string]uint64{}
+	for _, o := range tagObjs {
+		if err := t.readTag(ctx, o, tags); err != nil {
+			return FloorRead{}, nil, err
+		}
+	}
+	return r, tags, nil
 }
 
 // ReadFloorAt reads the floor of the table at root without reading a

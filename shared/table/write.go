@@ -350,7 +350,12 @@ func (op *writeOp) apply(ctx context.Context, t *Table, base *Manifest) (*Manife
 		next.Op.RowsDeleted = base.Rows()
 	}
 	if op.rewrite != nil {
-		next.Inline = base.Inline // a compaction leaves the inline rows alone
+		// A compaction leaves the inline rows alone, but for those a group
+		// folded into its output (RewriteGroup.Fold), which move there.
+		next.Inline = base.Inline
+		if len(op.rewrite.folded) > 0 {
+			next.Inline = slices.DeleteFunc(slices.Clone(base.Inline), func(r InlineRow) bool { return op.rewrite.folded[r.id()] })
+		}
 	}
 	if op.fold != nil {
 		// A flush: the folded rows still inline move to the data file;
