@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/tablekeep/tablekeep/shared/fleet"
 	"github.com/tablekeep/tablekeep/shared/maintenance"
 	"github.com/tablekeep/tablekeep/shared/telemetry"
 	"github.com/tablekeep/tablekeep/shared/warehouse"
@@ -128,7 +129,7 @@ func (d *Deps) Compact(ctx context.Context, raw json.RawMessage) (CompactSummary
 			"stopped", sum.Stopped, "elapsed_ms", sum.ElapsedMS)
 		return sum, nil
 	}
-	rep, err := r.Run(wctx)
+	rep, err := fleet.New(r).Run(wctx)
 	if err != nil {
 		log.ErrorContext(ctx, "compactor run failed", "err", err)
 		return sum, fmt.Errorf("compactor: %w", err)

@@ -17,7 +17,6 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/tablekeep/tablekeep/shared/fleet"
-	"github.com/tablekeep/tablekeep/shared/maintenance"
 	"github.com/tablekeep/tablekeep/shared/queue"
 	"github.com/tablekeep/tablekeep/shared/table"
 )
@@ -87,7 +86,7 @@ func ParseJob(body []byte, warehouse string) (Job, error) {
 const maxJobAttempt = 1 << 20
 
 // Retry backoff of a failed table: RetryBackoffBase doubled per attempt,
-// capped at RetryBackoffMax (maintenance.FailureBackoffFor, the one policy:
+// capped at RetryBackoffMax (fleet.Backoff in ModeJobs, the one policy:
 // the compactor's runner records failures in the fleet index with the same
 // base and cap, and a retry job's not-before is the retry time recorded
 // there). A failing table is thus retried for ever, at most once per
@@ -112,7 +111,7 @@ const (
 
 // RetryBackoff is the delay before attempt (1-based) of a failed table.
 func RetryBackoff(attempt int) time.Duration {
-	return maintenance.FailureBackoffFor(attempt, RetryBackoffBase, RetryBackoffMax)
+	return fleet.Backoff{Base: RetryBackoffBase, Max: RetryBackoffMax}.Delay(attempt)
 }
 
 // OutJob is a job to send, made visible after Delay (at most 15 min; the

@@ -81,7 +81,7 @@ func (d *Deps) compactFanout(ctx, wctx context.Context, r *maintenance.Runner, c
 	}
 	sum.Registered, sum.Idle, sum.BackingOff = sc.Tables, sc.Idle, sc.BackingOff
 	defer func() {
-		if err := r.RecordScan(context.WithoutCancel(wctx), sc); err != nil {
+		if err := fleet.New(r).RecordScan(context.WithoutCancel(wctx), sc); err != nil {
 			log.WarnContext(ctx, "scan marks not recorded; those tables are scanned as changed again", "err", err)
 		}
 	}()
@@ -273,7 +273,7 @@ func (d *Deps) followUp(ctx context.Context, log *slog.Logger, name string, atte
 	compactOnly := err != nil && tr.PruneDone() && errors.Is(err, maintenance.ErrCompaction)
 	switch {
 	case err != nil:
-		// One backoff policy (maintenance.FailureBackoffFor): the fleet
+		// One backoff policy (fleet.Backoff): the fleet
 		// index recorded the failure and its retry time; the job follows
 		// it. Without a recorded mark, the same policy by attempt.
 		next := attempt + 1

@@ -5,18 +5,19 @@ import (
 	"fmt"
 
 	"github.com/tablekeep/tablekeep/shared/catalog"
+	"github.com/tablekeep/tablekeep/shared/fleet"
 	"github.com/tablekeep/tablekeep/shared/maintenance"
 )
 
 // This file is the one place where the fan-out calls the maintenance
 // library: the scan of tables in need and the maintenance of one table.
 
-// scanTables returns the tables in need (maintenance.Runner.Scan: one LIST
+// scanTables returns the tables in need (fleet.Scheduler.Scan: one LIST
 // per table, none for a table backing off after failures), in the order to
 // maintain them (longest waiting first, failed tables last), and the scan,
 // whose mark updates RecordScan writes after the inline work.
-func scanTables(ctx context.Context, r *maintenance.Runner) (*maintenance.FleetScan, []maintenance.TableRef, error) {
-	sc, err := r.Scan(ctx)
+func scanTables(ctx context.Context, r *maintenance.Runner) (*fleet.Scan, []maintenance.TableRef, error) {
+	sc, err := fleet.New(r).Scan(ctx)
 	if err != nil {
 		return nil, nil, fmt.Errorf("scan tables: %w", err)
 	}
@@ -32,8 +33,9 @@ func scanTables(ctx context.Context, r *maintenance.Runner) (*maintenance.FleetS
 // neither. The recorded report carries the failure count and retry time
 // the index recorded, which the follow-up job's delay follows.
 func maintainTable(ctx context.Context, r *maintenance.Runner, ref maintenance.TableRef) (maintenance.TableReport, error) {
-	tr, err := r.MaintainTable(ctx, ref)
-	if rec := r.RecordTables(ctx, tr); len(rec.Tables) == 1 {
+	f := fleet.New(r)
+	tr, err := f.MaintainTable(ctx, ref)
+	if rec := f.RecordTables(ctx, tr); len(rec.Tables) == 1 {
 		tr = rec.Tables[0]
 	}
 	return tr, err

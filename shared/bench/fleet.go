@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/tablekeep/tablekeep/shared/catalog"
+	"github.com/tablekeep/tablekeep/shared/fleet"
 	"github.com/tablekeep/tablekeep/shared/internal/fakeclock"
 	"github.com/tablekeep/tablekeep/shared/lock"
 	"github.com/tablekeep/tablekeep/shared/maintenance"
@@ -360,8 +361,8 @@ func newFleetWorld(ctx context.Context, n, activeEvery int, format uint64) (*fle
 }
 
 // pass runs one scheduled pass and drains the cleanup queue.
-func (w *fleetWorld) pass(ctx context.Context) (maintenance.RunReport, error) {
-	rep, err := w.runner.Run(ctx)
+func (w *fleetWorld) pass(ctx context.Context) (fleet.RunReport, error) {
+	rep, err := fleet.New(w.runner).Run(ctx)
 	if err != nil {
 		return rep, err
 	}
@@ -429,7 +430,7 @@ func FleetSim(ctx context.Context, cfg FleetConfig, logf func(string, ...any)) (
 			return res, err
 		}
 		before := w.cs.counts()
-		rep, err := w.runner.Run(ctx)
+		rep, err := fleet.New(w.runner).Run(ctx)
 		if err != nil {
 			return res, err
 		}
@@ -508,7 +509,7 @@ func FleetSim(ctx context.Context, cfg FleetConfig, logf func(string, ...any)) (
 		if err := w.writePeriod(ctx, minutes, &k); err != nil {
 			return res, err
 		}
-		sc, err := w.runner.Scan(ctx)
+		sc, err := fleet.New(w.runner).Scan(ctx)
 		if err != nil {
 			return res, err
 		}

@@ -8,31 +8,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/tablekeep/tablekeep/shared/fleet"
 	"github.com/tablekeep/tablekeep/shared/objstore"
 	"github.com/tablekeep/tablekeep/shared/table"
 )
-
-// The fleet index lives in shared/fleet (its layout, marks and shard
-// writes); these names keep the maintenance API.
-const (
-	FleetIndexDir = fleet.Dir
-	FleetShards   = fleet.Shards
-)
-
-// Mark is one table's maintenance mark (fleet.Mark).
-type Mark = fleet.Mark
-
-// FleetIndex is the fleet index as read (fleet.Index).
-type FleetIndex = fleet.Index
-
-// FleetShardOf is the index shard of a table's mark (fleet.ShardOf).
-func FleetShardOf(name string) int { return fleet.ShardOf(name) }
-
-// ReadFleetIndex reads the fleet index under the warehouse root (fleet.Read).
-func ReadFleetIndex(ctx context.Context, store objstore.Store, root string) (*FleetIndex, error) {
-	return fleet.Read(ctx, store, root)
-}
 
 // LatestVersion returns a table's latest version with one LIST (max-keys
 // 1 on the manifest keys, which sort newest first), or 0 and
@@ -171,12 +149,6 @@ func (md *markDue) set(at time.Time, reason string) {
 func (md *markDue) done() Mark {
 	md.m.Due, md.m.DueReason = md.due, md.why
 	return md.m
-}
-
-// thresholds is what of ref's policy the fleet's decision reads.
-func thresholds(ref TableRef) fleet.Thresholds {
-	p := ref.Policy.WithDefaults()
-	return fleet.Thresholds{CompactMinFragments: p.CompactMinFragments, CompactMaxWait: p.CompactMaxWait}
 }
 
 // fullCheckAfter is when, after a maintenance, the table's next full check

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	fleetidx "github.com/tablekeep/tablekeep/shared/fleet"
 	"github.com/tablekeep/tablekeep/shared/internal/fakeclock"
 	"github.com/tablekeep/tablekeep/shared/lock"
 	"github.com/tablekeep/tablekeep/shared/maintenance"
@@ -104,17 +105,17 @@ func (f *fleet) write(t testing.TB, name string, i int) {
 }
 
 // pass runs one scheduled pass and returns its report and its requests.
-func (f *fleet) pass(t testing.TB) (maintenance.RunReport, objstore.Counts) {
+func (f *fleet) pass(t testing.TB) (fleetidx.RunReport, objstore.Counts) {
 	t.Helper()
 	before := f.cnt.Counts()
-	rep, err := f.runner.Run(context.Background())
+	rep, err := fleetidx.New(f.runner).Run(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
 	return rep, f.cnt.Counts().Sub(before)
 }
 
-func maintained(rep maintenance.RunReport) map[string]bool {
+func maintained(rep fleetidx.RunReport) map[string]bool {
 	out := map[string]bool{}
 	for _, tr := range rep.Tables {
 		out[tr.Table] = true
@@ -125,7 +126,7 @@ func maintained(rep maintenance.RunReport) map[string]bool {
 // An idle table costs exactly one LIST per pass, and the pass's requests
 // per idle table do not grow with the number of tables: the fleet costs
 // its index on top (one LIST of the shards' folder, one GET per shard
-// holding marks: at most maintenance.FleetShards, whatever the number of
+// holding marks: at most fleetidx.Shards, whatever the number of
 // tables), and nothing is written. (Before the index was sharded: one
 // LIST and one GET of a single object holding every mark.)
 func TestFleetIdleTableCostsOneList(t *testing.T) {
@@ -150,7 +151,7 @@ func TestFleetIdleTableCostsOneList(t *testing.T) {
 				}
 				shards := map[int]bool{}
 				for name := range f.tables {
-					shards[maintenance.FleetShardOf(name)] = true
+					shards[fleetidx.ShardOf(name)] = true
 				}
 				want := objstore.Counts{List: int64(n) + 1, Get: int64(len(shards))}
 				if c != want {
@@ -396,7 +397,7 @@ func TestFleetIndexMergeAndMaintainNamed(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			r := *f.runner // same store and index, separate runner
-			rep, err := r.MaintainNamed(ctx, name)
+			rep, err := fleetidx.New(&r).MaintainNamed(ctx, name)
 			if err == nil && (len(rep.Tables) != 1 || rep.Tables[0].Skipped != "" || rep.MarksWritten != 1) {
 				err = fmt.Errorf("maintain %s: %+v", name, rep)
 			}
@@ -409,7 +410,7 @@ func TestFleetIndexMergeAndMaintainNamed(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	idx, err := maintenance.ReadFleetIndex(ctx, f.cnt, "wh/")
+	idx, err := fleetidx.Read(ctx, f.cnt, "wh/")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -418,14 +419,14 @@ func TestFleetIndexMergeAndMaintainNamed(t *testing.T) {
 			t.Fatalf("mark of %s lost in the race: %+v", name, idx.Tables)
 		}
 	}
-	sc, err := f.runner.Scan(ctx)
+	sc, err := fleetidx.New(f.runner).Scan(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(sc.Need) != 1 || sc.Need[0].Table != "t002" || sc.Idle != 2 {
 		t.Fatalf("scan after MaintainNamed(t000), (t001): need %+v, idle %d; want only t002 (no mark)", sc.Need, sc.Idle)
 	}
-	if _, err := f.runner.MaintainNamed(ctx, "nope"); err != nil {
+	if _, err := fleetidx.New(f.runner).MaintainNamed(ctx, "nope"); err != nil {
 		t.Fatal(err)
 	}
 	// A maintenance under another policy than the registry's (the CLI's
@@ -438,13 +439,13 @@ func TestFleetIndexMergeAndMaintainNamed(t *testing.T) {
 		t.Fatal(err)
 	}
 	// MaintainTable writes no mark: RecordTables does.
-	if sc, err = f.runner.Scan(ctx); err != nil || len(sc.Need) != 1 {
+	if sc, err = fleetidx.New(f.runner).Scan(ctx); err != nil || len(sc.Need) != 1 {
 		t.Fatalf("MaintainTable alone recorded something: need %+v, %v", sc.Need, err)
 	}
-	if rec := f.runner.RecordTables(ctx, tr); rec.MarksWritten != 1 || rec.IndexNote != "" {
+	if rec := fleetidx.New(f.runner).RecordTables(ctx, tr); rec.MarksWritten != 1 || rec.IndexNote != "" {
 		t.Fatalf("RecordTables: %d marks, %q", rec.MarksWritten, rec.IndexNote)
 	}
-	if sc, err = f.runner.Scan(ctx); err != nil {
+	if sc, err = fleetidx.New(f.runner).Scan(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if len(sc.Need) != 2 || sc.Need[0].Table != "t002" && sc.Need[1].Table != "t002" {

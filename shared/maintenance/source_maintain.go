@@ -70,9 +70,9 @@ func formatName(ref TableRef) string {
 	return ref.Format
 }
 
-// sourceLatest is the fleet scan's probe of a dataset of another format:
+// SourceLatest is the fleet scan's probe of a dataset of another format:
 // the Source's LatestProber, or the full version listing.
-func (r *Runner) sourceLatest(ctx context.Context, ref TableRef, known uint64) (uint64, error) {
+func (r *Runner) SourceLatest(ctx context.Context, ref TableRef, known uint64) (uint64, error) {
 	src, err := r.openSource(ctx, r.Store, ref)
 	if err != nil {
 		return 0, err
