@@ -86,7 +86,8 @@ func (d *Deps) newRunner(ctx context.Context, log *slog.Logger, cat maintenance.
 	r.Compactor.Margin = d.Config.Margin
 	// One failure backoff for a failing table in every mode: the fleet
 	// index's retry time is the retry job's not-before.
-	r.FailureBackoff, r.FailureBackoffMax = RetryBackoffBase, RetryBackoffMax
+	b := fleet.BackoffOf(fleet.ModeJobs)
+	r.FailureBackoff, r.FailureBackoffMax = b.Base, b.Max
 	// With notifications on: the safety-net scan (fanout_config.go).
 	r.SafetyScanEvery, r.Unnotified = d.Config.SafetyScanEvery, unnotified
 	return r
@@ -119,7 +120,7 @@ func (d *Deps) Compact(ctx context.Context, raw json.RawMessage) (CompactSummary
 	r := d.newRunner(ctx, log, cat, m)
 	if d.Jobs != nil {
 		// Fan-out: inline while there is time, the rest as table jobs.
-		d.compactFanout(ctx, wctx, r, cat, log, m, &sum)
+		d.compactFanout(ctx, wctx, r, log, m, &sum)
 		sum.ElapsedMS = time.Since(start).Milliseconds()
 		if err := m.Flush(); err != nil {
 			log.WarnContext(ctx, "metrics not written", "err", err)
