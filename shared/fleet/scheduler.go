@@ -138,8 +138,8 @@ func (s *Scheduler) indexRoot() (string, bool) {
 // with enough new fragments to compact, or changed CompactMaxWait ago;
 // its mark due (re-plan of tracked ranges, versions prunable, compaction
 // left, full check); a retry after failures, once its backoff has passed.
-// Without a fleet index (maintenance.Runner.IndexRoot "-", or a catalog with no
-// root) every table is in need.
+// Without a fleet index (maintenance.Runner.IndexRoot "-", or a catalog
+// with no root) every table is in need.
 func (s *Scheduler) Scan(ctx context.Context) (*Scan, error) {
 	r := s.r
 	refs, err := r.Catalog.Tables(ctx)
@@ -726,9 +726,9 @@ func (s *Scheduler) Run(ctx context.Context) (RunReport, error) {
 // Idle tables with S3 notifications on (issue 23 point 4; docs/format.md
 // "Scan state", docs/reliability.md "Safety-net scan").
 //
-// With maintenance.Runner.SafetyScanEvery = S > 0 a notified write maintains its table
-// (the compaction queue), so the scheduled scan need not list an unchanged
-// table at every pass. Instead each index shard has a phase, shard*S/256,
+// With maintenance.Runner.SafetyScanEvery = S > 0 a notified write
+// maintains its table (the compaction queue), so the scheduled scan need not
+// list an unchanged table at every pass. Instead each index shard has a phase, shard*S/256,
 // and a pass lists the tables of the shards whose phase point (phase + k*S)
 // falls in the window (last, now], last being the end of the previous
 // pass's window (the scan state, one small object). Windows chain, so every

@@ -12,7 +12,7 @@
 // verbs and their policy: the runner (runner.go: lock, compact, plan,
 // enqueue, and one table's stats and mark computed, written by neither:
 // MaintainTable returns them), the mark and its rules after a maintenance
-// (mark.go, fleet.go), the compactor, the prune planner and its guard, the
+// (mark.go), the compactor, the prune planner and its guard, the
 // cleaner and its delete pipeline, the drain, the dry run, health, the
 // orphan sweep, the Source contract every format implements, tablekeep's
 // own as TableSource with its fast paths as optional interfaces (source*.go,

@@ -22,7 +22,7 @@ type Policy struct {
 	ReplanAfter      time.Duration // re-enqueue a range still not cleaned after this long
 
 	// Need triggers (fleet.Scheduler.Run maintains a table only when it needs it;
-	// see fleet.go and docs/reliability.md "Fleet passes").
+	// see mark.go and docs/reliability.md "Fleet passes").
 
 	// CompactMinFragments: a changed table is maintained once the fragments
 	// the compaction planner would take (small or deletion-heavy, counted
