@@ -88,9 +88,13 @@ func (d *Deps) newRunner(ctx context.Context, log *slog.Logger, cat maintenance.
 	// index's retry time is the retry job's not-before.
 	b := fleet.BackoffOf(fleet.ModeJobs)
 	r.FailureBackoff, r.FailureBackoffMax = b.Base, b.Max
-	// With notifications on: the safety-net scan (fanout_config.go).
-	r.SafetyScanEvery, r.Unnotified = d.Config.SafetyScanEvery, unnotified
 	return r
+}
+
+// fleetOptions are the fleet scan's options of an invocation: with
+// notifications on, the safety-net scan (fanout_config.go).
+func (d *Deps) fleetOptions() fleet.Options {
+	return fleet.Options{SafetyScanEvery: d.Config.SafetyScanEvery, Unnotified: unnotified}
 }
 
 // Compact is the compactor's handler: on a scheduled event it maintains
@@ -130,7 +134,7 @@ func (d *Deps) Compact(ctx context.Context, raw json.RawMessage) (CompactSummary
 			"stopped", sum.Stopped, "elapsed_ms", sum.ElapsedMS)
 		return sum, nil
 	}
-	rep, err := fleet.New(r).Run(wctx)
+	rep, err := fleet.New(r, d.fleetOptions()).Run(wctx)
 	if err != nil {
 		log.ErrorContext(ctx, "compactor run failed", "err", err)
 		return sum, fmt.Errorf("compactor: %w", err)

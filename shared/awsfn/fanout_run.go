@@ -53,7 +53,7 @@ func (d *Deps) deadlineLeft(ctx context.Context) (time.Duration, bool) {
 
 // fanout is the fan-out policy of one invocation (fleet.Fanout) over r.
 func (d *Deps) fanout(ctx context.Context, r *maintenance.Runner) *fleet.Fanout {
-	return &fleet.Fanout{Sched: fleet.New(r), Store: d.Store, Root: table.NormalizeRoot(d.Root), Warehouse: d.Config.Warehouse,
+	return &fleet.Fanout{Sched: fleet.New(r, d.fleetOptions()), Store: d.Store, Root: table.NormalizeRoot(d.Root), Warehouse: d.Config.Warehouse,
 		Jobs: d.Jobs, Clock: d.Clock, Margin: d.Config.Margin, ClockOffset: d.Config.ClockOffset,
 		InlineTables: d.Config.InlineTables, InlineTime: d.Config.InlineTime, RequestID: requestID(ctx)}
 }

@@ -329,7 +329,7 @@ func churn(ctx context.Context, cfg Config, dir string, maintain bool) (ChurnRes
 			lastTenth += time.Since(opStart)
 		}
 		if maintain && i%cfg.CompactEvery == 0 {
-			if _, err := fleet.New(runner).Run(ctx); err != nil {
+			if _, err := fleet.New(runner, fleet.Options{}).Run(ctx); err != nil {
 				return res, err
 			}
 			if _, err := maintenance.DrainLocal(ctx, w.Queue, w.Cleaner(), nil); err != nil {

@@ -55,7 +55,7 @@ func embeddedIdle(ctx context.Context, workDir string, n int) (EmbeddedIdle, err
 	r := w.NewRunner(warehouse.Options{Owner: "bench"})
 	before := cnt.Counts()
 	start := time.Now()
-	rep, err := fleet.New(r).Run(ctx)
+	rep, err := fleet.New(r, fleet.Options{}).Run(ctx)
 	if err != nil {
 		return EmbeddedIdle{}, err
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"github.com/tablekeep/tablekeep/shared/awsfn"
 
+	"github.com/tablekeep/tablekeep/shared/fleet"
 	"github.com/tablekeep/tablekeep/shared/maintenance"
 	"strings"
 	"time"
@@ -35,7 +36,7 @@ func MarkdownFleet(r FleetResult) string {
 	p("A scheduled pass (`fleet.Scheduler.Run`: scan with 1 LIST per table against the fleet index, maintenance of the tables in need, one `_stats` commit, one write per fleet index shard touched) runs every %s for %s of simulated time after %d settling passes (the first maintains every table: no marks yet), and the cleanup queue is drained after each. ", c.Period, c.Duration, c.Settle)
 	p("Requests are counted by the table their key belongs to; the fleet's shared objects (fleet index, `_registry`, `_stats`) separately. ")
 	p("Times are modelled at the `%s` latency profile (GET %s, PUT %s, LIST %s, DeleteObjects %s): the scan's LISTs %d at a time, everything else serially (an upper bound).\n\n",
-		c.Profile.Name, c.Profile.Get, c.Profile.Put, c.Profile.List, c.Profile.Delete, maintenance.DefaultScanConcurrency)
+		c.Profile.Name, c.Profile.Get, c.Profile.Put, c.Profile.List, c.Profile.Delete, fleet.DefaultScanConcurrency)
 	p("| per table per pass | GET | HEAD | PUT | LIST | DELETE | lock calls (DynamoDB) | cleanup messages |\n| --- | --- | --- | --- | --- | --- | --- | --- |\n")
 	row := func(name string, cl FleetClass) {
 		d := float64(max(cl.Tables, 1)) * passes
@@ -89,7 +90,7 @@ func MarkdownFleet(r FleetResult) string {
 		d := float64(max(nf.Tables, 1) * nf.Passes)
 		cost := nf.Cost()
 		p("### Idle tables with S3 notifications on\n\n")
-		p("After the simulation, the same %s tables with nothing written (%d passes to finish the pending work, then %d measured: one safety-net cadence of %s), the pass as the compactor runs it with notifications on (`Runner.SafetyScanEvery` %s, the template's `SafetyScanEvery` default; `_stats` listed every pass): a table is listed once per cadence, at the pass whose window holds its index shard's phase, and a shard is read only when it changed, is due or is in the window (docs/reliability.md, \"A change whose S3 notification is lost\"). "+
+		p("After the simulation, the same %s tables with nothing written (%d passes to finish the pending work, then %d measured: one safety-net cadence of %s), the pass as the compactor runs it with notifications on (`fleet.Options.SafetyScanEvery` %s, the template's `SafetyScanEvery` default; `_stats` listed every pass): a table is listed once per cadence, at the pass whose window holds its index shard's phase, and a shard is read only when it changed, is due or is in the window (docs/reliability.md, \"A change whose S3 notification is lost\"). "+
 			"Every request of those passes (tables, fleet index, scan state, `_registry`, `_stats`) and every lock call is shared by all tables; the month includes the scheduled invocation (Lambda: one request and the modelled pass, %s mean) shared the same way. Before: 1 LIST a pass, $0.0144 a month.\n\n",
 			n(int64(nf.Tables)), notifiedSettle, nf.Passes, nf.Every, nf.Every, dur(nf.Wall))
 		p("| idle table, notifications on | per pass | GET | PUT | LIST | DELETE | lock calls | tables listed a pass | per month | goal |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n")

@@ -5,8 +5,8 @@
 // the mark rules of a failure (decide.go), the safety-net scan's state
 // (state.go), the one failure backoff of a failing table, whose mode
 // (scheduled passes or the AWS fan-out's jobs) is a parameter (backoff.go),
-// the Scheduler (scheduler.go): the scan (one LIST per table, the
-// safety-net windows), the order (most urgent first, failed tables last),
+// the Scheduler (scheduler.go; New(runner, Options)): the scan (one LIST
+// per table, the safety-net windows, its options), the order (most urgent first, failed tables last),
 // the deadline minus the margin, the _stats batch and the marks'
 // recording, over a maintenance.Runner that maintains one table at a time
 // and writes neither stats nor marks; and the AWS fan-out's policy

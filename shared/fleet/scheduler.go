@@ -24,21 +24,61 @@ import (
 // urgent first, failed tables last), the deadline, the _stats batch and
 // the marks. The runner maintains one table at a time
 // (maintenance.Runner.MaintainTableWith) and writes neither stats nor
-// marks; its fleet fields (IndexRoot, Everything, ScanConcurrency,
-// ScanTimeout, TableTimeout, FailureBackoff, FailureBackoffMax,
-// SafetyScanEvery, Unnotified, Margin, Progress) configure the passes.
+// marks; its TableTimeout, FailureBackoff, FailureBackoffMax, Margin,
+// Progress and DryRun apply to the passes, Options configure the scan.
 type Scheduler struct {
 	r *maintenance.Runner
+	o Options
 	// bases are the marks MaintainTable read before each table's
 	// maintenance, by table, for RecordTables.
 	mu    sync.Mutex
 	bases map[string]*Index
 }
 
-// New is the fleet scheduler of r.
-func New(r *maintenance.Runner) *Scheduler {
+// DefaultScanConcurrency is how many tables a scan lists at once.
+const DefaultScanConcurrency = 64
+
+// DefaultScanTimeout bounds one table's LIST in a scan.
+const DefaultScanTimeout = 10 * time.Second
+
+// Options configure a scheduler's scan.
+type Options struct {
+	// IndexRoot is the warehouse root holding the fleet index (its marks
+	// let a pass skip idle tables). "": the catalog's Root(), if it has
+	// one; "-": no index, Run maintains every table.
+	IndexRoot string
+	// Everything makes Run maintain every registered table, in need or
+	// not (marks are still recorded).
+	Everything bool
+	// ScanConcurrency is how many tables a scan lists at once (default
+	// DefaultScanConcurrency).
+	ScanConcurrency int
+	// ScanTimeout bounds one table's LIST in a scan (default
+	// DefaultScanTimeout): a table whose listing hangs is in need, fails,
+	// and backs off.
+	ScanTimeout time.Duration
+	// SafetyScanEvery, with S3 notifications on (a notified write is
+	// maintained by the compaction queue), is the safety-net cadence: a
+	// scan lists an unchanged table once per SafetyScanEvery, not at every
+	// pass (docs/reliability.md "Safety-net scan"). 0 (the embedded default
+	// and the CLI: no notifications): every pass lists every table.
+	SafetyScanEvery time.Duration
+	// Unnotified, with SafetyScanEvery, names the tables whose writes are
+	// not notified (awsfn: the _stats table, which the notification path
+	// ignores): they are listed at every pass.
+	Unnotified func(maintenance.TableRef) bool
+}
+
+// New is the fleet scheduler of r, with o.
+func New(r *maintenance.Runner, o Options) *Scheduler {
 	r.SetDefaults()
-	return &Scheduler{r: r}
+	if o.ScanConcurrency <= 0 {
+		o.ScanConcurrency = DefaultScanConcurrency
+	}
+	if o.ScanTimeout <= 0 {
+		o.ScanTimeout = DefaultScanTimeout
+	}
+	return &Scheduler{r: r, o: o}
 }
 
 // rooted is a Catalog that knows its warehouse root (catalog.Catalog).
@@ -96,7 +136,7 @@ type Scan struct {
 	refs    []maintenance.TableRef
 	index   *Index
 	updates map[string]Mark // marks a scan changed (a change first seen)
-	idle    *idleScan       // safety-net mode (maintenance.Runner.SafetyScanEvery)
+	idle    *idleScan       // safety-net mode (maintenance.Runnes.o.SafetyScanEvery)
 }
 
 // Listed is how many tables the scan listed (one LIST each).
@@ -120,10 +160,10 @@ func (sc *Scan) Refs() []maintenance.TableRef { return sc.refs }
 func (s *Scheduler) indexRoot() (string, bool) {
 	r := s.r
 	switch {
-	case r.IndexRoot == "-":
+	case s.o.IndexRoot == "-":
 		return "", false
-	case r.IndexRoot != "":
-		return table.NormalizeRoot(r.IndexRoot), true
+	case s.o.IndexRoot != "":
+		return table.NormalizeRoot(s.o.IndexRoot), true
 	}
 	if c, ok := r.Catalog.(rooted); ok {
 		return c.Root(), true
@@ -138,7 +178,7 @@ func (s *Scheduler) indexRoot() (string, bool) {
 // with enough new fragments to compact, or changed CompactMaxWait ago;
 // its mark due (re-plan of tracked ranges, versions prunable, compaction
 // left, full check); a retry after failures, once its backoff has passed.
-// Without a fleet index (maintenance.Runner.IndexRoot "-", or a catalog
+// Without a fleet index (maintenance.Runnes.o.IndexRoot "-", or a catalog
 // with no root) every table is in need.
 func (s *Scheduler) Scan(ctx context.Context) (*Scan, error) {
 	r := s.r
@@ -154,7 +194,7 @@ func (s *Scheduler) Scan(ctx context.Context) (*Scan, error) {
 		}
 		return sc, nil
 	}
-	if r.SafetyScanEvery > 0 {
+	if s.o.SafetyScanEvery > 0 {
 		var sel func(int, uint64) bool
 		sc.idle, sel = s.startIdleScan(ctx, root, refs, sc.At)
 		sc.index, sc.idle.newest, err = ReadSel(ctx, r.Store, root, sel)
@@ -174,7 +214,7 @@ func (s *Scheduler) Scan(ctx context.Context) (*Scan, error) {
 	latest := make([]uint64, len(refs))
 	errs := make([]error, len(refs))
 	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(r.ScanConcurrency)
+	g.SetLimit(s.o.ScanConcurrency)
 	skipped := make([]bool, len(refs)) // safety-net mode: its shard unread, nothing due
 	listed := make([]bool, len(refs))  // latest[i] is a LIST's answer sent after sc.At
 	for i, ref := range refs {
@@ -198,7 +238,7 @@ func (s *Scheduler) Scan(ctx context.Context) (*Scan, error) {
 		}
 		listed[i] = true
 		g.Go(func() error {
-			lctx, cancel := context.WithTimeout(gctx, r.ScanTimeout)
+			lctx, cancel := context.WithTimeout(gctx, s.o.ScanTimeout)
 			defer cancel()
 			// The newest version known: a change already seen is not
 			// listed in full again at every scan (a LatestProber's).
@@ -688,7 +728,7 @@ type RunReport struct {
 func (s *Scheduler) Run(ctx context.Context) (RunReport, error) {
 	r := s.r
 	_, indexed := s.indexRoot()
-	if r.Everything || r.DryRun || !indexed {
+	if s.o.Everything || r.DryRun || !indexed {
 		refs, err := r.Catalog.Tables(ctx)
 		if err != nil {
 			return RunReport{}, fmt.Errorf("list tables: %w", err)
@@ -726,7 +766,7 @@ func (s *Scheduler) Run(ctx context.Context) (RunReport, error) {
 // Idle tables with S3 notifications on (issue 23 point 4; docs/format.md
 // "Scan state", docs/reliability.md "Safety-net scan").
 //
-// With maintenance.Runner.SafetyScanEvery = S > 0 a notified write
+// With maintenance.Runnes.o.SafetyScanEvery = S > 0 a notified write
 // maintains its table (the compaction queue), so the scheduled scan need not
 // list an unchanged table at every pass. Instead each index shard has a phase, shard*S/256,
 // and a pass lists the tables of the shards whose phase point (phase + k*S)
@@ -811,8 +851,7 @@ func summarise(s *Shard, byName map[string]maintenance.TableRef) ShardSummary {
 // unnotified reports whether ref's writes are not notified (listed at
 // every pass).
 func (s *Scheduler) unnotified(ref maintenance.TableRef) bool {
-	r := s.r
-	return r.Unnotified != nil && r.Unnotified(ref)
+	return s.o.Unnotified != nil && s.o.Unnotified(ref)
 }
 
 // startIdleScan reads the scan state and decides which shards the pass
@@ -820,7 +859,7 @@ func (s *Scheduler) unnotified(ref maintenance.TableRef) bool {
 // selector, which it reads.
 func (s *Scheduler) startIdleScan(ctx context.Context, root string, refs []maintenance.TableRef, now time.Time) (*idleScan, func(int, uint64) bool) {
 	r := s.r
-	is := &idleScan{every: r.SafetyScanEvery, list: map[int]bool{}}
+	is := &idleScan{every: s.o.SafetyScanEvery, list: map[int]bool{}}
 	st, err := ReadScanState(ctx, r.Store, root, is.every)
 	if err != nil {
 		r.Logger.WarnContext(ctx, "scan state unreadable: every table is listed", "err", err)

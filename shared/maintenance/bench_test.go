@@ -262,7 +262,7 @@ func seedReplay(b *testing.B) {
 		Clock: clk, Logger: w.Logger, Owner: host}
 	c0 := cnt.Counts()
 	t0 := time.Now()
-	run, err := fleetidx.New(r).Run(ctx)
+	run, err := fleetidx.New(r, fleetidx.Options{}).Run(ctx)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -27,7 +27,7 @@ const (
 func TestFleetIdleNotifiedRequests(t *testing.T) {
 	const n = 100
 	f := newFleet(t, n, maintenance.DefaultPolicy(), nil)
-	f.runner.SafetyScanEvery = testSafetyEvery
+	f.scan.SafetyScanEvery = testSafetyEvery
 	for name := range f.tables {
 		f.write(t, name, 1)
 	}
@@ -109,14 +109,14 @@ func TestFleetSafetyNetBoundForLostNotification(t *testing.T) {
 	const skew = 30 * time.Second
 	bound := testSafetyEvery + testPass + 2*skew
 	f := newFleet(t, n, maintenance.DefaultPolicy(), nil)
-	f.runner.SafetyScanEvery = testSafetyEvery
+	f.scan.SafetyScanEvery = testSafetyEvery
 	ahead, behind := *f.runner, *f.runner
 	ahead.Clock, behind.Clock = skewed{f.clock, skew}, skewed{f.clock, -skew}
 	ctx := context.Background()
 	for name := range f.tables {
 		f.write(t, name, 1)
 	}
-	if _, err := fleetidx.New(f.runner).Run(ctx); err != nil {
+	if _, err := fleetidx.New(f.runner, f.scan).Run(ctx); err != nil {
 		t.Fatal(err)
 	}
 	type lost struct {
@@ -143,7 +143,7 @@ func TestFleetSafetyNetBoundForLostNotification(t *testing.T) {
 			k++
 			res := upsert(t, f.tables[name], fmt.Sprintf("k%d", k), "v")
 			if rng.IntN(2) == 0 {
-				if _, err := fleetidx.New(f.runner).MaintainNamed(ctx, name); err != nil {
+				if _, err := fleetidx.New(f.runner, f.scan).MaintainNamed(ctx, name); err != nil {
 					t.Fatal(err)
 				}
 				continue
@@ -154,7 +154,7 @@ func TestFleetSafetyNetBoundForLostNotification(t *testing.T) {
 		if p%2 == 1 {
 			r = &behind
 		}
-		if _, err := fleetidx.New(r).Run(ctx); err != nil {
+		if _, err := fleetidx.New(r, f.scan).Run(ctx); err != nil {
 			t.Fatal(err)
 		}
 		idx, err := fleetidx.Read(ctx, f.store, "wh/")
@@ -192,8 +192,8 @@ func TestFleetSafetyNetBoundForLostNotification(t *testing.T) {
 func TestFleetUnnotifiedTableListedEveryPass(t *testing.T) {
 	const n = 20
 	f := newFleet(t, n, maintenance.DefaultPolicy(), nil)
-	f.runner.SafetyScanEvery = testSafetyEvery
-	f.runner.Unnotified = func(ref maintenance.TableRef) bool { return ref.Name == "t000" }
+	f.scan.SafetyScanEvery = testSafetyEvery
+	f.scan.Unnotified = func(ref maintenance.TableRef) bool { return ref.Name == "t000" }
 	for range 2 {
 		f.pass(t)
 		f.clock.Advance(testPass)

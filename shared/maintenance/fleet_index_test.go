@@ -76,18 +76,18 @@ func TestFleetIndexWriteOnStaleBaseIsNotLost(t *testing.T) {
 	f.clock.Advance(15 * time.Minute)
 	target := names[0]
 	f.write(t, target, 1) // one fragment: below the threshold, waits
-	sc, err := fleetidx.New(f.runner).Scan(ctx)
+	sc, err := fleetidx.New(f.runner, f.scan).Scan(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for i, n := range names[1:] {
 		f.clock.Advance(time.Second)
 		f.write(t, n, 10+i)
-		if _, err := fleetidx.New(f.runner).MaintainNamed(ctx, n); err != nil {
+		if _, err := fleetidx.New(f.runner, f.scan).MaintainNamed(ctx, n); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := fleetidx.New(f.runner).RecordScan(ctx, sc); err != nil {
+	if err := fleetidx.New(f.runner, f.scan).RecordScan(ctx, sc); err != nil {
 		t.Fatal(err)
 	}
 	idx, err := fleetidx.Read(ctx, f.cnt, "wh/")
@@ -181,7 +181,7 @@ func TestFleetIndexLeftoversCleaned(t *testing.T) {
 		for _, n := range names {
 			f.write(t, n, i)
 		}
-		f.runner.Everything = true // a write of the index every pass
+		f.scan.Everything = true // a write of the index every pass
 		f.pass(t)
 	}
 	if n := len(indexObjects(t, f.store)); n < 8 {

@@ -26,6 +26,7 @@ type fleet struct {
 	store  objstore.Store // what tables are written through (not counted)
 	cat    *memCatalog
 	runner *maintenance.Runner
+	scan   fleetidx.Options // the scan's (IndexRoot "wh/")
 	q      *queue.Embedded
 	sent   *sendLog
 	clean  *maintenance.Cleaner
@@ -80,7 +81,8 @@ func newFleet(t testing.TB, n int, p maintenance.Policy, wrap func(objstore.Stor
 	f.q = queue.NewEmbedded(queue.EmbeddedOptions{Clock: clock})
 	f.sent = &sendLog{clock: clock, next: maintenance.QueueEnqueuer{Q: f.q}, drop: map[string]bool{}, at: map[string][]time.Time{}}
 	f.runner = &maintenance.Runner{Store: f.cnt, Catalog: f.cat, Locker: lock.NewInProcess(clock), Queue: f.sent,
-		Clock: clock, Logger: discard, Owner: "fleet", KeepAlive: -1, IndexRoot: "wh/"}
+		Clock: clock, Logger: discard, Owner: "fleet", KeepAlive: -1}
+	f.scan = fleetidx.Options{IndexRoot: "wh/"}
 	f.clean = &maintenance.Cleaner{Store: dated, Tables: f.cat, Logger: discard, OpenOpts: table.Options{Clock: clock}}
 	for i := range n {
 		name := fmt.Sprintf("t%03d", i)
@@ -108,7 +110,7 @@ func (f *fleet) write(t testing.TB, name string, i int) {
 func (f *fleet) pass(t testing.TB) (fleetidx.RunReport, objstore.Counts) {
 	t.Helper()
 	before := f.cnt.Counts()
-	rep, err := fleetidx.New(f.runner).Run(context.Background())
+	rep, err := fleetidx.New(f.runner, f.scan).Run(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -334,7 +336,7 @@ func TestFleetFailingTablesDoNotDelayOthers(t *testing.T) {
 			if hang {
 				// Real time: the hanging table's bound (a healthy table here
 				// takes a few ms; the bound only ends the hanging one).
-				f.runner.TableTimeout, f.runner.ScanTimeout = time.Second, time.Second
+				f.runner.TableTimeout, f.scan.ScanTimeout = time.Second, time.Second
 			}
 			var tries []time.Time
 			for pass := 0; pass < 32; pass++ {
@@ -397,7 +399,7 @@ func TestFleetIndexMergeAndMaintainNamed(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			r := *f.runner // same store and index, separate runner
-			rep, err := fleetidx.New(&r).MaintainNamed(ctx, name)
+			rep, err := fleetidx.New(&r, f.scan).MaintainNamed(ctx, name)
 			if err == nil && (len(rep.Tables) != 1 || rep.Tables[0].Skipped != "" || rep.MarksWritten != 1) {
 				err = fmt.Errorf("maintain %s: %+v", name, rep)
 			}
@@ -419,14 +421,14 @@ func TestFleetIndexMergeAndMaintainNamed(t *testing.T) {
 			t.Fatalf("mark of %s lost in the race: %+v", name, idx.Tables)
 		}
 	}
-	sc, err := fleetidx.New(f.runner).Scan(ctx)
+	sc, err := fleetidx.New(f.runner, f.scan).Scan(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(sc.Need) != 1 || sc.Need[0].Table != "t002" || sc.Idle != 2 {
 		t.Fatalf("scan after MaintainNamed(t000), (t001): need %+v, idle %d; want only t002 (no mark)", sc.Need, sc.Idle)
 	}
-	if _, err := fleetidx.New(f.runner).MaintainNamed(ctx, "nope"); err != nil {
+	if _, err := fleetidx.New(f.runner, f.scan).MaintainNamed(ctx, "nope"); err != nil {
 		t.Fatal(err)
 	}
 	// A maintenance under another policy than the registry's (the CLI's
@@ -439,13 +441,13 @@ func TestFleetIndexMergeAndMaintainNamed(t *testing.T) {
 		t.Fatal(err)
 	}
 	// MaintainTable writes no mark: RecordTables does.
-	if sc, err = fleetidx.New(f.runner).Scan(ctx); err != nil || len(sc.Need) != 1 {
+	if sc, err = fleetidx.New(f.runner, f.scan).Scan(ctx); err != nil || len(sc.Need) != 1 {
 		t.Fatalf("MaintainTable alone recorded something: need %+v, %v", sc.Need, err)
 	}
-	if rec := fleetidx.New(f.runner).RecordTables(ctx, tr); rec.MarksWritten != 1 || rec.IndexNote != "" {
+	if rec := fleetidx.New(f.runner, f.scan).RecordTables(ctx, tr); rec.MarksWritten != 1 || rec.IndexNote != "" {
 		t.Fatalf("RecordTables: %d marks, %q", rec.MarksWritten, rec.IndexNote)
 	}
-	if sc, err = fleetidx.New(f.runner).Scan(ctx); err != nil {
+	if sc, err = fleetidx.New(f.runner, f.scan).Scan(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if len(sc.Need) != 2 || sc.Need[0].Table != "t002" && sc.Need[1].Table != "t002" {

@@ -58,12 +58,6 @@ func (e QueueEnqueuer) Send(ctx context.Context, bodies [][]byte) error {
 	return e.Q.Send(ctx, msgs)
 }
 
-// DefaultScanConcurrency is how many tables a fleet scan lists at once.
-const DefaultScanConcurrency = 64
-
-// DefaultScanTimeout bounds one table's LIST in a fleet scan.
-const DefaultScanTimeout = 10 * time.Second
-
 // DefaultFailureBackoff is the first retry delay of a failed table; it
 // doubles with each consecutive failure, up to DefaultFailureBackoffMax
 // (the scheduled passes' mode of shared/fleet's one backoff,
@@ -105,21 +99,10 @@ type Runner struct {
 	// lease; negative: only at each step, as with fake clocks).
 	KeepAlive time.Duration
 
-	// Fleet passes (shared/fleet's Scheduler reads these fields;
-	// docs/reliability.md "Fleet passes").
+	// A fleet batch's fields (shared/fleet's Scheduler maintains its
+	// tables through MaintainTableWith; docs/reliability.md "Fleet
+	// passes"). The scan's own are fleet.Options.
 
-	// IndexRoot is the warehouse root holding the fleet index (its marks
-	// let a pass skip idle tables). "": the catalog's Root(), if it has one;
-	// "-": no index, Run maintains every table.
-	IndexRoot string
-	// Everything makes Run maintain every registered table, in need or
-	// not (marks are still recorded).
-	Everything bool
-	// ScanConcurrency is how many tables a scan lists at once (default 64).
-	ScanConcurrency int
-	// ScanTimeout bounds one table's LIST in a scan (default 10 s): a
-	// table whose listing hangs is in need, fails, and backs off.
-	ScanTimeout time.Duration
 	// TableTimeout bounds one table's maintenance within a run (0: only the
 	// run's deadline). A table that times out is recorded as failed.
 	TableTimeout time.Duration
@@ -130,17 +113,6 @@ type Runner struct {
 	// the fan-out's retry jobs (awsfn) are scheduled by it.
 	FailureBackoff    time.Duration
 	FailureBackoffMax time.Duration
-	// SafetyScanEvery, with S3 notifications on (a notified write is
-	// maintained by the compaction queue), is the safety-net cadence: a
-	// scan lists an unchanged table once per SafetyScanEvery, not at every
-	// pass (shared/fleet's scheduler; docs/reliability.md "Safety-net scan"). 0 (the
-	// embedded default and the CLI: no notifications): every pass lists
-	// every table.
-	SafetyScanEvery time.Duration
-	// Unnotified, with SafetyScanEvery, names the tables whose writes are
-	// not notified (awsfn: the _stats table, which the notification path
-	// ignores): they are listed at every pass.
-	Unnotified func(TableRef) bool
 	// Sources opens every registered dataset as a Source (formats.Open:
 	// tablekeep tables and Lance datasets), as Cleaner.Sources: each is
 	// compacted (a TableBacked source by Compactor, a SourceCompacter by
@@ -176,12 +148,6 @@ func (r *Runner) defaults() {
 	}
 	if r.Compactor == nil {
 		r.Compactor = NewCompactor(r.Logger, r.Clock)
-	}
-	if r.ScanConcurrency <= 0 {
-		r.ScanConcurrency = DefaultScanConcurrency
-	}
-	if r.ScanTimeout <= 0 {
-		r.ScanTimeout = DefaultScanTimeout
 	}
 	if r.FailureBackoff <= 0 {
 		r.FailureBackoff = DefaultFailureBackoff

@@ -42,7 +42,7 @@ func TestRunnerCompactsLanceDataset(t *testing.T) {
 	cat := &memCatalog{refs: []maintenance.TableRef{ref}}
 	q := queue.NewEmbedded(queue.EmbeddedOptions{})
 	r := &maintenance.Runner{Store: store, Catalog: cat, Locker: lock.NewInProcess(clock), Queue: maintenance.QueueEnqueuer{Q: q},
-		Clock: clock, Owner: "test", IndexRoot: "wh/", Sources: formats.Open, KeepAlive: -1}
+		Clock: clock, Owner: "test", Sources: formats.Open, KeepAlive: -1}
 
 	dry := *r
 	dry.DryRun = true
@@ -55,7 +55,7 @@ func TestRunnerCompactsLanceDataset(t *testing.T) {
 		t.Fatalf("dry run wrote: %v", err)
 	}
 
-	rep, err := fleetidx.New(r).Run(ctx)
+	rep, err := fleetidx.New(r, fleetidx.Options{IndexRoot: "wh/"}).Run(ctx)
 	if err != nil || len(rep.Tables) != 1 {
 		t.Fatalf("run: %+v %v", rep, err)
 	}
@@ -106,24 +106,24 @@ func TestRunnerComesBackForLanceCompactionLeft(t *testing.T) {
 	cat := &memCatalog{refs: []maintenance.TableRef{ref}}
 	q := queue.NewEmbedded(queue.EmbeddedOptions{})
 	r := &maintenance.Runner{Store: store, Catalog: cat, Locker: lock.NewInProcess(clock), Queue: maintenance.QueueEnqueuer{Q: q},
-		Clock: clock, Owner: "test", IndexRoot: "wh/", Sources: formats.Open, KeepAlive: -1}
-	rep, err := fleetidx.New(r).Run(ctx)
+		Clock: clock, Owner: "test", Sources: formats.Open, KeepAlive: -1}
+	rep, err := fleetidx.New(r, fleetidx.Options{IndexRoot: "wh/"}).Run(ctx)
 	if err != nil || len(rep.Tables) != 1 || rep.Tables[0].Compacted.Committed != 0 {
 		t.Fatalf("first run: %+v %v", rep, err)
 	}
 	clock.Advance(time.Minute)
-	rep, err = fleetidx.New(r).Run(ctx)
+	rep, err = fleetidx.New(r, fleetidx.Options{IndexRoot: "wh/"}).Run(ctx)
 	if err != nil || len(rep.Tables) != 1 || rep.Idle != 0 {
 		t.Fatalf("second run should come back for the compaction left: tables %d, idle %d, %v", len(rep.Tables), rep.Idle, err)
 	}
 	// With the limit lifted the next pass compacts, and the one after is idle.
 	cat.refs[0].Policy.MaxInputBytes = 0
 	clock.Advance(time.Minute)
-	if rep, err = fleetidx.New(r).Run(ctx); err != nil || len(rep.Tables) != 1 || rep.Tables[0].Compacted.Committed != 1 {
+	if rep, err = fleetidx.New(r, fleetidx.Options{IndexRoot: "wh/"}).Run(ctx); err != nil || len(rep.Tables) != 1 || rep.Tables[0].Compacted.Committed != 1 {
 		t.Fatalf("third run: %+v %v", rep, err)
 	}
 	clock.Advance(time.Minute)
-	if rep, err = fleetidx.New(r).Run(ctx); err != nil || rep.Idle != 1 {
+	if rep, err = fleetidx.New(r, fleetidx.Options{IndexRoot: "wh/"}).Run(ctx); err != nil || rep.Idle != 1 {
 		t.Fatalf("fourth run not idle: %+v %v", rep, err)
 	}
 }
@@ -149,7 +149,7 @@ func TestJobCompactsLanceDataset(t *testing.T) {
 	ref := maintenance.TableRef{Name: "ds", Root: "wh/ds.lance/", Policy: maintenance.Policy{Grace: time.Hour, KeepLast: 1, RangeVersions: 8}, Format: formats.Lance}
 	q := queue.NewEmbedded(queue.EmbeddedOptions{})
 	r := &maintenance.Runner{Store: store, Catalog: &memCatalog{refs: []maintenance.TableRef{ref}}, Locker: lock.NewInProcess(clock), Queue: maintenance.QueueEnqueuer{Q: q},
-		Clock: clock, Owner: "test", IndexRoot: "wh/", Sources: formats.Open, KeepAlive: -1}
+		Clock: clock, Owner: "test", Sources: formats.Open, KeepAlive: -1}
 	tr, err := r.MaintainTable(ctx, ref)
 	if err != nil || tr.CompactionError != "" || tr.Compacted.Committed != 1 || !slices.Equal(tr.Compacted.Versions, []uint64{latest + 1}) || tr.Token == 0 {
 		t.Fatalf("job: %+v %v", tr, err)

@@ -51,13 +51,13 @@ func testRunnerLance(t *testing.T, scheme string) {
 	cat := &memCatalog{refs: []maintenance.TableRef{ref}}
 	q := queue.NewEmbedded(queue.EmbeddedOptions{})
 	r := &maintenance.Runner{Store: cnt, Catalog: cat, Locker: lock.NewInProcess(clock), Queue: maintenance.QueueEnqueuer{Q: q},
-		Clock: clock, Owner: "test", IndexRoot: "wh/", Sources: formats.Open, KeepAlive: -1}
+		Clock: clock, Owner: "test", Sources: formats.Open, KeepAlive: -1}
 
 	// A dry run plans and writes nothing.
 	dry := *r
 	dry.DryRun = true
 	files := listing(t, store, "wh/")
-	drep, err := fleetidx.New(&dry).Run(ctx)
+	drep, err := fleetidx.New(&dry, fleetidx.Options{IndexRoot: "wh/"}).Run(ctx)
 	if err != nil || len(drep.Tables) != 1 || len(drep.Tables[0].Prune.Ranges) == 0 {
 		t.Fatalf("dry run: %+v %v", drep, err)
 	}
@@ -68,7 +68,7 @@ func testRunnerLance(t *testing.T, scheme string) {
 	// its own manifest timestamp: the dry run says so.
 	early := dry
 	early.Clock = fakeclock.New(time.Now())
-	erep, err := fleetidx.New(&early).Run(ctx)
+	erep, err := fleetidx.New(&early, fleetidx.Options{IndexRoot: "wh/"}).Run(ctx)
 	if err != nil || len(erep.Tables) != 1 {
 		t.Fatalf("dry run now: %+v %v", erep, err)
 	}
@@ -78,7 +78,7 @@ func testRunnerLance(t *testing.T, scheme string) {
 		t.Fatalf("kept now: %+v", kept)
 	}
 
-	rep, err := fleetidx.New(r).Run(ctx)
+	rep, err := fleetidx.New(r, fleetidx.Options{IndexRoot: "wh/"}).Run(ctx)
 	if err != nil || len(rep.Tables) != 1 || rep.Tables[0].Skipped != "" {
 		t.Fatalf("run: %+v %v", rep, err)
 	}
@@ -108,7 +108,7 @@ func testRunnerLance(t *testing.T, scheme string) {
 
 	// Nothing written: idle, at the scan's cost.
 	base := cnt.Counts()
-	rep, err = fleetidx.New(r).Run(ctx)
+	rep, err = fleetidx.New(r, fleetidx.Options{IndexRoot: "wh/"}).Run(ctx)
 	if err != nil || rep.Idle != 1 || len(rep.Tables) != 0 {
 		t.Fatalf("second run not idle: %+v %v", rep, err)
 	}
@@ -125,11 +125,11 @@ func testRunnerLance(t *testing.T, scheme string) {
 	// A write is seen by the scan, and maintained once it waited long enough.
 	latest := lancetest.Write(t, wh, "ds")
 	clock.Advance(p.WithDefaults().CompactMaxWait + time.Minute)
-	if _, err := fleetidx.New(r).Run(ctx); err != nil {
+	if _, err := fleetidx.New(r, fleetidx.Options{IndexRoot: "wh/"}).Run(ctx); err != nil {
 		t.Fatal(err)
 	}
 	clock.Advance(p.WithDefaults().CompactMaxWait + time.Minute)
-	rep, err = fleetidx.New(r).Run(ctx)
+	rep, err = fleetidx.New(r, fleetidx.Options{IndexRoot: "wh/"}).Run(ctx)
 	if err != nil || len(rep.Tables) != 1 || rep.Tables[0].Prune.Latest != latest {
 		t.Fatalf("after a write (latest %d): %+v %v", latest, rep, err)
 	}
@@ -172,12 +172,12 @@ func TestUnknownFormatDeletesNothing(t *testing.T) {
 		cat := &memCatalog{refs: []maintenance.TableRef{ref}}
 		q := queue.NewEmbedded(queue.EmbeddedOptions{})
 		r := &maintenance.Runner{Store: store, Catalog: cat, Locker: lock.NewInProcess(clock), Queue: maintenance.QueueEnqueuer{Q: q},
-			Clock: clock, Owner: "test", IndexRoot: "-", Sources: tc.sources, KeepAlive: -1}
+			Clock: clock, Owner: "test", Sources: tc.sources, KeepAlive: -1}
 		_, err := r.MaintainTable(ctx, ref)
 		if !errors.Is(err, maintenance.ErrUnknownFormat) {
 			t.Fatalf("%s: MaintainTable: %v, want ErrUnknownFormat", tc.format, err)
 		}
-		rep, _ := fleetidx.New(r).Run(ctx)
+		rep, _ := fleetidx.New(r, fleetidx.Options{IndexRoot: "-"}).Run(ctx)
 		if len(rep.Tables) != 1 || !strings.Contains(rep.Tables[0].Skipped, maintenance.ErrUnknownFormat.Error()) {
 			t.Fatalf("%s: run %+v", tc.format, rep)
 		}

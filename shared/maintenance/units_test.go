@@ -203,7 +203,7 @@ func TestStatsRefreshWaitsBounded(t *testing.T) {
 	if _, ok := e.cat.stats[tblName]; ok {
 		t.Fatal("MaintainTable wrote a stats row")
 	}
-	rep = fleetidx.New(e.runner).RecordTables(context.Background(), rep).Tables[0]
+	rep = fleetidx.New(e.runner, fleetidx.Options{}).RecordTables(context.Background(), rep).Tables[0]
 	waited := e.clock.Now().Sub(start)
 	if rep.StatsNote == "" || waited < 10*time.Second || waited > 11*time.Second {
 		t.Fatalf("stats note %q after %s", rep.StatsNote, waited)
@@ -218,7 +218,7 @@ func TestStatsRefreshWaitsBounded(t *testing.T) {
 	if rep, err = e.runner.MaintainTable(context.Background(), e.ref); err != nil {
 		t.Fatal(err)
 	}
-	fleetidx.New(e.runner).RecordTables(context.Background(), rep)
+	fleetidx.New(e.runner, fleetidx.Options{}).RecordTables(context.Background(), rep)
 	if s, ok := e.cat.stats[tblName]; !ok || s.Rows != 6 || s.Fragments != 1 {
 		t.Fatalf("stats %+v", s)
 	}

@@ -45,7 +45,7 @@ type PassOptions struct {
 	Exactly bool
 	Tables  []maintenance.TableRef
 	// Everything: Run maintains and sweeps every registered table, in need
-	// or not (maintenance.Runner.Everything).
+	// or not (fleet.Options.Everything).
 	Everything bool
 	// Steps are the steps the pass runs (zero: AllSteps). A pass without
 	// Prune plans no pruning (with Exactly: a policy keeping every version).
@@ -221,7 +221,6 @@ func (w *Warehouse) Pass(ctx context.Context, o PassOptions) (Report, error) {
 // table).
 func (w *Warehouse) maintain(ctx context.Context, rep *Report, refs []maintenance.TableRef, o PassOptions) error {
 	r := w.NewRunner(Options{Owner: o.Owner, DryRun: o.DryRun, Metrics: o.Metrics})
-	r.Everything = o.Everything
 	if !o.Steps.Compact {
 		r.Compactor.Planner = noGroups{}
 	}
@@ -254,9 +253,9 @@ func (w *Warehouse) maintain(ctx context.Context, rep *Report, refs []maintenanc
 	var br fleet.RunReport
 	var err error
 	if o.Exactly {
-		br, err = fleet.New(r).MaintainTables(ctx, run)
+		br, err = fleet.New(r, fleet.Options{}).MaintainTables(ctx, run)
 	} else {
-		br, err = fleet.New(r).Run(ctx)
+		br, err = fleet.New(r, fleet.Options{Everything: o.Everything}).Run(ctx)
 	}
 	_ = bar.Finish()
 	byName := map[string]maintenance.TableRef{}
