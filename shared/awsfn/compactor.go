@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/tablekeep/tablekeep/shared/fleet"
 	"github.com/tablekeep/tablekeep/shared/maintenance"
 	"github.com/tablekeep/tablekeep/shared/telemetry"
 	"github.com/tablekeep/tablekeep/shared/warehouse"
@@ -85,10 +86,15 @@ func (d *Deps) newRunner(ctx context.Context, log *slog.Logger, cat maintenance.
 	r.Compactor.Margin = d.Config.Margin
 	// One failure backoff for a failing table in every mode: the fleet
 	// index's retry time is the retry job's not-before.
-	r.FailureBackoff, r.FailureBackoffMax = RetryBackoffBase, RetryBackoffMax
-	// With notifications on: the safety-net scan (fanout_config.go).
-	r.SafetyScanEvery, r.Unnotified = d.Config.SafetyScanEvery, unnotified
+	b := fleet.BackoffOf(fleet.ModeJobs)
+	r.FailureBackoff, r.FailureBackoffMax = b.Base, b.Max
 	return r
+}
+
+// fleetOptions are the fleet scan's options of an invocation: with
+// notifications on, the safety-net scan (fanout_config.go).
+func (d *Deps) fleetOptions() fleet.Options {
+	return fleet.Options{SafetyScanEvery: d.Config.SafetyScanEvery, Unnotified: unnotified}
 }
 
 // Compact is the compactor's handler: on a scheduled event it maintains
@@ -118,7 +124,7 @@ func (d *Deps) Compact(ctx context.Context, raw json.RawMessage) (CompactSummary
 	r := d.newRunner(ctx, log, cat, m)
 	if d.Jobs != nil {
 		// Fan-out: inline while there is time, the rest as table jobs.
-		d.compactFanout(ctx, wctx, r, cat, log, m, &sum)
+		d.compactFanout(ctx, wctx, r, log, m, &sum)
 		sum.ElapsedMS = time.Since(start).Milliseconds()
 		if err := m.Flush(); err != nil {
 			log.WarnContext(ctx, "metrics not written", "err", err)
@@ -128,7 +134,7 @@ func (d *Deps) Compact(ctx context.Context, raw json.RawMessage) (CompactSummary
 			"stopped", sum.Stopped, "elapsed_ms", sum.ElapsedMS)
 		return sum, nil
 	}
-	rep, err := r.Run(wctx)
+	rep, err := fleet.New(r, d.fleetOptions()).Run(wctx)
 	if err != nil {
 		log.ErrorContext(ctx, "compactor run failed", "err", err)
 		return sum, fmt.Errorf("compactor: %w", err)

@@ -16,11 +16,14 @@
 // their JSON summaries (compactor.go, cleaner.go, sweeper.go),
 // BatchItemFailures, per-invocation metrics (metrics.go; names in
 // shared/telemetry), the bucket checks at cold start and the crash hooks the
-// kill tests use; today also the fleet fan-out's decisions (fanout*.go: the
-// inline-or-queued choice, table jobs, follow-ups), whose retry markers and
-// inline run records are shared/fleet's. The clients and the wiring are
-// shared/warehouse's (OpenAWS and its constructors), the maintenance verbs
-// shared/maintenance's. It must not import:
+// kill tests use, the Lambda deadline plumbing, and the job sender
+// (SQSJobSender, a fleet.JobSender). The fan-out's policy (the
+// inline-or-queued choice, table jobs, follow-ups, retry markers, inline run
+// records) is shared/fleet's (fleet.Fanout), as are the fleet passes
+// (fleet.Scheduler); fanout_run.go maps the fan-out's outcomes to the
+// summary, the metrics and BatchItemFailures. The clients and the wiring
+// are shared/warehouse's (OpenAWS and its constructors), the maintenance
+// verbs shared/maintenance's. It must not import:
 // shared/cli, shared/embedded, shared/iampolicy, shared/lance, shared/bench,
 // shared/internal/testkit.
 package awsfn

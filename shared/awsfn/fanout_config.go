@@ -28,7 +28,7 @@ const (
 	// EnvSafetyScanEvery, with S3 notifications on (a notified write is
 	// maintained by the compaction queue), is the safety-net cadence: the
 	// scheduled scan lists an unchanged table once per this duration instead
-	// of at every run (maintenance.Runner.SafetyScanEvery; docs/reliability.md
+	// of at every run (fleet.Options.SafetyScanEvery; docs/reliability.md
 	// "Safety-net scan"). Unset or 0: every run lists every table. The
 	// template sets 6h when ManifestNotifications is Enabled.
 	EnvSafetyScanEvery = "TABLEKEEP_SAFETY_SCAN_EVERY"

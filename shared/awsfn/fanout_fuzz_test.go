@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/tablekeep/tablekeep/shared/awsfn"
+	fleetpkg "github.com/tablekeep/tablekeep/shared/fleet"
 	"github.com/tablekeep/tablekeep/shared/queue"
 )
 
@@ -39,7 +40,7 @@ func FuzzCompactionQueueBody(f *testing.F) {
 			}
 			return
 		}
-		if j.Warehouse != "s3://b/w" || j.Table == "" || j.Attempt < 0 || j.V != awsfn.JobVersion {
+		if j.Warehouse != "s3://b/w" || j.Table == "" || j.Attempt < 0 || j.V != fleetpkg.JobVersion {
 			t.Fatalf("accepted %+v", j)
 		}
 	})

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/tablekeep/tablekeep/shared/awsfn"
+	fleetpkg "github.com/tablekeep/tablekeep/shared/fleet"
 	"github.com/tablekeep/tablekeep/shared/maintenance"
 	"github.com/tablekeep/tablekeep/shared/table"
 )
@@ -77,7 +78,7 @@ func TestFanoutOverlappingRunKeepsDeadRunsRecord(t *testing.T) {
 			boom = &jobs[i]
 		}
 	}
-	if boom == nil || boom.Job.Reason != awsfn.ReasonRetry || boom.Delay <= 0 {
+	if boom == nil || boom.Job.Reason != fleetpkg.ReasonRetry || boom.Delay <= 0 {
 		t.Fatalf("0-boom got no retry job: %v", tablesOf(jobs))
 	}
 	if recs := inlineRuns(t, f.st); len(recs) != 0 {
@@ -106,27 +107,27 @@ func TestFanoutLostRetryJobOfFailingTableResent(t *testing.T) {
 		f.clock.Advance(job.Delay)
 		f.batch(t, jobBody(job.Job))
 		next := f.jobs.take()
-		if len(next) != 1 || next[0].Job.Reason != awsfn.ReasonRetry {
+		if len(next) != 1 || next[0].Job.Reason != fleetpkg.ReasonRetry {
 			t.Fatalf("retry of a failing table: %+v", next)
 		}
-		if want := job.Job.Attempt + 1; next[0].Job.Attempt != want || next[0].Delay != awsfn.RetryBackoff(want) {
-			t.Fatalf("retry %+v, want attempt %d after %s (one policy)", next[0], want, awsfn.RetryBackoff(want))
+		if want := job.Job.Attempt + 1; next[0].Job.Attempt != want || next[0].Delay != fleetpkg.BackoffOf(fleetpkg.ModeJobs).Delay(want) {
+			t.Fatalf("retry %+v, want attempt %d after %s (one policy)", next[0], want, fleetpkg.BackoffOf(fleetpkg.ModeJobs).Delay(want))
 		}
 		job = next[0]
 	}
 	// That job is lost. Scheduled runs every 15 min.
 	lostAt := f.clock.Now()
-	bound := awsfn.MarkerStale + 15*time.Minute
+	bound := fleetpkg.MarkerStale + 15*time.Minute
 	for f.clock.Now().Sub(lostAt) <= bound {
 		f.clock.Advance(15 * time.Minute)
 		f.scheduled(t, context.Background())
 		for _, j := range f.jobs.take() {
 			if j.Job.Table == "0-broken" {
-				if j.Job.Reason != awsfn.ReasonLost {
+				if j.Job.Reason != fleetpkg.ReasonLost {
 					t.Fatalf("0-broken: %+v, want its lost job resent", j)
 				}
-				if f.clock.Now().Sub(lostAt) <= awsfn.MarkerStale {
-					t.Fatalf("resent %s after the loss, before MarkerStale %s: the job was not lost yet", f.clock.Now().Sub(lostAt), awsfn.MarkerStale)
+				if f.clock.Now().Sub(lostAt) <= fleetpkg.MarkerStale {
+					t.Fatalf("resent %s after the loss, before MarkerStale %s: the job was not lost yet", f.clock.Now().Sub(lostAt), fleetpkg.MarkerStale)
 				}
 				return
 			}
@@ -156,7 +157,7 @@ func TestFanoutBadRetryMarkerIsStale(t *testing.T) {
 	f.scheduled(t, ctx)
 	lost := map[string]bool{}
 	for _, j := range f.jobs.take() {
-		if j.Job.Reason == awsfn.ReasonLost {
+		if j.Job.Reason == fleetpkg.ReasonLost {
 			lost[j.Job.Table] = true
 		}
 	}
@@ -199,22 +200,22 @@ func TestFanoutNotificationsRespectRetry(t *testing.T) {
 }
 
 // Issue 19 item 6: a job whose not_before is beyond the longest legitimate
-// wait (MaxJobWait = RetryBackoffMax + 15 min) is dropped with a clear
+// wait (MaxJobWait = the jobs' longest backoff + 15 min) is dropped with a clear
 // error, not sent back every 15 min for ever; one at exactly MaxJobWait is
 // sent back.
 func TestFanoutJobNotBeforeBeyondLongestWaitDropped(t *testing.T) {
 	f := newFleet(t, []string{"t1"})
 	now := f.clock.Now()
 	at := func(nb time.Time) string {
-		return jobBody(awsfn.Job{V: 1, Warehouse: fanWarehouse, Table: "t1", Attempt: 1, Reason: awsfn.ReasonRetry, NotBefore: nb})
+		return jobBody(awsfn.Job{V: 1, Warehouse: fanWarehouse, Table: "t1", Attempt: 1, Reason: fleetpkg.ReasonRetry, NotBefore: nb})
 	}
-	if resp := f.batch(t, at(now.Add(awsfn.MaxJobWait))); len(resp.BatchItemFailures) != 0 {
+	if resp := f.batch(t, at(now.Add(fleetpkg.MaxJobWait))); len(resp.BatchItemFailures) != 0 {
 		t.Fatalf("failures %+v", resp)
 	}
 	if back := f.jobs.take(); len(back) != 1 || back[0].Delay != 15*time.Minute {
 		t.Fatalf("a job at exactly MaxJobWait: sent back as %+v, want once with 15 min", back)
 	}
-	for _, nb := range []time.Time{now.Add(awsfn.MaxJobWait + time.Second), now.AddDate(100, 0, 0), time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC)} {
+	for _, nb := range []time.Time{now.Add(fleetpkg.MaxJobWait + time.Second), now.AddDate(100, 0, 0), time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC)} {
 		if resp := f.batch(t, at(nb)); len(resp.BatchItemFailures) != 0 {
 			t.Fatalf("not_before %s: failures %+v", nb, resp)
 		}

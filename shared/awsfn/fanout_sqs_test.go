@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/tablekeep/tablekeep/shared/awsfn"
+	fleetpkg "github.com/tablekeep/tablekeep/shared/fleet"
 	"github.com/tablekeep/tablekeep/shared/internal/testkit"
 	"github.com/tablekeep/tablekeep/shared/queue"
 )
@@ -27,7 +28,7 @@ func TestSQSJobSender(t *testing.T) {
 	}
 	var jobs []awsfn.OutJob
 	for i := range 25 {
-		j := awsfn.OutJob{Job: awsfn.Job{V: 1, Warehouse: "s3://b/w", Table: fmt.Sprint("t", i), Reason: awsfn.ReasonFanout}}
+		j := awsfn.OutJob{Job: awsfn.Job{V: 1, Warehouse: "s3://b/w", Table: fmt.Sprint("t", i), Reason: fleetpkg.ReasonFanout}}
 		if i < 2 {
 			j.Delay = 10 * time.Minute
 		}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/tablekeep/tablekeep/shared/awsfn"
 	"github.com/tablekeep/tablekeep/shared/catalog"
+	fleetpkg "github.com/tablekeep/tablekeep/shared/fleet"
 	"github.com/tablekeep/tablekeep/shared/internal/fakeclock"
 	"github.com/tablekeep/tablekeep/shared/lock"
 	"github.com/tablekeep/tablekeep/shared/maintenance"
@@ -237,7 +238,7 @@ func TestFanoutScheduledThenJobs(t *testing.T) {
 		t.Fatalf("summary %+v", sum)
 	}
 	for _, j := range sent {
-		if j.Job.Reason != awsfn.ReasonFanout || j.Job.Attempt != 0 || j.Delay != 0 || j.Job.Warehouse != fanWarehouse {
+		if j.Job.Reason != fleetpkg.ReasonFanout || j.Job.Attempt != 0 || j.Delay != 0 || j.Job.Warehouse != fanWarehouse {
 			t.Fatalf("fan-out job %+v", j)
 		}
 	}
@@ -285,7 +286,7 @@ func TestFanoutFailingTableDoesNotDelayOthers(t *testing.T) {
 		}
 	}
 	retry := f.jobs.take()
-	if len(retry) != 1 || retry[0].Job.Table != "0-broken" || retry[0].Job.Attempt != 1 || retry[0].Delay != awsfn.RetryBackoff(1) ||
+	if len(retry) != 1 || retry[0].Job.Table != "0-broken" || retry[0].Job.Attempt != 1 || retry[0].Delay != fleetpkg.BackoffOf(fleetpkg.ModeJobs).Delay(1) ||
 		!retry[0].Job.NotBefore.Equal(f.clock.Now().Add(time.Minute)) {
 		t.Fatalf("retry job %+v", retry)
 	}
@@ -326,14 +327,14 @@ func TestFanoutFailingTableDoesNotDelayOthers(t *testing.T) {
 		t.Fatalf("early job sent back as %+v", back)
 	}
 	// The backoff is capped, so the table keeps being retried.
-	if awsfn.RetryBackoff(30) != awsfn.RetryBackoffMax {
-		t.Fatalf("backoff(30) = %v", awsfn.RetryBackoff(30))
+	if fleetpkg.BackoffOf(fleetpkg.ModeJobs).Delay(30) != fleetpkg.BackoffOf(fleetpkg.ModeJobs).Max {
+		t.Fatalf("backoff(30) = %v", fleetpkg.BackoffOf(fleetpkg.ModeJobs).Delay(30))
 	}
 	// The job was lost: past MarkerStale the scheduled run resends it.
-	f.clock.Advance(awsfn.MarkerStale + time.Minute)
+	f.clock.Advance(fleetpkg.MarkerStale + time.Minute)
 	sum = f.scheduled(t, context.Background())
 	lost := f.jobs.take()
-	if sum.InRetry != 1 || len(lost) != 1 || lost[0].Job.Table != "0-broken" || lost[0].Job.Reason != awsfn.ReasonLost {
+	if sum.InRetry != 1 || len(lost) != 1 || lost[0].Job.Table != "0-broken" || lost[0].Job.Reason != fleetpkg.ReasonLost {
 		t.Fatalf("after the marker went stale: %+v, jobs %+v", sum, lost)
 	}
 }
@@ -603,7 +604,7 @@ func TestFanoutNoProgressIsRetriedWithBackoff(t *testing.T) {
 		t.Fatalf("failures %+v", resp)
 	}
 	sent := f.jobs.take()
-	if len(sent) != 1 || sent[0].Job.Reason != awsfn.ReasonRetry || sent[0].Job.Attempt != 1 || sent[0].Delay != time.Minute {
+	if len(sent) != 1 || sent[0].Job.Reason != fleetpkg.ReasonRetry || sent[0].Job.Attempt != 1 || sent[0].Delay != time.Minute {
 		t.Fatalf("follow-up %+v, want a retry after 1 min", sent)
 	}
 	if f.fragments(t, "t1") != 4 {
@@ -620,7 +621,7 @@ func TestFanoutNoProgressIsRetriedWithBackoff(t *testing.T) {
 // SQS) has passed. The failing table is maintained inline only in the
 // first run, is retried by its own jobs with the backoff capped at an hour,
 // its marker never goes stale while its jobs cycle (MarkerStale exceeds the
-// longest gap between two of its attempts: RetryBackoffMax plus the capped
+// longest gap between two of its attempts: the jobs' longest backoff (1 h) plus the capped
 // SQS delay rounding), so no duplicate "lost" job is sent; and the other
 // table, written before every run, is never left unreached and is
 // maintained at least once every CompactMaxWait + one period (need-driven:
@@ -672,7 +673,7 @@ func TestFanoutSimulatedDay(t *testing.T) {
 		for _, p := range queued {
 			if !p.visible.After(f.clock.Now()) {
 				due = append(due, jobBody(p.job))
-				if p.job.Reason == awsfn.ReasonLost {
+				if p.job.Reason == fleetpkg.ReasonLost {
 					lost++
 				}
 				if p.job.Table == "0-broken" && !p.job.NotBefore.After(f.clock.Now()) {
@@ -869,7 +870,7 @@ func TestFanoutInlineCrashIsNotPickedFirstAgain(t *testing.T) {
 	}
 	var others []awsfn.OutJob
 	for _, j := range jobs {
-		if j.Job.Reason != awsfn.ReasonRetry || j.Delay <= 0 {
+		if j.Job.Reason != fleetpkg.ReasonRetry || j.Delay <= 0 {
 			t.Fatalf("job %+v, want a retry with backoff", j)
 		}
 		if j.Job.Table != "0-boom" {

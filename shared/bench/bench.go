@@ -14,6 +14,7 @@ import (
 	"github.com/tablekeep/tablekeep/shared/clock"
 	"github.com/tablekeep/tablekeep/shared/dataset"
 	"github.com/tablekeep/tablekeep/shared/embedded"
+	"github.com/tablekeep/tablekeep/shared/fleet"
 	"github.com/tablekeep/tablekeep/shared/internal/fakeclock"
 	"github.com/tablekeep/tablekeep/shared/maintenance"
 	"github.com/tablekeep/tablekeep/shared/objstore"
@@ -328,7 +329,7 @@ func churn(ctx context.Context, cfg Config, dir string, maintain bool) (ChurnRes
 			lastTenth += time.Since(opStart)
 		}
 		if maintain && i%cfg.CompactEvery == 0 {
-			if _, err := runner.Run(ctx); err != nil {
+			if _, err := fleet.New(runner, fleet.Options{}).Run(ctx); err != nil {
 				return res, err
 			}
 			if _, err := maintenance.DrainLocal(ctx, w.Queue, w.Cleaner(), nil); err != nil {

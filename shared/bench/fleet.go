@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/tablekeep/tablekeep/shared/catalog"
+	"github.com/tablekeep/tablekeep/shared/fleet"
 	"github.com/tablekeep/tablekeep/shared/internal/fakeclock"
 	"github.com/tablekeep/tablekeep/shared/lock"
 	"github.com/tablekeep/tablekeep/shared/maintenance"
@@ -288,6 +289,7 @@ type fleetWorld struct {
 	cq      *countingQueue
 	cat     *catalog.Catalog
 	runner  *maintenance.Runner
+	fleet   fleet.Options // the scan's (the safety-net scan in notifiedIdle)
 	cleaner *maintenance.Cleaner
 	active  map[string]*table.Table
 }
@@ -360,8 +362,8 @@ func newFleetWorld(ctx context.Context, n, activeEvery int, format uint64) (*fle
 }
 
 // pass runs one scheduled pass and drains the cleanup queue.
-func (w *fleetWorld) pass(ctx context.Context) (maintenance.RunReport, error) {
-	rep, err := w.runner.Run(ctx)
+func (w *fleetWorld) pass(ctx context.Context) (fleet.RunReport, error) {
+	rep, err := fleet.New(w.runner, w.fleet).Run(ctx)
 	if err != nil {
 		return rep, err
 	}
@@ -429,7 +431,7 @@ func FleetSim(ctx context.Context, cfg FleetConfig, logf func(string, ...any)) (
 			return res, err
 		}
 		before := w.cs.counts()
-		rep, err := w.runner.Run(ctx)
+		rep, err := fleet.New(w.runner, w.fleet).Run(ctx)
 		if err != nil {
 			return res, err
 		}
@@ -461,7 +463,7 @@ func FleetSim(ctx context.Context, cfg FleetConfig, logf func(string, ...any)) (
 		// The scan's LISTs go ScanConcurrency at a time; maintenance is
 		// modelled serially (an upper bound: its reads overlap).
 		scanLists := int64(rep.Registered - len(rep.Tables))
-		scan := time.Duration(math.Ceil(float64(rep.Registered)/float64(maintenance.DefaultScanConcurrency))) * cfg.Profile.List
+		scan := time.Duration(math.Ceil(float64(rep.Registered)/float64(fleet.DefaultScanConcurrency))) * cfg.Profile.List
 		rest := runC
 		rest.List -= min(scanLists, rest.List)
 		wall := scan + cfg.Profile.Of(rest)
@@ -508,7 +510,7 @@ func FleetSim(ctx context.Context, cfg FleetConfig, logf func(string, ...any)) (
 		if err := w.writePeriod(ctx, minutes, &k); err != nil {
 			return res, err
 		}
-		sc, err := w.runner.Scan(ctx)
+		sc, err := fleet.New(w.runner, w.fleet).Scan(ctx)
 		if err != nil {
 			return res, err
 		}

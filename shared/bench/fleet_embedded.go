@@ -9,6 +9,7 @@ import (
 
 	"github.com/tablekeep/tablekeep/shared/catalog"
 	"github.com/tablekeep/tablekeep/shared/embedded"
+	"github.com/tablekeep/tablekeep/shared/fleet"
 	"github.com/tablekeep/tablekeep/shared/maintenance"
 	"github.com/tablekeep/tablekeep/shared/objstore"
 	"github.com/tablekeep/tablekeep/shared/table"
@@ -17,7 +18,7 @@ import (
 
 // embeddedIdle re-measures the issue's table: an embedded warehouse on
 // local disk with n small tables (one row each), two passes to settle,
-// then a scheduled pass (Runner.Run) and a whole `tablekeep maintain`
+// then a scheduled pass (fleet.Scheduler.Run) and a whole `tablekeep maintain`
 // (embedded.Warehouse.Maintain: the pass, the cleanup drain and the orphan
 // sweep of every table) with nothing written in between.
 func embeddedIdle(ctx context.Context, workDir string, n int) (EmbeddedIdle, error) {
@@ -54,7 +55,7 @@ func embeddedIdle(ctx context.Context, workDir string, n int) (EmbeddedIdle, err
 	r := w.NewRunner(warehouse.Options{Owner: "bench"})
 	before := cnt.Counts()
 	start := time.Now()
-	rep, err := r.Run(ctx)
+	rep, err := fleet.New(r, fleet.Options{}).Run(ctx)
 	if err != nil {
 		return EmbeddedIdle{}, err
 	}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/tablekeep/tablekeep/shared/catalog"
+	"github.com/tablekeep/tablekeep/shared/fleet"
 	"github.com/tablekeep/tablekeep/shared/maintenance"
 	"github.com/tablekeep/tablekeep/shared/objstore"
 )
@@ -22,7 +23,7 @@ const notifiedSettle = 48
 
 // FleetNotified is the fleet with S3 notifications on and nothing written
 // (issue 23 point 4): the scheduled pass with the safety-net scan
-// (Runner.SafetyScanEvery = NotifiedEvery, the _stats table listed every
+// (fleet.Options.SafetyScanEvery = NotifiedEvery, the _stats table listed every
 // pass as awsfn does), measured over one cadence.
 type FleetNotified struct {
 	Tables, Passes int
@@ -65,9 +66,9 @@ func (r FleetNotified) Cost() FleetCost {
 // stops the writes, lets notifiedSettle passes finish the pending work,
 // then measures NotifiedEvery of passes.
 func notifiedIdle(ctx context.Context, w *fleetWorld, cfg FleetConfig, logf func(string, ...any)) (FleetNotified, error) {
-	defer func() { w.runner.SafetyScanEvery, w.runner.Unnotified = 0, nil }()
-	w.runner.SafetyScanEvery = NotifiedEvery
-	w.runner.Unnotified = func(ref maintenance.TableRef) bool { return ref.Name == catalog.StatsName }
+	defer func() { w.fleet = fleet.Options{} }()
+	w.fleet = fleet.Options{SafetyScanEvery: NotifiedEvery,
+		Unnotified: func(ref maintenance.TableRef) bool { return ref.Name == catalog.StatsName }}
 	res := FleetNotified{Tables: cfg.Tables, Every: NotifiedEvery, Passes: int(NotifiedEvery / cfg.Period)}
 	logf("fleet: notifications on, nothing written: %d settling passes, then %d measured", notifiedSettle, res.Passes)
 	sum := func() (objstore.Counts, int64, int64, int64) {
@@ -106,7 +107,7 @@ func notifiedIdle(ctx context.Context, w *fleetWorld, cfg FleetConfig, logf func
 		// The scan's LISTs ScanConcurrency at a time, the rest serially.
 		rest := pc
 		rest.List -= min(int64(listed), rest.List)
-		wall += time.Duration(math.Ceil(float64(listed)/float64(maintenance.DefaultScanConcurrency)))*cfg.Profile.List + cfg.Profile.Of(rest)
+		wall += time.Duration(math.Ceil(float64(listed)/float64(fleet.DefaultScanConcurrency)))*cfg.Profile.List + cfg.Profile.Of(rest)
 	}
 	c1, lw1, lr1, m1 := sum()
 	res.Requests, res.LockW, res.LockR, res.Messages = c1.Sub(c0), lw1-lw0, lr1-lr0, m1-m0

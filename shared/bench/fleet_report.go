@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"github.com/tablekeep/tablekeep/shared/awsfn"
 
+	"github.com/tablekeep/tablekeep/shared/fleet"
 	"github.com/tablekeep/tablekeep/shared/maintenance"
 	"strings"
 	"time"
@@ -32,10 +33,10 @@ func MarkdownFleet(r FleetResult) string {
 	passes := float64(max(r.Passes, 1))
 	p("## Fleet: %s tables, one pass every %s\n\n", n(int64(c.Tables)), c.Period)
 	p("`tkbench -only fleet` (`shared/bench/fleet.go`). %s tables registered in one warehouse on an in-memory store dated by a fake clock, each created with one row; one table in %d (%d tables) is written once a minute (a one-row append), the rest are idle. ", n(int64(c.Tables)), c.ActiveEvery, r.Active.Tables)
-	p("A scheduled pass (`Runner.Run`: scan with 1 LIST per table against the fleet index, maintenance of the tables in need, one `_stats` commit, one write per fleet index shard touched) runs every %s for %s of simulated time after %d settling passes (the first maintains every table: no marks yet), and the cleanup queue is drained after each. ", c.Period, c.Duration, c.Settle)
+	p("A scheduled pass (`fleet.Scheduler.Run`: scan with 1 LIST per table against the fleet index, maintenance of the tables in need, one `_stats` commit, one write per fleet index shard touched) runs every %s for %s of simulated time after %d settling passes (the first maintains every table: no marks yet), and the cleanup queue is drained after each. ", c.Period, c.Duration, c.Settle)
 	p("Requests are counted by the table their key belongs to; the fleet's shared objects (fleet index, `_registry`, `_stats`) separately. ")
 	p("Times are modelled at the `%s` latency profile (GET %s, PUT %s, LIST %s, DeleteObjects %s): the scan's LISTs %d at a time, everything else serially (an upper bound).\n\n",
-		c.Profile.Name, c.Profile.Get, c.Profile.Put, c.Profile.List, c.Profile.Delete, maintenance.DefaultScanConcurrency)
+		c.Profile.Name, c.Profile.Get, c.Profile.Put, c.Profile.List, c.Profile.Delete, fleet.DefaultScanConcurrency)
 	p("| per table per pass | GET | HEAD | PUT | LIST | DELETE | lock calls (DynamoDB) | cleanup messages |\n| --- | --- | --- | --- | --- | --- | --- | --- |\n")
 	row := func(name string, cl FleetClass) {
 		d := float64(max(cl.Tables, 1)) * passes
@@ -89,7 +90,7 @@ func MarkdownFleet(r FleetResult) string {
 		d := float64(max(nf.Tables, 1) * nf.Passes)
 		cost := nf.Cost()
 		p("### Idle tables with S3 notifications on\n\n")
-		p("After the simulation, the same %s tables with nothing written (%d passes to finish the pending work, then %d measured: one safety-net cadence of %s), the pass as the compactor runs it with notifications on (`Runner.SafetyScanEvery` %s, the template's `SafetyScanEvery` default; `_stats` listed every pass): a table is listed once per cadence, at the pass whose window holds its index shard's phase, and a shard is read only when it changed, is due or is in the window (docs/reliability.md, \"A change whose S3 notification is lost\"). "+
+		p("After the simulation, the same %s tables with nothing written (%d passes to finish the pending work, then %d measured: one safety-net cadence of %s), the pass as the compactor runs it with notifications on (`fleet.Options.SafetyScanEvery` %s, the template's `SafetyScanEvery` default; `_stats` listed every pass): a table is listed once per cadence, at the pass whose window holds its index shard's phase, and a shard is read only when it changed, is due or is in the window (docs/reliability.md, \"A change whose S3 notification is lost\"). "+
 			"Every request of those passes (tables, fleet index, scan state, `_registry`, `_stats`) and every lock call is shared by all tables; the month includes the scheduled invocation (Lambda: one request and the modelled pass, %s mean) shared the same way. Before: 1 LIST a pass, $0.0144 a month.\n\n",
 			n(int64(nf.Tables)), notifiedSettle, nf.Passes, nf.Every, nf.Every, dur(nf.Wall))
 		p("| idle table, notifications on | per pass | GET | PUT | LIST | DELETE | lock calls | tables listed a pass | per month | goal |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n")
@@ -121,7 +122,7 @@ func MarkdownFleet(r FleetResult) string {
 	p("\n")
 	if len(r.Embedded) > 0 {
 		p("### The issue's table, re-measured (embedded warehouse, local disk)\n\n")
-		p("N small tables, two `tablekeep maintain` passes to settle, then, with nothing written, the scheduled pass (`Runner.Run`) and a whole `tablekeep maintain` (the pass, the cleanup drain and the orphan sweep of every table). Requests per idle table; times are real, on local disk. Before this change (issue 11): 50 tables GET 52, LIST 13.8, PUT 4.3, 3.5 s; 200: 126, 13.2, 4.1, 32 s; 400: 226, 13.1, 4.0, 86 s.\n\n")
+		p("N small tables, two `tablekeep maintain` passes to settle, then, with nothing written, the scheduled pass (`fleet.Scheduler.Run`) and a whole `tablekeep maintain` (the pass, the cleanup drain and the orphan sweep of every table). Requests per idle table; times are real, on local disk. Before this change (issue 11): 50 tables GET 52, LIST 13.8, PUT 4.3, 3.5 s; 200: 126, 13.2, 4.1, 32 s; 400: 226, 13.1, 4.0, 86 s.\n\n")
 		p("| tables | pass: GET | HEAD | PUT | LIST | DELETE | pass time | whole maintain: GET | HEAD | PUT | LIST | DELETE | time |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n")
 		for _, e := range r.Embedded {
 			p("| %d | %s | %s | %s | %s |\n", e.Tables, perRow(e.PerTable), dur(e.Pass), perRow(e.MaintainPerTable), dur(e.Maintain))

@@ -13,6 +13,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
+	"github.com/tablekeep/tablekeep/shared/fleet"
 	"github.com/tablekeep/tablekeep/shared/maintenance"
 	"github.com/tablekeep/tablekeep/shared/objstore"
 	"github.com/tablekeep/tablekeep/shared/table"
@@ -166,7 +167,7 @@ func (c *Catalog) RegisterBatch(ctx context.Context, regs []Registration) error 
 			return fmt.Errorf("register %s: %w", name, err)
 		}
 		// The fleet index lives in _fleet/ under the warehouse root.
-		if fleet := strings.TrimSuffix(maintenance.FleetIndexDir, "/"); rel == fleet || strings.HasPrefix(rel, fleet+"/") {
+		if fleet := strings.TrimSuffix(fleet.Dir, "/"); rel == fleet || strings.HasPrefix(rel, fleet+"/") {
 			return fmt.Errorf("register %s: %w: %q is reserved for the fleet index", name, objstore.ErrInvalidKey, rel)
 		}
 		if d := systemDir(rel); d != "" && (name != rel || (name != RegistryName && name != StatsName)) {

@@ -12,6 +12,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 
+	"github.com/tablekeep/tablekeep/shared/fleet"
 	"github.com/tablekeep/tablekeep/shared/maintenance"
 	"github.com/tablekeep/tablekeep/shared/objstore"
 	"github.com/tablekeep/tablekeep/shared/table"
@@ -43,7 +44,7 @@ var (
 // SystemDirs are the warehouse's own top-level directories: its system
 // tables, the lock files of a local warehouse and the fleet index. No
 // registered table lives in them.
-var SystemDirs = []string{RegistryName, StatsName, "_locks", strings.TrimSuffix(maintenance.FleetIndexDir, "/"), "_maintenance"}
+var SystemDirs = []string{RegistryName, StatsName, "_locks", strings.TrimSuffix(fleet.Dir, "/"), "_maintenance"}
 
 // systemDir is the system directory rel lies in ("" if none).
 func systemDir(rel string) string {

@@ -47,7 +47,7 @@ type Options struct {
 	// (see shared/progress: a terminal's stderr, or nothing).
 	Progress func(desc string, total int) progress.Bar
 	// Everything maintains and sweeps every registered table, in need or
-	// not (maintenance.Runner.Everything).
+	// not (fleet.Options.Everything).
 	Everything bool
 }
 

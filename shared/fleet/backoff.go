@@ -23,10 +23,16 @@ const (
 	ModeJobs
 )
 
+// The jobs' backoff: 1 min doubling to 1 h.
+const (
+	jobsBackoffBase = time.Minute
+	jobsBackoffMax  = time.Hour
+)
+
 // BackoffOf is the backoff of a mode.
 func BackoffOf(m Mode) Backoff {
 	if m == ModeJobs {
-		return Backoff{Base: time.Minute, Max: time.Hour}
+		return Backoff{Base: jobsBackoffBase, Max: jobsBackoffMax}
 	}
 	return Backoff{Base: 15 * time.Minute, Max: 6 * time.Hour}
 }

@@ -5,6 +5,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/tablekeep/tablekeep/shared/maintenance"
 	"github.com/tablekeep/tablekeep/shared/table"
 )
 
@@ -136,16 +137,8 @@ func Failed(root string, prev Mark, known bool, err error, b Backoff, now time.T
 	m.Failures++
 	m.RetryAt = table.SatAddTime(now, b.Delay(m.Failures))
 	m.Updated = now
-	m.Error = ClipError(err.Error())
+	m.Error = maintenance.ClipError(err.Error())
 	return m
-}
-
-// ClipError is an error's text as a mark keeps it: at most 300 bytes.
-func ClipError(s string) string {
-	if len(s) > 300 {
-		return s[:300]
-	}
-	return s
 }
 
 func later(a, b time.Time) time.Time {

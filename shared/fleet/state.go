@@ -11,8 +11,8 @@ import (
 
 // The safety-net scan's state (ScanStateKey; docs/format.md 2.6 "Scan
 // state"): the end of the last window a scan covered and a summary of each
-// index shard as last read. maintenance's scan decides with it
-// (fleet_idle.go there); this package stores it.
+// index shard as last read. The Scheduler's scan decides with it
+// (scheduler.go).
 
 // scanStateVersion is the format of the scan state.
 const scanStateVersion = 1

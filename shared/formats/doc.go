@@ -9,7 +9,7 @@
 // maintenance.ErrUnknownFormat); lance.go is what the CLI reads of a Lance
 // dataset.
 //
-// Floor 5 of the layering (a package's floor is one above the highest floor
+// Floor 4 of the layering (a package's floor is one above the highest floor
 // it imports; floor 0 imports no tablekeep package). It owns the format
 // registry (Open) and the bridge from a Lance dataset's report to
 // maintenance's, nothing else. It must not import: shared/awsfn,

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	fleetidx "github.com/tablekeep/tablekeep/shared/fleet"
 	"github.com/tablekeep/tablekeep/shared/maintenance"
 	"github.com/tablekeep/tablekeep/shared/objstore"
 )
@@ -22,7 +23,7 @@ func TestFailureBackoffSaturates(t *testing.T) {
 	for k := 1; k <= 18; k++ {
 		f.clock.Advance(7 * time.Hour)
 		f.pass(t)
-		idx, err := maintenance.ReadFleetIndex(ctx, f.store, "wh/")
+		idx, err := fleetidx.Read(ctx, f.store, "wh/")
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -29,6 +29,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/tablekeep/tablekeep/shared/embedded"
+	fleetidx "github.com/tablekeep/tablekeep/shared/fleet"
 	"github.com/tablekeep/tablekeep/shared/internal/fakeclock"
 	"github.com/tablekeep/tablekeep/shared/internal/testenv"
 	"github.com/tablekeep/tablekeep/shared/maintenance"
@@ -261,7 +262,7 @@ func seedReplay(b *testing.B) {
 		Clock: clk, Logger: w.Logger, Owner: host}
 	c0 := cnt.Counts()
 	t0 := time.Now()
-	run, err := r.Run(ctx)
+	run, err := fleetidx.New(r, fleetidx.Options{}).Run(ctx)
 	if err != nil {
 		b.Fatal(err)
 	}

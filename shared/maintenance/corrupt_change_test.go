@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	fleetidx "github.com/tablekeep/tablekeep/shared/fleet"
 	"github.com/tablekeep/tablekeep/shared/maintenance"
 	"github.com/tablekeep/tablekeep/shared/queue"
 	"github.com/tablekeep/tablekeep/shared/table"
@@ -43,7 +44,7 @@ func TestCorruptChangeRecordFailsRange(t *testing.T) {
 		t.Fatalf("cleaner deleted something: %v", err)
 	}
 	// The planner does not rebuild it: it exists.
-	if _, err := e.runner.Run(ctx); err != nil {
+	if _, err := fleetidx.New(e.runner, fleetidx.Options{}).Run(ctx); err != nil {
 		t.Logf("pass: %v", err)
 	}
 	if b, err := e.disk.Get(ctx, key); err != nil || string(b) != "TKC1\x01 not a change record" {

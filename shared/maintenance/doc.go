@@ -7,18 +7,20 @@
 // Holding a lock through tens of thousands of deletes is what froze the
 // control plane in the seed report, so the cleaner never takes one.
 //
-// Floor 4 of the layering (a package's floor is one above the highest floor
+// Floor 3 of the layering (a package's floor is one above the highest floor
 // it imports; floor 0 imports no tablekeep package). It owns the maintenance
-// verbs and their policy: the runner (runner.go, fleet_runner.go: lock,
-// compact, plan, enqueue, stats, marks), the compactor, the prune planner
-// and its guard, the cleaner and its delete pipeline, the drain, the dry
-// run, health, the orphan sweep, the fleet scan (through shared/fleet, which
-// owns `_fleet/`: the index, marks, scan state and the one backoff), the
-// Source contract every format implements, tablekeep's own as TableSource
-// with its fast paths as optional interfaces (source*.go, sweep_source.go;
-// the contract's vocabulary is shared/dataset's) and
-// the typed outcome of a table's maintenance (outcome.go). It takes its
+// verbs and their policy: the runner (runner.go: lock, compact, plan,
+// enqueue, and one table's stats and mark computed, written by neither:
+// MaintainTable returns them), the mark and its rules after a maintenance
+// (mark.go), the compactor, the prune planner and its guard, the
+// cleaner and its delete pipeline, the drain, the dry run, health, the
+// orphan sweep, the Source contract every format implements, tablekeep's
+// own as TableSource with its fast paths as optional interfaces (source*.go,
+// sweep_source.go; the contract's vocabulary is shared/dataset's) and the
+// typed outcome of a table's maintenance (outcome.go). It takes its
 // catalog, store, locker, queue, clock and metrics through fields, never
-// from the environment. It must not import: shared/catalog, shared/formats,
-// shared/lance, shared/awsfn, shared/embedded, shared/cli.
+// from the environment. The fleet passes (scan, order, _stats batch, marks
+// in `_fleet/`) are shared/fleet's, above it. It must not import:
+// shared/fleet, shared/catalog, shared/formats, shared/lance, shared/awsfn,
+// shared/embedded, shared/cli.
 package maintenance

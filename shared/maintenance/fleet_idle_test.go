@@ -27,7 +27,7 @@ const (
 func TestFleetIdleNotifiedRequests(t *testing.T) {
 	const n = 100
 	f := newFleet(t, n, maintenance.DefaultPolicy(), nil)
-	f.runner.SafetyScanEvery = testSafetyEvery
+	f.scan.SafetyScanEvery = testSafetyEvery
 	for name := range f.tables {
 		f.write(t, name, 1)
 	}
@@ -50,7 +50,7 @@ func TestFleetIdleNotifiedRequests(t *testing.T) {
 		now := f.clock.Now()
 		wantTables, wantShards := 0, map[int]bool{}
 		for name := range f.tables {
-			if sh := maintenance.FleetShardOf(name); fleetidx.InSafetyWindow(sh, prev, now, testSafetyEvery) {
+			if sh := fleetidx.ShardOf(name); fleetidx.InSafetyWindow(sh, prev, now, testSafetyEvery) {
 				wantTables++
 				wantShards[sh] = true
 				listed[name]++
@@ -109,14 +109,14 @@ func TestFleetSafetyNetBoundForLostNotification(t *testing.T) {
 	const skew = 30 * time.Second
 	bound := testSafetyEvery + testPass + 2*skew
 	f := newFleet(t, n, maintenance.DefaultPolicy(), nil)
-	f.runner.SafetyScanEvery = testSafetyEvery
+	f.scan.SafetyScanEvery = testSafetyEvery
 	ahead, behind := *f.runner, *f.runner
 	ahead.Clock, behind.Clock = skewed{f.clock, skew}, skewed{f.clock, -skew}
 	ctx := context.Background()
 	for name := range f.tables {
 		f.write(t, name, 1)
 	}
-	if _, err := f.runner.Run(ctx); err != nil {
+	if _, err := fleetidx.New(f.runner, f.scan).Run(ctx); err != nil {
 		t.Fatal(err)
 	}
 	type lost struct {
@@ -143,7 +143,7 @@ func TestFleetSafetyNetBoundForLostNotification(t *testing.T) {
 			k++
 			res := upsert(t, f.tables[name], fmt.Sprintf("k%d", k), "v")
 			if rng.IntN(2) == 0 {
-				if _, err := f.runner.MaintainNamed(ctx, name); err != nil {
+				if _, err := fleetidx.New(f.runner, f.scan).MaintainNamed(ctx, name); err != nil {
 					t.Fatal(err)
 				}
 				continue
@@ -154,10 +154,10 @@ func TestFleetSafetyNetBoundForLostNotification(t *testing.T) {
 		if p%2 == 1 {
 			r = &behind
 		}
-		if _, err := r.Run(ctx); err != nil {
+		if _, err := fleetidx.New(r, f.scan).Run(ctx); err != nil {
 			t.Fatal(err)
 		}
-		idx, err := maintenance.ReadFleetIndex(ctx, f.store, "wh/")
+		idx, err := fleetidx.Read(ctx, f.store, "wh/")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -192,8 +192,8 @@ func TestFleetSafetyNetBoundForLostNotification(t *testing.T) {
 func TestFleetUnnotifiedTableListedEveryPass(t *testing.T) {
 	const n = 20
 	f := newFleet(t, n, maintenance.DefaultPolicy(), nil)
-	f.runner.SafetyScanEvery = testSafetyEvery
-	f.runner.Unnotified = func(ref maintenance.TableRef) bool { return ref.Name == "t000" }
+	f.scan.SafetyScanEvery = testSafetyEvery
+	f.scan.Unnotified = func(ref maintenance.TableRef) bool { return ref.Name == "t000" }
 	for range 2 {
 		f.pass(t)
 		f.clock.Advance(testPass)
@@ -201,9 +201,9 @@ func TestFleetUnnotifiedTableListedEveryPass(t *testing.T) {
 	prev := f.clock.Now().Add(-testPass)
 	for p := range 8 {
 		now := f.clock.Now()
-		tables, shards := 0, map[int]bool{maintenance.FleetShardOf("t000"): true}
+		tables, shards := 0, map[int]bool{fleetidx.ShardOf("t000"): true}
 		for name := range f.tables {
-			if sh := maintenance.FleetShardOf(name); name == "t000" || fleetidx.InSafetyWindow(sh, prev, now, testSafetyEvery) {
+			if sh := fleetidx.ShardOf(name); name == "t000" || fleetidx.InSafetyWindow(sh, prev, now, testSafetyEvery) {
 				tables++
 				shards[sh] = true
 			}

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	fleetidx "github.com/tablekeep/tablekeep/shared/fleet"
 	"github.com/tablekeep/tablekeep/shared/maintenance"
 	"github.com/tablekeep/tablekeep/shared/objstore"
 	"github.com/tablekeep/tablekeep/shared/table"
@@ -31,9 +32,9 @@ func (f *fleet) addTable(t testing.TB, name string, p maintenance.Policy) {
 // sameShard returns n table names whose marks share one index shard.
 func sameShard(n int) []string {
 	out := []string{"s0"}
-	want := maintenance.FleetShardOf(out[0])
+	want := fleetidx.ShardOf(out[0])
 	for i := 1; len(out) < n; i++ {
-		if name := fmt.Sprintf("s%d", i); maintenance.FleetShardOf(name) == want {
+		if name := fmt.Sprintf("s%d", i); fleetidx.ShardOf(name) == want {
 			out = append(out, name)
 		}
 	}
@@ -75,21 +76,21 @@ func TestFleetIndexWriteOnStaleBaseIsNotLost(t *testing.T) {
 	f.clock.Advance(15 * time.Minute)
 	target := names[0]
 	f.write(t, target, 1) // one fragment: below the threshold, waits
-	sc, err := f.runner.Scan(ctx)
+	sc, err := fleetidx.New(f.runner, f.scan).Scan(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for i, n := range names[1:] {
 		f.clock.Advance(time.Second)
 		f.write(t, n, 10+i)
-		if _, err := f.runner.MaintainNamed(ctx, n); err != nil {
+		if _, err := fleetidx.New(f.runner, f.scan).MaintainNamed(ctx, n); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := f.runner.RecordScan(ctx, sc); err != nil {
+	if err := fleetidx.New(f.runner, f.scan).RecordScan(ctx, sc); err != nil {
 		t.Fatal(err)
 	}
-	idx, err := maintenance.ReadFleetIndex(ctx, f.cnt, "wh/")
+	idx, err := fleetidx.Read(ctx, f.cnt, "wh/")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,7 +120,7 @@ func TestFleetIndexStraysAndDamageRepaired(t *testing.T) {
 	f.pass(t)
 	// Strays: a key sorting before the digits at the top of the index
 	// folder, and inside the shards' folder.
-	for _, k := range []string{"wh/_fleet/!console", "wh/_fleet/index/!x", fmt.Sprintf("wh/_fleet/index/%02x/!x", maintenance.FleetShardOf(names[0]))} {
+	for _, k := range []string{"wh/_fleet/!console", "wh/_fleet/index/!x", fmt.Sprintf("wh/_fleet/index/%02x/!x", fleetidx.ShardOf(names[0]))} {
 		if err := f.store.Put(ctx, k, []byte("stray")); err != nil {
 			t.Fatal(err)
 		}
@@ -180,7 +181,7 @@ func TestFleetIndexLeftoversCleaned(t *testing.T) {
 		for _, n := range names {
 			f.write(t, n, i)
 		}
-		f.runner.Everything = true // a write of the index every pass
+		f.scan.Everything = true // a write of the index every pass
 		f.pass(t)
 	}
 	if n := len(indexObjects(t, f.store)); n < 8 {
@@ -318,7 +319,7 @@ func TestFleetIndexUpgradeFromSingleObject(t *testing.T) {
 	ctx := context.Background()
 	f := newFleet(t, 5, maintenance.DefaultPolicy(), nil)
 	f.pass(t)
-	idx, err := maintenance.ReadFleetIndex(ctx, f.store, "wh/")
+	idx, err := fleetidx.Read(ctx, f.store, "wh/")
 	if err != nil || len(idx.Tables) != 5 {
 		t.Fatalf("index %v, %v", idx, err)
 	}

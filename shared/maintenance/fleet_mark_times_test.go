@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	fleetidx "github.com/tablekeep/tablekeep/shared/fleet"
 	"github.com/tablekeep/tablekeep/shared/maintenance"
 	"github.com/tablekeep/tablekeep/shared/objstore"
 )
@@ -36,7 +37,7 @@ func TestFleetMarkTimesMatchFormat(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.pass(t)
-	idx, err := maintenance.ReadFleetIndex(ctx, f.store, "wh/")
+	idx, err := fleetidx.Read(ctx, f.store, "wh/")
 	if err != nil {
 		t.Fatal(err)
 	}

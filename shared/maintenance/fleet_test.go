@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	fleetidx "github.com/tablekeep/tablekeep/shared/fleet"
 	"github.com/tablekeep/tablekeep/shared/internal/fakeclock"
 	"github.com/tablekeep/tablekeep/shared/lock"
 	"github.com/tablekeep/tablekeep/shared/maintenance"
@@ -25,6 +26,7 @@ type fleet struct {
 	store  objstore.Store // what tables are written through (not counted)
 	cat    *memCatalog
 	runner *maintenance.Runner
+	scan   fleetidx.Options // the scan's (IndexRoot "wh/")
 	q      *queue.Embedded
 	sent   *sendLog
 	clean  *maintenance.Cleaner
@@ -79,7 +81,8 @@ func newFleet(t testing.TB, n int, p maintenance.Policy, wrap func(objstore.Stor
 	f.q = queue.NewEmbedded(queue.EmbeddedOptions{Clock: clock})
 	f.sent = &sendLog{clock: clock, next: maintenance.QueueEnqueuer{Q: f.q}, drop: map[string]bool{}, at: map[string][]time.Time{}}
 	f.runner = &maintenance.Runner{Store: f.cnt, Catalog: f.cat, Locker: lock.NewInProcess(clock), Queue: f.sent,
-		Clock: clock, Logger: discard, Owner: "fleet", KeepAlive: -1, IndexRoot: "wh/"}
+		Clock: clock, Logger: discard, Owner: "fleet", KeepAlive: -1}
+	f.scan = fleetidx.Options{IndexRoot: "wh/"}
 	f.clean = &maintenance.Cleaner{Store: dated, Tables: f.cat, Logger: discard, OpenOpts: table.Options{Clock: clock}}
 	for i := range n {
 		name := fmt.Sprintf("t%03d", i)
@@ -104,17 +107,17 @@ func (f *fleet) write(t testing.TB, name string, i int) {
 }
 
 // pass runs one scheduled pass and returns its report and its requests.
-func (f *fleet) pass(t testing.TB) (maintenance.RunReport, objstore.Counts) {
+func (f *fleet) pass(t testing.TB) (fleetidx.RunReport, objstore.Counts) {
 	t.Helper()
 	before := f.cnt.Counts()
-	rep, err := f.runner.Run(context.Background())
+	rep, err := fleetidx.New(f.runner, f.scan).Run(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
 	return rep, f.cnt.Counts().Sub(before)
 }
 
-func maintained(rep maintenance.RunReport) map[string]bool {
+func maintained(rep fleetidx.RunReport) map[string]bool {
 	out := map[string]bool{}
 	for _, tr := range rep.Tables {
 		out[tr.Table] = true
@@ -125,7 +128,7 @@ func maintained(rep maintenance.RunReport) map[string]bool {
 // An idle table costs exactly one LIST per pass, and the pass's requests
 // per idle table do not grow with the number of tables: the fleet costs
 // its index on top (one LIST of the shards' folder, one GET per shard
-// holding marks: at most maintenance.FleetShards, whatever the number of
+// holding marks: at most fleetidx.Shards, whatever the number of
 // tables), and nothing is written. (Before the index was sharded: one
 // LIST and one GET of a single object holding every mark.)
 func TestFleetIdleTableCostsOneList(t *testing.T) {
@@ -150,7 +153,7 @@ func TestFleetIdleTableCostsOneList(t *testing.T) {
 				}
 				shards := map[int]bool{}
 				for name := range f.tables {
-					shards[maintenance.FleetShardOf(name)] = true
+					shards[fleetidx.ShardOf(name)] = true
 				}
 				want := objstore.Counts{List: int64(n) + 1, Get: int64(len(shards))}
 				if c != want {
@@ -333,7 +336,7 @@ func TestFleetFailingTablesDoNotDelayOthers(t *testing.T) {
 			if hang {
 				// Real time: the hanging table's bound (a healthy table here
 				// takes a few ms; the bound only ends the hanging one).
-				f.runner.TableTimeout, f.runner.ScanTimeout = time.Second, time.Second
+				f.runner.TableTimeout, f.scan.ScanTimeout = time.Second, time.Second
 			}
 			var tries []time.Time
 			for pass := 0; pass < 32; pass++ {
@@ -396,7 +399,7 @@ func TestFleetIndexMergeAndMaintainNamed(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			r := *f.runner // same store and index, separate runner
-			rep, err := r.MaintainNamed(ctx, name)
+			rep, err := fleetidx.New(&r, f.scan).MaintainNamed(ctx, name)
 			if err == nil && (len(rep.Tables) != 1 || rep.Tables[0].Skipped != "" || rep.MarksWritten != 1) {
 				err = fmt.Errorf("maintain %s: %+v", name, rep)
 			}
@@ -409,7 +412,7 @@ func TestFleetIndexMergeAndMaintainNamed(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	idx, err := maintenance.ReadFleetIndex(ctx, f.cnt, "wh/")
+	idx, err := fleetidx.Read(ctx, f.cnt, "wh/")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -418,14 +421,14 @@ func TestFleetIndexMergeAndMaintainNamed(t *testing.T) {
 			t.Fatalf("mark of %s lost in the race: %+v", name, idx.Tables)
 		}
 	}
-	sc, err := f.runner.Scan(ctx)
+	sc, err := fleetidx.New(f.runner, f.scan).Scan(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(sc.Need) != 1 || sc.Need[0].Table != "t002" || sc.Idle != 2 {
 		t.Fatalf("scan after MaintainNamed(t000), (t001): need %+v, idle %d; want only t002 (no mark)", sc.Need, sc.Idle)
 	}
-	if _, err := f.runner.MaintainNamed(ctx, "nope"); err != nil {
+	if _, err := fleetidx.New(f.runner, f.scan).MaintainNamed(ctx, "nope"); err != nil {
 		t.Fatal(err)
 	}
 	// A maintenance under another policy than the registry's (the CLI's
@@ -438,13 +441,13 @@ func TestFleetIndexMergeAndMaintainNamed(t *testing.T) {
 		t.Fatal(err)
 	}
 	// MaintainTable writes no mark: RecordTables does.
-	if sc, err = f.runner.Scan(ctx); err != nil || len(sc.Need) != 1 {
+	if sc, err = fleetidx.New(f.runner, f.scan).Scan(ctx); err != nil || len(sc.Need) != 1 {
 		t.Fatalf("MaintainTable alone recorded something: need %+v, %v", sc.Need, err)
 	}
-	if rec := f.runner.RecordTables(ctx, tr); rec.MarksWritten != 1 || rec.IndexNote != "" {
+	if rec := fleetidx.New(f.runner, f.scan).RecordTables(ctx, tr); rec.MarksWritten != 1 || rec.IndexNote != "" {
 		t.Fatalf("RecordTables: %d marks, %q", rec.MarksWritten, rec.IndexNote)
 	}
-	if sc, err = f.runner.Scan(ctx); err != nil {
+	if sc, err = fleetidx.New(f.runner, f.scan).Scan(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if len(sc.Need) != 2 || sc.Need[0].Table != "t002" && sc.Need[1].Table != "t002" {

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	fleetidx "github.com/tablekeep/tablekeep/shared/fleet"
 	"github.com/tablekeep/tablekeep/shared/lock"
 	"github.com/tablekeep/tablekeep/shared/maintenance"
 	"github.com/tablekeep/tablekeep/shared/queue"
@@ -37,7 +38,7 @@ func TestTableOutcomeTyped(t *testing.T) {
 	}
 	_ = e.locker.Release(ctx, held)
 
-	run, err := e.runner.MaintainNamed(ctx, "no-such-table")
+	run, err := fleetidx.New(e.runner, fleetidx.Options{}).MaintainNamed(ctx, "no-such-table")
 	if err != nil || len(run.Tables) != 1 {
 		t.Fatalf("named: %+v %v", run, err)
 	}

@@ -21,8 +21,8 @@ type Policy struct {
 	DeleteBatch      int           // keys per delete request (<= 1000)
 	ReplanAfter      time.Duration // re-enqueue a range still not cleaned after this long
 
-	// Need triggers (Runner.Run maintains a table only when it needs it;
-	// see fleet.go and docs/reliability.md "Fleet passes").
+	// Need triggers (fleet.Scheduler.Run maintains a table only when it needs it;
+	// see mark.go and docs/reliability.md "Fleet passes").
 
 	// CompactMinFragments: a changed table is maintained once the fragments
 	// the compaction planner would take (small or deletion-heavy, counted

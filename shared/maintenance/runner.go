@@ -5,13 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sort"
 	"strings"
 	"time"
 
 	"github.com/tablekeep/tablekeep/shared/clock"
 	"github.com/tablekeep/tablekeep/shared/dataset"
-	"github.com/tablekeep/tablekeep/shared/fleet"
 	"github.com/tablekeep/tablekeep/shared/lock"
 	"github.com/tablekeep/tablekeep/shared/objstore"
 	"github.com/tablekeep/tablekeep/shared/queue"
@@ -41,6 +39,13 @@ type Catalog interface {
 	PutStats(ctx context.Context, s TableStats) error
 }
 
+// StatsBatchPutter is a Catalog that writes many _stats rows in one commit.
+// shared/fleet's pass uses it (one commit per pass for every table whose
+// stats changed); a catalog without it gets one PutStats per changed row.
+type StatsBatchPutter interface {
+	PutStatsBatch(ctx context.Context, rows []TableStats) error
+}
+
 // QueueEnqueuer adapts a queue.Queue to Enqueuer.
 type QueueEnqueuer struct{ Q queue.Queue }
 
@@ -52,6 +57,15 @@ func (e QueueEnqueuer) Send(ctx context.Context, bodies [][]byte) error {
 	}
 	return e.Q.Send(ctx, msgs)
 }
+
+// DefaultFailureBackoff is the first retry delay of a failed table; it
+// doubles with each consecutive failure, up to DefaultFailureBackoffMax
+// (the scheduled passes' mode of shared/fleet's one backoff,
+// fleet.BackoffOf(fleet.ModePass)).
+const DefaultFailureBackoff = 15 * time.Minute
+
+// DefaultFailureBackoffMax caps the failure backoff.
+const DefaultFailureBackoffMax = 6 * time.Hour
 
 // Runner runs scheduled maintenance over the tables of a catalog.
 type Runner struct {
@@ -85,41 +99,20 @@ type Runner struct {
 	// lease; negative: only at each step, as with fake clocks).
 	KeepAlive time.Duration
 
-	// Fleet passes (fleet.go, docs/reliability.md "Fleet passes").
+	// A fleet batch's fields (shared/fleet's Scheduler maintains its
+	// tables through MaintainTableWith; docs/reliability.md "Fleet
+	// passes"). The scan's own are fleet.Options.
 
-	// IndexRoot is the warehouse root holding the fleet index (its marks
-	// let Run skip idle tables). "": the catalog's Root(), if it has one;
-	// "-": no index, Run maintains every table.
-	IndexRoot string
-	// Everything makes Run maintain every registered table, in need or
-	// not (marks are still recorded).
-	Everything bool
-	// ScanConcurrency is how many tables a scan lists at once (default 64).
-	ScanConcurrency int
-	// ScanTimeout bounds one table's LIST in a scan (default 10 s): a
-	// table whose listing hangs is in need, fails, and backs off.
-	ScanTimeout time.Duration
 	// TableTimeout bounds one table's maintenance within a run (0: only the
 	// run's deadline). A table that times out is recorded as failed.
 	TableTimeout time.Duration
 	// FailureBackoff is the first retry delay of a failed table (default
 	// 15 min), doubling with each consecutive failure up to
-	// FailureBackoffMax (default 6 h): FailureBackoffFor. The same policy
+	// FailureBackoffMax (default 6 h): shared/fleet's Backoff. The same policy
 	// backs off a table's compaction alone when only compaction fails, and
 	// the fan-out's retry jobs (awsfn) are scheduled by it.
 	FailureBackoff    time.Duration
 	FailureBackoffMax time.Duration
-	// SafetyScanEvery, with S3 notifications on (a notified write is
-	// maintained by the compaction queue), is the safety-net cadence: a
-	// scan lists an unchanged table once per SafetyScanEvery, not at every
-	// pass (fleet_idle.go; docs/reliability.md "Safety-net scan"). 0 (the
-	// embedded default and the CLI: no notifications): every pass lists
-	// every table.
-	SafetyScanEvery time.Duration
-	// Unnotified, with SafetyScanEvery, names the tables whose writes are
-	// not notified (awsfn: the _stats table, which the notification path
-	// ignores): they are listed at every pass.
-	Unnotified func(TableRef) bool
 	// Sources opens every registered dataset as a Source (formats.Open:
 	// tablekeep tables and Lance datasets), as Cleaner.Sources: each is
 	// compacted (a TableBacked source by Compactor, a SourceCompacter by
@@ -129,6 +122,10 @@ type Runner struct {
 	// formats.Open.
 	Sources SourceOpener
 }
+
+// SetDefaults fills the zero fields with their defaults (every method
+// does; shared/fleet's scheduler calls it once).
+func (r *Runner) SetDefaults() { r.defaults() }
 
 func (r *Runner) defaults() {
 	if r.Lease <= 0 {
@@ -151,12 +148,6 @@ func (r *Runner) defaults() {
 	}
 	if r.Compactor == nil {
 		r.Compactor = NewCompactor(r.Logger, r.Clock)
-	}
-	if r.ScanConcurrency <= 0 {
-		r.ScanConcurrency = DefaultScanConcurrency
-	}
-	if r.ScanTimeout <= 0 {
-		r.ScanTimeout = DefaultScanTimeout
 	}
 	if r.FailureBackoff <= 0 {
 		r.FailureBackoff = DefaultFailureBackoff
@@ -210,66 +201,49 @@ type TableReport struct {
 	compactErr error // compaction failed, pruning did not
 	mark       Mark  // the table's mark after this maintenance
 	marked     bool
-	statsReady bool        // Stats computed, left to the batch to write
-	base       *FleetIndex // MaintainTable: the marks read before, for RecordTables
+	statsReady bool // Stats computed, left to the batch to write
 }
 
-// RunReport covers one scheduled run.
-type RunReport struct {
-	Tables  []TableReport
-	Stopped string // why the run ended before every table ("" if it did not)
-	// Scan is the run's scan (nil when every table was maintained:
-	// Everything, DryRun, or no fleet index).
-	Scan *FleetScan `json:"-"`
-	// Registered tables, and those skipped as idle or backing off.
-	Registered, Idle, BackingOff int
-	// StatsWritten is the _stats rows written (in one commit); MarksWritten
-	// the marks recorded in the fleet index (in one write).
-	StatsWritten, MarksWritten int
-	IndexNote                  string // why the fleet index was not written
+// Ref is the table maintained (zero if it was not resolved).
+func (tr TableReport) Ref() TableRef { return tr.ref }
+
+// Err is the failure of the maintenance (nil if it did not fail; a
+// failure of compaction alone is CompactErr).
+func (tr TableReport) Err() error { return tr.err }
+
+// CompactErr is compaction's failure when pruning succeeded.
+func (tr TableReport) CompactErr() error { return tr.compactErr }
+
+// NewMark is the table's mark after this maintenance (false: none
+// computed, the maintenance failed or was not done).
+func (tr TableReport) NewMark() (Mark, bool) { return tr.mark, tr.marked }
+
+// StatsReady reports whether Stats was computed and is left to the batch
+// to write (shared/fleet's _stats batch).
+func (tr TableReport) StatsReady() bool { return tr.statsReady }
+
+// TableOptions is what a fleet scheduler knows of a table before its
+// maintenance (MaintainTableWith).
+type TableOptions struct {
+	// Prior is the table's mark before (zero: none): a compaction backing
+	// off after failures is not tried.
+	Prior Mark
+	// Listed is the scan's LIST of the table's manifests (zero: none): the
+	// table is opened on it with one GET while it is fresh.
+	Listed Listed
+	// RetryAfter is the failure backoff of compaction after k consecutive
+	// failures (shared/fleet's Backoff). nil: FailureBackoff, the first
+	// delay (a table without a prior mark fails for the first time).
+	RetryAfter func(k int) time.Duration
 }
 
-// Run maintains the registered tables in need (Scan), most urgent first and
-// failed tables last, until the context's deadline minus the margin; then
-// writes the changed _stats rows in one commit and the marks in the fleet
-// index. With Everything or DryRun, or without a fleet index, every table
-// is maintained, most in need by _stats first.
-func (r *Runner) Run(ctx context.Context) (RunReport, error) {
-	r.defaults()
-	_, indexed := r.indexRoot()
-	if r.Everything || r.DryRun || !indexed {
-		refs, err := r.Catalog.Tables(ctx)
-		if err != nil {
-			return RunReport{}, fmt.Errorf("list tables: %w", err)
-		}
-		stats, err := r.Catalog.Stats(ctx)
-		if err != nil {
-			r.Logger.WarnContext(ctx, "stats unreadable; maintaining in registry order", "err", err)
-			stats = nil
-		}
-		need := func(ref TableRef) int {
-			s := stats[ref.Name]
-			return s.Unreclaimed + s.SmallFrags
-		}
-		sort.SliceStable(refs, func(i, j int) bool { return need(refs[i]) > need(refs[j]) })
-		rep, err := r.maintainBatch(ctx, refs, nil)
-		rep.Registered = len(refs)
-		return rep, err
-	}
-	sc, err := r.Scan(ctx)
-	if err != nil {
-		return RunReport{}, err
-	}
-	refs := make([]TableRef, len(sc.Need))
-	for i, n := range sc.Need {
-		refs[i] = n.Ref
-	}
-	rep, err := r.maintainBatch(ctx, refs, sc)
-	rep.Scan, rep.Registered, rep.Idle, rep.BackingOff = sc, sc.Tables, sc.Idle, sc.BackingOff
-	r.Logger.InfoContext(ctx, "fleet pass", "registered", sc.Tables, "in_need", len(sc.Need), "idle", sc.Idle,
-		"backing_off", sc.BackingOff, "maintained", len(rep.Tables), "stats_written", rep.StatsWritten,
-		"marks_written", rep.MarksWritten, "stopped", rep.Stopped)
-	return rep, err
+// Listed is a version a LIST of a table's manifests named newest and a
+// time taken before that LIST was sent: the maintenance that follows the
+// scan opens the table on it with one GET and no LIST
+// (table.RefreshListed) while it is fresh (planFreshFor).
+type Listed struct {
+	Version uint64
+	At      time.Time
 }
 
 // TableLockName is the lock of one table's maintenance: by its root, which
@@ -281,25 +255,54 @@ func (r *Runner) StatsLockName() string { return r.LockNamespace + "stats-writer
 
 // MaintainTable compacts one table and plans its pruning under its lock,
 // then computes its stats and mark, and returns them in its report: it
-// writes neither (RecordTables does, for a caller that maintains tables one
-// at a time: the fan-out). Each step (compaction, prune plan, stats
-// refresh) is one log line "maintenance step" with the table, versions,
-// fencing token, requests by kind (of this step; a store that is already an
-// *objstore.Counting shared with the catalog also counts catalog requests),
-// bytes and duration.
+// writes neither (shared/fleet records them). It is MaintainTableWith
+// without a prior mark, its errors joined. Each step (compaction, prune
+// plan, stats refresh) is one log line "maintenance step" with the table,
+// versions, fencing token, requests by kind (of this step; a store that is
+// already an *objstore.Counting shared with the catalog also counts
+// catalog requests), bytes and duration.
 func (r *Runner) MaintainTable(ctx context.Context, ref TableRef) (TableReport, error) {
 	r.defaults()
-	rep := TableReport{Table: ref.Name}
 	if r.DryRun {
-		return r.maintainOne(ctx, ref, Mark{}, listedLatest{})
+		return r.maintainOne(ctx, ref, TableOptions{})
 	}
-	// Alone: its report only; RecordTables writes its stats row and mark.
-	br, _ := r.maintainBatchOpt(ctx, []TableRef{ref}, nil, false, false)
-	if len(br.Tables) == 0 {
-		return rep, fmt.Errorf("maintain %s: %s", ref.Name, br.Stopped)
+	if err := ctx.Err(); err != nil {
+		return TableReport{Table: ref.Name}, fmt.Errorf("maintain %s: %s", ref.Name, err.Error())
 	}
-	tr := br.Tables[0]
+	tr := r.MaintainTableWith(ctx, ref, TableOptions{})
+	if r.Progress != nil {
+		r.Progress(1, 1)
+	}
 	return tr, errors.Join(tr.err, tr.compactErr)
+}
+
+// MaintainTableWith maintains one table of a fleet batch within
+// TableTimeout (a table that times out failed): its report holds its
+// failure (Err; Outcome failed), compaction's (CompactErr), its mark
+// (NewMark) and stats (StatsReady); it writes neither. One table's
+// failure is logged and reported, never returned.
+func (r *Runner) MaintainTableWith(ctx context.Context, ref TableRef, o TableOptions) TableReport {
+	r.defaults()
+	tctx, cancel := ctx, context.CancelFunc(func() {})
+	if r.TableTimeout > 0 {
+		tctx, cancel = context.WithTimeout(ctx, r.TableTimeout)
+	}
+	tr, err := r.maintainOne(tctx, ref, o)
+	timedOut := tctx.Err() != nil && ctx.Err() == nil
+	cancel()
+	if err == nil && timedOut {
+		err = fmt.Errorf("maintain %s: %w (table timeout %s)", ref.Name, context.DeadlineExceeded, r.TableTimeout)
+	}
+	tr.err = err
+	if err != nil {
+		// One table's failure does not stop the others.
+		r.Logger.ErrorContext(ctx, "maintenance failed", "table", ref.Name, "err", err)
+		tr.Fail(err)
+	} else if tr.compactErr != nil {
+		r.Logger.ErrorContext(ctx, "compaction failed; the table was pruned, compaction backs off", "table", ref.Name,
+			"err", tr.compactErr, "compaction_failures", tr.mark.CompactFailures, "compaction_retry_at", tr.mark.CompactRetryAt)
+	}
+	return tr
 }
 
 // ErrCompaction marks a maintenance error of compaction alone: pruning
@@ -319,8 +322,9 @@ func (tr TableReport) PruneDone() bool { return tr.marked }
 // if none): a compaction backing off after failures is not tried. The
 // error is the maintenance's; a failure of compaction alone is
 // rep.compactErr.
-func (r *Runner) maintainOne(ctx context.Context, ref TableRef, prev Mark, hint listedLatest) (TableReport, error) {
+func (r *Runner) maintainOne(ctx context.Context, ref TableRef, o TableOptions) (TableReport, error) {
 	r.defaults()
+	prev, hint := o.Prior, o.Listed
 	start := r.Clock.Now()
 	rep := TableReport{Table: ref.Name}
 	p := ref.Policy.WithDefaults()
@@ -328,8 +332,8 @@ func (r *Runner) maintainOne(ctx context.Context, ref TableRef, prev Mark, hint 
 	if !ok {
 		cnt = objstore.NewCounting(r.Store)
 	}
-	// A dry run plans, whichever path asked (MaintainTable, MaintainTables,
-	// a fleet batch): nothing is locked or written.
+	// A dry run plans, whichever path asked (MaintainTable, a fleet
+	// batch): nothing is locked or written.
 	if r.DryRun {
 		return r.dryRunOne(ctx, cnt, ref)
 	}
@@ -377,8 +381,8 @@ func (r *Runner) maintainOne(ctx context.Context, ref TableRef, prev Mark, hint 
 		// makes it stale, which the compaction's commit finds (its PUT
 		// conflicts) as after any open; the prune plan lists every version
 		// itself and the cleaner's guard re-reads the latest.
-		if ts, ok := src.(*TableSource); ok && hint.v > 0 && !r.Clock.Now().Before(hint.at) && r.Clock.Now().Sub(hint.at) <= planFreshFor {
-			t, err = ts.OpenTableListed(ctx, opts, hint.v, hint.at)
+		if ts, ok := src.(*TableSource); ok && hint.Version > 0 && !r.Clock.Now().Before(hint.At) && r.Clock.Now().Sub(hint.At) <= planFreshFor {
+			t, err = ts.OpenTableListed(ctx, opts, hint.Version, hint.At)
 		} else {
 			t, err = tb.OpenTable(ctx, opts)
 		}
@@ -461,8 +465,12 @@ func (r *Runner) maintainOne(ctx context.Context, ref TableRef, prev Mark, hint 
 	switch {
 	case compactErr != nil:
 		cs.Failures = prev.CompactFailures + 1
-		cs.RetryAt = table.SatAddTime(now, r.RetryBackoff(cs.Failures))
-		cs.Error = fleet.ClipError(compactErr.Error())
+		retryAfter := o.RetryAfter
+		if retryAfter == nil {
+			retryAfter = func(int) time.Duration { return r.FailureBackoff }
+		}
+		cs.RetryAt = table.SatAddTime(now, retryAfter(cs.Failures))
+		cs.Error = ClipError(compactErr.Error())
 	case held:
 		cs = compactState{Failures: prev.CompactFailures, RetryAt: prev.CompactRetryAt, Error: prev.CompactError}
 	}

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	fleetidx "github.com/tablekeep/tablekeep/shared/fleet"
 	"github.com/tablekeep/tablekeep/shared/formats"
 	"github.com/tablekeep/tablekeep/shared/internal/fakeclock"
 	"github.com/tablekeep/tablekeep/shared/lance/lancetest"
@@ -17,7 +18,7 @@ import (
 	"github.com/tablekeep/tablekeep/shared/queue"
 )
 
-// TestRunnerCompactsLanceDataset: Runner.Run on a registered Lance dataset
+// TestRunnerCompactsLanceDataset: fleet.Scheduler.Run on a registered Lance dataset
 // of LanceDB's one-row writes compacts it under the table's lease (one
 // Rewrite version, fenced with the lease's token), then prunes: the dry
 // run lists the group and writes nothing; after the run and the drain
@@ -41,7 +42,7 @@ func TestRunnerCompactsLanceDataset(t *testing.T) {
 	cat := &memCatalog{refs: []maintenance.TableRef{ref}}
 	q := queue.NewEmbedded(queue.EmbeddedOptions{})
 	r := &maintenance.Runner{Store: store, Catalog: cat, Locker: lock.NewInProcess(clock), Queue: maintenance.QueueEnqueuer{Q: q},
-		Clock: clock, Owner: "test", IndexRoot: "wh/", Sources: formats.Open, KeepAlive: -1}
+		Clock: clock, Owner: "test", Sources: formats.Open, KeepAlive: -1}
 
 	dry := *r
 	dry.DryRun = true
@@ -54,7 +55,7 @@ func TestRunnerCompactsLanceDataset(t *testing.T) {
 		t.Fatalf("dry run wrote: %v", err)
 	}
 
-	rep, err := r.Run(ctx)
+	rep, err := fleetidx.New(r, fleetidx.Options{IndexRoot: "wh/"}).Run(ctx)
 	if err != nil || len(rep.Tables) != 1 {
 		t.Fatalf("run: %+v %v", rep, err)
 	}
@@ -105,24 +106,24 @@ func TestRunnerComesBackForLanceCompactionLeft(t *testing.T) {
 	cat := &memCatalog{refs: []maintenance.TableRef{ref}}
 	q := queue.NewEmbedded(queue.EmbeddedOptions{})
 	r := &maintenance.Runner{Store: store, Catalog: cat, Locker: lock.NewInProcess(clock), Queue: maintenance.QueueEnqueuer{Q: q},
-		Clock: clock, Owner: "test", IndexRoot: "wh/", Sources: formats.Open, KeepAlive: -1}
-	rep, err := r.Run(ctx)
+		Clock: clock, Owner: "test", Sources: formats.Open, KeepAlive: -1}
+	rep, err := fleetidx.New(r, fleetidx.Options{IndexRoot: "wh/"}).Run(ctx)
 	if err != nil || len(rep.Tables) != 1 || rep.Tables[0].Compacted.Committed != 0 {
 		t.Fatalf("first run: %+v %v", rep, err)
 	}
 	clock.Advance(time.Minute)
-	rep, err = r.Run(ctx)
+	rep, err = fleetidx.New(r, fleetidx.Options{IndexRoot: "wh/"}).Run(ctx)
 	if err != nil || len(rep.Tables) != 1 || rep.Idle != 0 {
 		t.Fatalf("second run should come back for the compaction left: tables %d, idle %d, %v", len(rep.Tables), rep.Idle, err)
 	}
 	// With the limit lifted the next pass compacts, and the one after is idle.
 	cat.refs[0].Policy.MaxInputBytes = 0
 	clock.Advance(time.Minute)
-	if rep, err = r.Run(ctx); err != nil || len(rep.Tables) != 1 || rep.Tables[0].Compacted.Committed != 1 {
+	if rep, err = fleetidx.New(r, fleetidx.Options{IndexRoot: "wh/"}).Run(ctx); err != nil || len(rep.Tables) != 1 || rep.Tables[0].Compacted.Committed != 1 {
 		t.Fatalf("third run: %+v %v", rep, err)
 	}
 	clock.Advance(time.Minute)
-	if rep, err = r.Run(ctx); err != nil || rep.Idle != 1 {
+	if rep, err = fleetidx.New(r, fleetidx.Options{IndexRoot: "wh/"}).Run(ctx); err != nil || rep.Idle != 1 {
 		t.Fatalf("fourth run not idle: %+v %v", rep, err)
 	}
 }
@@ -148,7 +149,7 @@ func TestJobCompactsLanceDataset(t *testing.T) {
 	ref := maintenance.TableRef{Name: "ds", Root: "wh/ds.lance/", Policy: maintenance.Policy{Grace: time.Hour, KeepLast: 1, RangeVersions: 8}, Format: formats.Lance}
 	q := queue.NewEmbedded(queue.EmbeddedOptions{})
 	r := &maintenance.Runner{Store: store, Catalog: &memCatalog{refs: []maintenance.TableRef{ref}}, Locker: lock.NewInProcess(clock), Queue: maintenance.QueueEnqueuer{Q: q},
-		Clock: clock, Owner: "test", IndexRoot: "wh/", Sources: formats.Open, KeepAlive: -1}
+		Clock: clock, Owner: "test", Sources: formats.Open, KeepAlive: -1}
 	tr, err := r.MaintainTable(ctx, ref)
 	if err != nil || tr.CompactionError != "" || tr.Compacted.Committed != 1 || !slices.Equal(tr.Compacted.Versions, []uint64{latest + 1}) || tr.Token == 0 {
 		t.Fatalf("job: %+v %v", tr, err)

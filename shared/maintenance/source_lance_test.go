@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	fleetidx "github.com/tablekeep/tablekeep/shared/fleet"
 	"github.com/tablekeep/tablekeep/shared/formats"
 	"github.com/tablekeep/tablekeep/shared/internal/fakeclock"
 	"github.com/tablekeep/tablekeep/shared/lance/lancetest"
@@ -19,7 +20,7 @@ import (
 )
 
 // TestRunnerMaintainsLanceDataset: a registered Lance dataset (Format
-// "lance") is maintained by Runner.Run like any table: pruned through its
+// "lance") is maintained by fleet.Scheduler.Run like any table: pruned through its
 // Source (nothing to compact: LanceDB's optimize folded and indexed
 // everything; TestRunnerCompactsLanceDataset compacts), its stats and mark recorded; the cleaner drains
 // the ranges; LanceDB then reads every retained version exactly as before
@@ -50,13 +51,13 @@ func testRunnerLance(t *testing.T, scheme string) {
 	cat := &memCatalog{refs: []maintenance.TableRef{ref}}
 	q := queue.NewEmbedded(queue.EmbeddedOptions{})
 	r := &maintenance.Runner{Store: cnt, Catalog: cat, Locker: lock.NewInProcess(clock), Queue: maintenance.QueueEnqueuer{Q: q},
-		Clock: clock, Owner: "test", IndexRoot: "wh/", Sources: formats.Open, KeepAlive: -1}
+		Clock: clock, Owner: "test", Sources: formats.Open, KeepAlive: -1}
 
 	// A dry run plans and writes nothing.
 	dry := *r
 	dry.DryRun = true
 	files := listing(t, store, "wh/")
-	drep, err := dry.Run(ctx)
+	drep, err := fleetidx.New(&dry, fleetidx.Options{IndexRoot: "wh/"}).Run(ctx)
 	if err != nil || len(drep.Tables) != 1 || len(drep.Tables[0].Prune.Ranges) == 0 {
 		t.Fatalf("dry run: %+v %v", drep, err)
 	}
@@ -67,7 +68,7 @@ func testRunnerLance(t *testing.T, scheme string) {
 	// its own manifest timestamp: the dry run says so.
 	early := dry
 	early.Clock = fakeclock.New(time.Now())
-	erep, err := early.Run(ctx)
+	erep, err := fleetidx.New(&early, fleetidx.Options{IndexRoot: "wh/"}).Run(ctx)
 	if err != nil || len(erep.Tables) != 1 {
 		t.Fatalf("dry run now: %+v %v", erep, err)
 	}
@@ -77,7 +78,7 @@ func testRunnerLance(t *testing.T, scheme string) {
 		t.Fatalf("kept now: %+v", kept)
 	}
 
-	rep, err := r.Run(ctx)
+	rep, err := fleetidx.New(r, fleetidx.Options{IndexRoot: "wh/"}).Run(ctx)
 	if err != nil || len(rep.Tables) != 1 || rep.Tables[0].Skipped != "" {
 		t.Fatalf("run: %+v %v", rep, err)
 	}
@@ -107,7 +108,7 @@ func testRunnerLance(t *testing.T, scheme string) {
 
 	// Nothing written: idle, at the scan's cost.
 	base := cnt.Counts()
-	rep, err = r.Run(ctx)
+	rep, err = fleetidx.New(r, fleetidx.Options{IndexRoot: "wh/"}).Run(ctx)
 	if err != nil || rep.Idle != 1 || len(rep.Tables) != 0 {
 		t.Fatalf("second run not idle: %+v %v", rep, err)
 	}
@@ -124,11 +125,11 @@ func testRunnerLance(t *testing.T, scheme string) {
 	// A write is seen by the scan, and maintained once it waited long enough.
 	latest := lancetest.Write(t, wh, "ds")
 	clock.Advance(p.WithDefaults().CompactMaxWait + time.Minute)
-	if _, err := r.Run(ctx); err != nil {
+	if _, err := fleetidx.New(r, fleetidx.Options{IndexRoot: "wh/"}).Run(ctx); err != nil {
 		t.Fatal(err)
 	}
 	clock.Advance(p.WithDefaults().CompactMaxWait + time.Minute)
-	rep, err = r.Run(ctx)
+	rep, err = fleetidx.New(r, fleetidx.Options{IndexRoot: "wh/"}).Run(ctx)
 	if err != nil || len(rep.Tables) != 1 || rep.Tables[0].Prune.Latest != latest {
 		t.Fatalf("after a write (latest %d): %+v %v", latest, rep, err)
 	}
@@ -171,12 +172,12 @@ func TestUnknownFormatDeletesNothing(t *testing.T) {
 		cat := &memCatalog{refs: []maintenance.TableRef{ref}}
 		q := queue.NewEmbedded(queue.EmbeddedOptions{})
 		r := &maintenance.Runner{Store: store, Catalog: cat, Locker: lock.NewInProcess(clock), Queue: maintenance.QueueEnqueuer{Q: q},
-			Clock: clock, Owner: "test", IndexRoot: "-", Sources: tc.sources, KeepAlive: -1}
+			Clock: clock, Owner: "test", Sources: tc.sources, KeepAlive: -1}
 		_, err := r.MaintainTable(ctx, ref)
 		if !errors.Is(err, maintenance.ErrUnknownFormat) {
 			t.Fatalf("%s: MaintainTable: %v, want ErrUnknownFormat", tc.format, err)
 		}
-		rep, _ := r.Run(ctx)
+		rep, _ := fleetidx.New(r, fleetidx.Options{IndexRoot: "-"}).Run(ctx)
 		if len(rep.Tables) != 1 || !strings.Contains(rep.Tables[0].Skipped, maintenance.ErrUnknownFormat.Error()) {
 			t.Fatalf("%s: run %+v", tc.format, rep)
 		}

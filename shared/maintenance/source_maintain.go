@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/tablekeep/tablekeep/shared/dataset"
 	"github.com/tablekeep/tablekeep/shared/objstore"
@@ -70,9 +71,9 @@ func formatName(ref TableRef) string {
 	return ref.Format
 }
 
-// sourceLatest is the fleet scan's probe of a dataset of another format:
+// SourceLatest is the fleet scan's probe of a dataset of another format:
 // the Source's LatestProber, or the full version listing.
-func (r *Runner) sourceLatest(ctx context.Context, ref TableRef, known uint64) (uint64, error) {
+func (r *Runner) SourceLatest(ctx context.Context, ref TableRef, known uint64) (uint64, error) {
 	src, err := r.openSource(ctx, r.Store, ref)
 	if err != nil {
 		return 0, err
@@ -88,4 +89,28 @@ func (r *Runner) sourceLatest(ctx context.Context, ref TableRef, known uint64) (
 		return 0, errors.Join(err, fmt.Errorf("%s: %w", ref.Root, table.ErrNotATable))
 	}
 	return vs[len(vs)-1].Version, nil
+}
+
+// LatestVersion returns a table's latest version with one LIST (max-keys
+// 1 on the manifest keys, which sort newest first), or 0 and
+// table.ErrNotATable if it has none. A stray object sorting first costs an
+// Open instead.
+func LatestVersion(ctx context.Context, store objstore.Store, root string) (uint64, error) {
+	root = table.NormalizeRoot(root)
+	prefix := root + table.VersionsPrefix
+	page, err := store.List(ctx, objstore.ListOptions{Prefix: prefix, MaxKeys: 1})
+	if err != nil {
+		return 0, err
+	}
+	if len(page.Objects) == 0 {
+		return 0, fmt.Errorf("%s: %w", root, table.ErrNotATable)
+	}
+	if v, ok := table.ParseManifestKey(strings.TrimPrefix(page.Objects[0].Key, root)); ok {
+		return v, nil
+	}
+	t, err := table.Open(ctx, store, root, table.Options{})
+	if err != nil {
+		return 0, err
+	}
+	return t.Cached().Version, nil
 }

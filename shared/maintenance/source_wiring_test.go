@@ -37,7 +37,7 @@ func TestConstructorsWireFormats(t *testing.T) {
 	q := queue.NewEmbedded(queue.EmbeddedOptions{})
 	bare := func() *maintenance.Runner {
 		return &maintenance.Runner{Store: store, Catalog: cat, Locker: lock.NewInProcess(clock), Queue: maintenance.QueueEnqueuer{Q: q},
-			Clock: clock, Owner: "test", IndexRoot: "-", KeepAlive: -1}
+			Clock: clock, Owner: "test", KeepAlive: -1}
 	}
 	before := listing(t, store, "wh/")
 	if _, err := bare().MaintainTable(ctx, lref); !errors.Is(err, maintenance.ErrUnknownFormat) {

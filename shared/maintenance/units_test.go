@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	fleetidx "github.com/tablekeep/tablekeep/shared/fleet"
 	"github.com/tablekeep/tablekeep/shared/lock"
 	"github.com/tablekeep/tablekeep/shared/maintenance"
 	"github.com/tablekeep/tablekeep/shared/queue"
@@ -202,7 +203,7 @@ func TestStatsRefreshWaitsBounded(t *testing.T) {
 	if _, ok := e.cat.stats[tblName]; ok {
 		t.Fatal("MaintainTable wrote a stats row")
 	}
-	rep = e.runner.RecordTables(context.Background(), rep).Tables[0]
+	rep = fleetidx.New(e.runner, fleetidx.Options{}).RecordTables(context.Background(), rep).Tables[0]
 	waited := e.clock.Now().Sub(start)
 	if rep.StatsNote == "" || waited < 10*time.Second || waited > 11*time.Second {
 		t.Fatalf("stats note %q after %s", rep.StatsNote, waited)
@@ -217,7 +218,7 @@ func TestStatsRefreshWaitsBounded(t *testing.T) {
 	if rep, err = e.runner.MaintainTable(context.Background(), e.ref); err != nil {
 		t.Fatal(err)
 	}
-	e.runner.RecordTables(context.Background(), rep)
+	fleetidx.New(e.runner, fleetidx.Options{}).RecordTables(context.Background(), rep)
 	if s, ok := e.cat.stats[tblName]; !ok || s.Rows != 6 || s.Fragments != 1 {
 		t.Fatalf("stats %+v", s)
 	}

@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/tablekeep/tablekeep/shared/catalog"
+	"github.com/tablekeep/tablekeep/shared/fleet"
 	"github.com/tablekeep/tablekeep/shared/maintenance"
 	"github.com/tablekeep/tablekeep/shared/progress"
 	"github.com/tablekeep/tablekeep/shared/queue"
@@ -37,14 +38,14 @@ type PassOptions struct {
 	// DryRun changes nothing and reports the plans.
 	DryRun bool
 	// Exactly maintains Tables, in that order (_stats first), whether in
-	// need or not (Runner.MaintainTables), and sweeps them all: the CLI's
-	// pass over the tables it names. Otherwise the pass is the runner's Run
+	// need or not (fleet.Scheduler.MaintainTables), and sweeps them all: the CLI's
+	// pass over the tables it names. Otherwise the pass is the fleet scheduler's Run
 	// (the tables in need, most urgent first; every table with Everything
 	// or DryRun) and sweeps the tables it maintained.
 	Exactly bool
 	Tables  []maintenance.TableRef
 	// Everything: Run maintains and sweeps every registered table, in need
-	// or not (maintenance.Runner.Everything).
+	// or not (fleet.Options.Everything).
 	Everything bool
 	// Steps are the steps the pass runs (zero: AllSteps). A pass without
 	// Prune plans no pruning (with Exactly: a policy keeping every version).
@@ -92,7 +93,7 @@ type Cleaned struct {
 
 // Report is one pass: what was (or, dry, would be) done per table.
 type Report struct {
-	Run maintenance.RunReport
+	Run fleet.RunReport
 	// Dry run: what the cleaner would delete per range (read from the
 	// change records), and with Detail the kept versions and what
 	// compaction leaves for the next pass (groups, fragments), by table.
@@ -220,7 +221,6 @@ func (w *Warehouse) Pass(ctx context.Context, o PassOptions) (Report, error) {
 // table).
 func (w *Warehouse) maintain(ctx context.Context, rep *Report, refs []maintenance.TableRef, o PassOptions) error {
 	r := w.NewRunner(Options{Owner: o.Owner, DryRun: o.DryRun, Metrics: o.Metrics})
-	r.Everything = o.Everything
 	if !o.Steps.Compact {
 		r.Compactor.Planner = noGroups{}
 	}
@@ -250,12 +250,12 @@ func (w *Warehouse) maintain(ctx context.Context, rep *Report, refs []maintenanc
 			describe(bar, "maintain "+run[n].Name)
 		}
 	}
-	var br maintenance.RunReport
+	var br fleet.RunReport
 	var err error
 	if o.Exactly {
-		br, err = r.MaintainTables(ctx, run)
+		br, err = fleet.New(r, fleet.Options{}).MaintainTables(ctx, run)
 	} else {
-		br, err = r.Run(ctx)
+		br, err = fleet.New(r, fleet.Options{Everything: o.Everything}).Run(ctx)
 	}
 	_ = bar.Finish()
 	byName := map[string]maintenance.TableRef{}
@@ -289,7 +289,7 @@ func (w *Warehouse) maintain(ctx context.Context, rep *Report, refs []maintenanc
 // it maintained (in need: changed, due, or at their periodic full check).
 // An idle table is swept when the scan next finds it in need: at its next
 // write, or its full check, at most Policy.FullCheckEvery away.
-func sweepRefs(refs []maintenance.TableRef, run maintenance.RunReport) []maintenance.TableRef {
+func sweepRefs(refs []maintenance.TableRef, run fleet.RunReport) []maintenance.TableRef {
 	if run.Scan == nil {
 		return refs
 	}
