@@ -6,10 +6,11 @@
 // (state.go), the one failure backoff of a failing table, whose mode
 // (scheduled passes or the AWS fan-out's jobs) is a parameter (backoff.go),
 // the Scheduler (scheduler.go; New(runner, Options)): the scan (one LIST
-// per table, the safety-net windows, its options), the order (most urgent first, failed tables last),
-// the deadline minus the margin, the _stats batch and the marks'
-// recording, over a maintenance.Runner that maintains one table at a time
-// and writes neither stats nor marks; and the AWS fan-out's policy
+// per table, the safety-net windows, its options), the order (most urgent
+// first, failed tables last), the deadline minus the margin, the _stats
+// batch and the marks' recording, over a maintenance.Runner that maintains
+// one table at a time and writes neither stats nor marks; and the AWS
+// fan-out's policy
 // (fanout.go: the inline-or-queued decision, the table jobs, the follow-up
 // after a table's maintenance, a queue batch's per-table decisions) with
 // its retry markers and inline run records (retry.go, inlinerun.go), the
