@@ -415,47 +415,74 @@ func (t *Table) ReadFloor(ctx context.Context) (FloorRead, error) {
 	// "_refs/floor" covers both "_refs/floor.json" and "_refs/floor/...";
 	// '.' sorts before '/', so the legacy object comes first.
 	prefix := t.key(strings.TrimSuffix(floorDir, "/"))
-	var r FloorRead
-	var marker uint64
+	s := floorScan{r: FloorRead{complete: true}}
 	startAfter := ""
-	r.complete = true
-	for stray := 0; ; {
+	for {
 		page, err := t.store.List(ctx, objstore.ListOptions{Prefix: prefix, StartAfter: startAfter, MaxKeys: floorListKeys})
 		if err != nil {
 			return FloorRead{}, fmt.Errorf("read floor of %s: %w", t.name(), err)
 		}
 		if page.Truncated || startAfter != "" {
-			r.complete = false
+			s.r.complete = false
 		}
-		found := false
+		s.found = false
 		for _, o := range page.Objects {
-			rel := strings.TrimPrefix(o.Key, t.root)
-			if rel == legacyFloorKey {
-				r.legacy = true
-				continue
+			if err := s.add(ctx, t, o); err != nil {
+				return FloorRead{}, err
 			}
-			if f, ok := parseFloorMarker(rel); ok {
-				if !found {
-					marker, found = f, true
-				}
-				r.markers = append(r.markers, o)
-				continue
-			}
-			if found {
-				continue // after the markers: not ours to judge here
-			}
-			r.complete = false
-			if stray++; stray > 8 {
-				return FloorRead{}, objErr(o.Key, ErrCorruptObject, "too many objects that are not floor markers under "+floorDir)
-			}
-			t.opts.Logger.WarnContext(ctx, "stray object among floor markers", "key", o.Key)
 		}
-		if found || !page.Truncated || len(page.Objects) == 0 {
+		if s.found || !page.Truncated || len(page.Objects) == 0 {
 			break
 		}
 		startAfter = page.Objects[len(page.Objects)-1].Key
 	}
-	r.Floor = marker
+	return s.finish(ctx, t)
+}
+
+// floorScan reads a listing of the floor's keys ("_refs/floor.json" and
+// "_refs/floor/...", in order) by the rules of docs/format.md 2.4, for
+// ReadFloor and ReadRefs.
+type floorScan struct {
+	r      FloorRead
+	marker uint64 // the first (highest) marker's floor
+	found  bool   // a marker was listed (in this page, for ReadFloor)
+	stray  int    // stray keys before the first marker
+	strays bool   // any stray key, before the markers or after
+}
+
+// add takes the next listed key of the floor's prefix: the legacy object,
+// a marker, or a stray key (the 9th stray before the first marker is
+// ErrCorruptObject).
+func (s *floorScan) add(ctx context.Context, t *Table, o objstore.ObjectInfo) error {
+	rel := strings.TrimPrefix(o.Key, t.root)
+	if rel == legacyFloorKey {
+		s.r.legacy = true
+		return nil
+	}
+	if f, ok := parseFloorMarker(rel); ok {
+		if !s.found {
+			s.marker, s.found = f, true
+		}
+		s.r.markers = append(s.r.markers, o)
+		return nil
+	}
+	s.strays = true
+	if s.found {
+		return nil // after the markers: not ours to judge here
+	}
+	s.r.complete = false
+	if s.stray++; s.stray > 8 {
+		return objErr(o.Key, ErrCorruptObject, "too many objects that are not floor markers under "+floorDir)
+	}
+	t.opts.Logger.WarnContext(ctx, "stray object among floor markers", "key", o.Key)
+	return nil
+}
+
+// finish returns the floor read: the highest marker's, or the legacy
+// object's if higher (one GET, while it exists).
+func (s *floorScan) finish(ctx context.Context, t *Table) (FloorRead, error) {
+	r := s.r
+	r.Floor = s.marker
 	if !r.legacy {
 		return r, nil
 	}
@@ -465,7 +492,7 @@ func (t *Table) ReadFloor(ctx context.Context) (FloorRead, error) {
 	}
 	r.legacy = legacy != nil // nil: removed since the list
 	if legacy != nil {
-		r.Floor = max(marker, *legacy)
+		r.Floor = max(s.marker, *legacy)
 	}
 	return r, nil
 }
@@ -766,11 +793,7 @@ func (t *Table) readTag(ctx context.Context, o objstore.ObjectInfo, out map[stri
 // floor's keys came first, so no tag is read before the floor. The
 // cleaner uses it (docs/reliability.md, "The cleaner's floor and tags").
 func (t *Table) ReadRefs(ctx context.Context) (FloorRead, map[string]uint64, error) {
-	var r FloorRead
-	r.complete = true
-	var marker uint64
-	found := false
-	stray := 0
+	s := floorScan{r: FloorRead{complete: true}}
 	var tagObjs []objstore.ObjectInfo
 	floorPrefix := strings.TrimSuffix(floorDir, "/")
 	err := objstore.ListAll(ctx, t.store, t.key(refsDir), "", func(o objstore.ObjectInfo) error {
@@ -778,42 +801,20 @@ func (t *Table) ReadRefs(ctx context.Context) (FloorRead, map[string]uint64, err
 		switch {
 		case strings.HasPrefix(rel, tagsDir):
 			tagObjs = append(tagObjs, o)
-		case !strings.HasPrefix(rel, floorPrefix):
-			// Not the floor's nor a tag: not read by either.
-		case rel == legacyFloorKey:
-			r.legacy = true
-		default:
-			if f, ok := parseFloorMarker(rel); ok {
-				if !found {
-					marker, found = f, true
-				}
-				r.markers = append(r.markers, o)
-				return nil
-			}
-			r.complete = false // any stray (2.4)
-			if found {
-				return nil // after the markers: not ours to judge here
-			}
-			if stray++; stray > 8 {
-				return objErr(o.Key, ErrCorruptObject, "too many objects that are not floor markers under "+floorDir)
-			}
-			t.opts.Logger.WarnContext(ctx, "stray object among floor markers", "key", o.Key)
+		case strings.HasPrefix(rel, floorPrefix):
+			return s.add(ctx, t, o)
 		}
-		return nil
+		return nil // neither the floor's nor a tag: read by neither
 	})
 	if err != nil {
 		return FloorRead{}, nil, fmt.Errorf("read floor and tags of %s: %w", t.name(), err)
 	}
-	r.Floor = marker
-	if r.legacy {
-		legacy, err := t.readLegacyFloor(ctx)
-		if err != nil {
-			return FloorRead{}, nil, err
-		}
-		r.legacy = legacy != nil
-		if legacy != nil {
-			r.Floor = max(marker, *legacy)
-		}
+	// Any stray key makes the read incomplete, as it does ReadFloor's
+	// page of floorListKeys keys.
+	s.r.complete = s.r.complete && !s.strays
+	r, err := s.finish(ctx, t)
+	if err != nil {
+		return FloorRead{}, nil, err
 	}
 	tags := map[string]uint64{}
 	for _, o := range tagObjs {
