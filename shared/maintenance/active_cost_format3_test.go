@@ -8,7 +8,6 @@ import (
 
 	"github.com/tablekeep/tablekeep/shared/maintenance"
 	"github.com/tablekeep/tablekeep/shared/objstore"
-	"github.com/tablekeep/tablekeep/shared/table"
 )
 
 // TestActiveTableRequestsPerMaintenanceFormat3 is the format-3 twin of
@@ -27,15 +26,7 @@ func TestActiveTableRequestsPerMaintenanceFormat3(t *testing.T) {
 		pc = newPrefixCounting(s, "wh/t000/")
 		return pc
 	})
-	ref := maintenance.TableRef{Name: "t000", Root: "wh/t000/", Policy: p}
-	opts := f.opts(p)
-	opts.Format = 3
-	tb, err := table.Create(ctx, f.store, ref.Root, kvSchema, "name", opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.tables["t000"] = tb
-	f.cat.refs = append(f.cat.refs, ref)
+	f.addFormat3(t, "t000", p)
 	cleanCnt := newPrefixCounting(f.store, "wh/t000/")
 	f.clean.Store, f.clean.SkipSizes = cleanCnt, true
 	k := 0

@@ -53,15 +53,7 @@ func TestActiveTableListsPerMaintenanceFormat3(t *testing.T) {
 		rec = &listRecording{Store: s, root: "wh/t000/"}
 		return rec
 	})
-	ref := maintenance.TableRef{Name: "t000", Root: "wh/t000/", Policy: p}
-	opts := f.opts(p)
-	opts.Format = 3
-	tb, err := table.Create(ctx, f.store, ref.Root, kvSchema, "name", opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.tables["t000"] = tb
-	f.cat.refs = append(f.cat.refs, ref)
+	f.addFormat3(t, "t000", p)
 	crec := &listRecording{Store: f.store, root: "wh/t000/"}
 	f.clean.Store, f.clean.SkipSizes = crec, true
 	k, checked := 0, 0
@@ -139,15 +131,7 @@ func TestActiveTableStaleScanLatest(t *testing.T) {
 		co = &commitOnOpen{Store: s, root: "wh/t000/", done: true}
 		return co
 	})
-	ref := maintenance.TableRef{Name: "t000", Root: "wh/t000/", Policy: p}
-	opts := f.opts(p)
-	opts.Format = 3
-	tb, err := table.Create(ctx, f.store, ref.Root, kvSchema, "name", opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.tables["t000"] = tb
-	f.cat.refs = append(f.cat.refs, ref)
+	ref := f.addFormat3(t, "t000", p)
 	k, stale := 0, 0
 	co.onStale = func() {
 		k++

@@ -101,6 +101,22 @@ func (f *fleet) opts(p maintenance.Policy) table.Options {
 	return table.Options{Clock: fakeclock.NoSleep(f.clock), Grace: p.WithDefaults().Grace, Format: 2} // pinned
 }
 
+// addFormat3 creates and registers the format-3 table name (root
+// "wh/<name>/") under policy p, and returns its ref.
+func (f *fleet) addFormat3(t testing.TB, name string, p maintenance.Policy) maintenance.TableRef {
+	t.Helper()
+	ref := maintenance.TableRef{Name: name, Root: "wh/" + name + "/", Policy: p}
+	opts := f.opts(p)
+	opts.Format = 3
+	tb, err := table.Create(context.Background(), f.store, ref.Root, kvSchema, "name", opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.tables[name] = tb
+	f.cat.refs = append(f.cat.refs, ref)
+	return ref
+}
+
 func (f *fleet) write(t testing.TB, name string, i int) {
 	t.Helper()
 	upsert(t, f.tables[name], fmt.Sprintf("k%d", i), "v")
