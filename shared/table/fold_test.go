@@ -90,18 +90,7 @@ func TestFoldRewriteFlushesAndCompactsInOneCommit(t *testing.T) {
 	if got.Op.Kind != 5 || got.Op.RowsAdded != 0 || got.Op.RowsDeleted != 0 {
 		t.Errorf("op %+v, want a rewrite recording 0 and 0", got.Op)
 	}
-	for _, h := range []*Table{a, b} {
-		snap, err := h.Latest(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := sameRows(rowsOf(t, snap), want); err != nil {
-			t.Fatal(err)
-		}
-		if snap.CountRows() != uint64(len(want)) {
-			t.Fatalf("count %d, want %d", snap.CountRows(), len(want))
-		}
-	}
+	latestRowsAre(t, want, a, b)
 	// Time travel: the version read and the one before the fold.
 	for v, w := range map[uint64]map[string]row{m.Version: before} {
 		snap, err := a.Checkout(ctx, v)
@@ -161,18 +150,7 @@ func TestFoldRewriteInputsAllDeleted(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[string]row{"b": {"b", "2", 2}, "c": {"c", "33", 33}, "d": {"d", "4", 4}}
-	for _, h := range []*Table{a, b} {
-		snap, err := h.Latest(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := sameRows(rowsOf(t, snap), want); err != nil {
-			t.Fatal(err)
-		}
-		if snap.CountRows() != 3 {
-			t.Fatalf("count %d", snap.CountRows())
-		}
-	}
+	latestRowsAre(t, want, a, b)
 	if got := a.Cached(); len(got.Fragments) != 1 || got.Fragments[0].LiveRows() != 1 || len(got.Inline) != 2 {
 		t.Errorf("%d fragments, %d inline rows: want the output with b alone live, c and d inline", len(got.Fragments), len(got.Inline))
 	}

@@ -227,18 +227,7 @@ func TestInlineRebaseOverFlushAndCompaction(t *testing.T) {
 	delete(want, regRow(11).Name)
 	want[regRow(600).Name] = row{Name: regRow(600).Name, URI: "s3://a2", At: 4}
 	want[regRow(700).Name] = regRow(700)
-	for _, h := range []*Table{a, b} {
-		snap, err := h.Latest(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := sameRows(rowsOf(t, snap), want); err != nil {
-			t.Fatal(err)
-		}
-		if snap.CountRows() != uint64(len(want)) {
-			t.Fatalf("count %d, want %d", snap.CountRows(), len(want))
-		}
-	}
+	latestRowsAre(t, want, a, b)
 }
 
 // TestInlineBoundFlushesToFile: a commit whose result would exceed the
@@ -372,6 +361,24 @@ func TestCrashAtEveryRequestOfInlineFlush(t *testing.T) {
 				}
 				covered = sent < n
 			}
+		}
+	}
+}
+
+// latestRowsAre fails t unless the latest version each handle reads holds
+// exactly the rows want, and counts as many.
+func latestRowsAre(t *testing.T, want map[string]row, hs ...*Table) {
+	t.Helper()
+	for _, h := range hs {
+		snap, err := h.Latest(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := sameRows(rowsOf(t, snap), want); err != nil {
+			t.Fatal(err)
+		}
+		if snap.CountRows() != uint64(len(want)) {
+			t.Fatalf("count %d, want %d", snap.CountRows(), len(want))
 		}
 	}
 }
