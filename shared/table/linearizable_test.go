@@ -1,0 +1,136 @@
+package table
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/tablekeep/tablekeep/shared/internal/fakeclock"
+	"github.com/tablekeep/tablekeep/shared/objstore"
+)
+
+// staleHandles is a table of the given format with two handles A and B on
+// it (two processes of a registry), A's cache one version behind: B
+// upserted key k a minute after A last read, within A's cache time (G/2).
+// The store counts requests.
+func staleHandles(t *testing.T, format uint64, k string) (a, b *Table, st *objstore.Counting, clk *fakeclock.Clock) {
+	t.Helper()
+	ctx := context.Background()
+	clk = fakeclock.New(time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC))
+	st = objstore.NewCounting(newMemStore())
+	opts := Options{Format: format, Clock: fakeclock.NoSleep(clk)}
+	a, err := Create(ctx, st, "reg", regSchema, "name", opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	upsertRows(t, a, regRow(1), regRow(2))
+	b, err = Open(ctx, st, "reg", opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(time.Minute)
+	upsertRows(t, b, row{Name: k, URI: "s3://bucket/" + k, At: 7})
+	clk.Advance(time.Minute)
+	st.Reset()
+	return a, b, st, clk
+}
+
+// TestStaleHandleDeleteSeesLatest is issue 29 item 1: a delete through a
+// handle whose cached version predates another handle's upsert of k
+// deletes k (before: it matched nothing in its cache and returned "nothing
+// to commit" with no error; k stayed live). Formats 2 and 3, Delete and
+// DeleteWhere(KeyPrefix).
+func TestStaleHandleDeleteSeesLatest(t *testing.T) {
+	ctx := context.Background()
+	for _, format := range []uint64{2, 3} {
+		for _, how := range []string{"Delete", "DeleteWhere"} {
+			t.Run(fmt.Sprintf("format%d/%s", format, how), func(t *testing.T) {
+				a, b, _, _ := staleHandles(t, format, "k")
+				var res *CommitResult
+				var err error
+				if how == "Delete" {
+					res, err = a.Delete(ctx, "k")
+				} else {
+					res, err = a.DeleteWhere(ctx, KeyPrefix("k"))
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !res.Committed || res.RowsDeleted != 1 || res.Version != 4 {
+					t.Errorf("delete of k through the stale handle: %+v, want committed version 4, 1 row deleted", res)
+				}
+				latestRowsAre(t, map[string]row{regRow(1).Name: regRow(1), regRow(2).Name: regRow(2)}, a, b)
+			})
+		}
+	}
+}
+
+// TestNoOpDeleteRequests pins the requests of a delete that matches nothing
+// (issue 29 item 1), formats 2 and 3. On an up-to-date handle: LIST 1 (was
+// no request at all); on a handle one version behind: LIST 1, GET 1 (the
+// latest manifest; a new data file whose key bounds exclude the key is not
+// read); the stale handle's delete of the key the other handle wrote: that,
+// on format 2 one GET of the new data file's keys, and the commit. A
+// delete that matches in the cache, or on a handle whose cache is older
+// than G/2 (base refreshes: LIST 1, GET 1), lists nothing more.
+func TestNoOpDeleteRequests(t *testing.T) {
+	ctx := context.Background()
+	for _, format := range []uint64{2, 3} {
+		t.Run(fmt.Sprintf("format%d", format), func(t *testing.T) {
+			a, b, st, clk := staleHandles(t, format, "k")
+			newKeys := objstore.Counts{} // reading the keys of B's new row
+			if format == 2 {
+				newKeys.Get = 1
+			}
+			del := func(h *Table, key string) *CommitResult {
+				t.Helper()
+				st.Reset()
+				res, err := h.Delete(ctx, key)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return res
+			}
+			// B is up to date: nothing matches.
+			res := del(b, "absent")
+			wantCounts(t, "no-op delete, up-to-date handle", st.Counts(), objstore.Counts{List: 1})
+			if res.Committed || res.Version != 3 {
+				t.Errorf("no-op delete: %+v", res)
+			}
+			if _, at := b.CachedAt(); !at.Equal(clk.Now()) {
+				t.Errorf("cache load time %s after the no-op delete's LIST, want %s", at, clk.Now())
+			}
+			// A is one version behind: nothing matches there either.
+			res = del(a, "absent")
+			wantCounts(t, "no-op delete, handle one version behind", st.Counts(), objstore.Counts{List: 1, Get: 1})
+			if res.Committed || res.Version != 3 || a.Cached().Version != 3 {
+				t.Errorf("no-op delete on the stale handle: %+v, cached version %d", res, a.Cached().Version)
+			}
+			// The bug's case, A behind again: B upserted k2.
+			upsertRows(t, b, row{Name: "k2", URI: "s3://bucket/k2", At: 8})
+			res = del(a, "k2")
+			commit := objstore.Counts{Put: 2} // manifest, change record
+			if format == 3 {
+				commit = objstore.Counts{Put: 1} // manifest (inline: no change record)
+			}
+			wantCounts(t, "delete of a key only the latest holds", st.Counts(), objstore.Counts{List: 1, Get: 1}.Add(newKeys).Add(commit))
+			if !res.Committed || res.RowsDeleted != 1 {
+				t.Errorf("delete of k2: %+v", res)
+			}
+			// A delete that matches in the cache lists nothing.
+			res = del(a, "k")
+			wantCounts(t, "delete that matches in the cache", st.Counts(), newKeys.Add(commit))
+			if !res.Committed || res.RowsDeleted != 1 {
+				t.Errorf("delete of k: %+v", res)
+			}
+			// A cache older than G/2 is refreshed: no second LIST.
+			clk.Advance(DefaultGrace/2 + time.Second)
+			res = del(a, "absent")
+			wantCounts(t, "no-op delete, cache older than G/2", st.Counts(), objstore.Counts{List: 1, Get: 1})
+			if res.Committed {
+				t.Errorf("no-op delete: %+v", res)
+			}
+		})
+	}
+}
