@@ -134,3 +134,41 @@ func TestNoOpDeleteRequests(t *testing.T) {
 		})
 	}
 }
+
+// TestStaleHandleFlushSeesLatest: FlushInline through a handle whose cached
+// version has no inline rows flushes the rows another handle wrote inline
+// since (before: "nothing committed", the latest's inline rows left). A
+// no-op flush on an up-to-date handle is one LIST (was none).
+func TestStaleHandleFlushSeesLatest(t *testing.T) {
+	ctx := context.Background()
+	a, b, st, _ := staleHandles(t, 3, "k")
+	if _, err := b.FlushInline(ctx); err != nil { // every row to a data file, A now two versions behind
+		t.Fatal(err)
+	}
+	if _, err := a.FlushInline(ctx); err != nil { // A's cache: inline rows; it commits (rebased)
+		t.Fatal(err)
+	}
+	upsertRows(t, b, row{Name: "k2", URI: "s3://bucket/k2", At: 8})
+	if n := len(a.Cached().Inline); n != 0 {
+		t.Fatalf("A's cache holds %d inline rows", n)
+	}
+	st.Reset()
+	res, err := a.FlushInline(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Committed || res.RowsAdded != 0 {
+		t.Errorf("flush through the stale handle: %+v, want committed", res)
+	}
+	if m, err := b.Refresh(ctx); err != nil || len(m.Inline) != 0 {
+		t.Errorf("latest after the flush: %v, inline rows left: %v", err, m != nil && len(m.Inline) != 0)
+	}
+	want := map[string]row{regRow(1).Name: regRow(1), regRow(2).Name: regRow(2),
+		"k": {"k", "s3://bucket/k", 7}, "k2": {"k2", "s3://bucket/k2", 8}}
+	latestRowsAre(t, want, a, b)
+	st.Reset()
+	if res, err := a.FlushInline(ctx); err != nil || res.Committed {
+		t.Fatalf("second flush: %+v, %v", res, err)
+	}
+	wantCounts(t, "no-op flush, up-to-date handle", st.Counts(), objstore.Counts{List: 1})
+}

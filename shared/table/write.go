@@ -945,11 +945,18 @@ func conformTo(ctx context.Context, s *arrow.Schema, rec arrow.RecordBatch) (arr
 // data file, in one commit (OpFlush); compaction calls it first, so the
 // rows then fold into fragments like any others. Rows replaced or deleted
 // while the file was written are deleted in it at commit (apply), so every
-// row stays live in exactly one place. No inline rows: nothing committed.
+// row stays live in exactly one place. No inline rows: nothing committed,
+// once the latest is known to have none (a cached version without any not
+// listed since the call began is checked by one LIST, as a delete is).
 func (t *Table) FlushInline(ctx context.Context) (*CommitResult, error) {
-	base, at, err := t.base(ctx)
+	base, at, listed, err := t.baseSince(ctx, t.opts.Clock.Now())
 	if err != nil {
 		return nil, err
+	}
+	if len(base.Inline) == 0 && !listed {
+		if base, at, _, err = t.sinceCached(ctx, base); err != nil {
+			return nil, err
+		}
 	}
 	if len(base.Inline) == 0 {
 		return &CommitResult{Version: base.Version}, nil
