@@ -73,7 +73,9 @@ func TestStaleHandleDeleteSeesLatest(t *testing.T) {
 // read); the stale handle's delete of the key the other handle wrote: that,
 // on format 2 one GET of the new data file's keys, and the commit. A
 // delete that matches in the cache, or on a handle whose cache is older
-// than G/2 (base refreshes: LIST 1, GET 1), lists nothing more.
+// than G/2 (base refreshes: LIST 1, GET 1), lists nothing more. A cache is
+// taken as listed since the delete began only if loadedAt > start (the
+// handle's clock): at equality it lists.
 func TestNoOpDeleteRequests(t *testing.T) {
 	ctx := context.Background()
 	for _, format := range []uint64{2, 3} {
@@ -128,6 +130,14 @@ func TestNoOpDeleteRequests(t *testing.T) {
 			clk.Advance(DefaultGrace/2 + time.Second)
 			res = del(a, "absent")
 			wantCounts(t, "no-op delete, cache older than G/2", st.Counts(), objstore.Counts{List: 1, Get: 1})
+			if res.Committed {
+				t.Errorf("no-op delete: %+v", res)
+			}
+			// The boundary of loadedAt > start: a cache loaded at the very
+			// instant the delete begins (the fake clock unmoved since the
+			// last call's LIST) does not show it was listed after: LIST 1.
+			res = del(a, "absent")
+			wantCounts(t, "no-op delete, cache loaded at the delete's start", st.Counts(), objstore.Counts{List: 1})
 			if res.Committed {
 				t.Errorf("no-op delete: %+v", res)
 			}
