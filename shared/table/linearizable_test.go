@@ -3,6 +3,9 @@ package table
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -181,4 +184,97 @@ func TestStaleHandleFlushSeesLatest(t *testing.T) {
 		t.Fatalf("second flush: %+v, %v", res, err)
 	}
 	wantCounts(t, "no-op flush, up-to-date handle", st.Counts(), objstore.Counts{List: 1})
+}
+
+// TestTwoHandlesSequentialModel: two handles on one table, each write
+// through either one at random, the cache of the other left as it is (the
+// fake clock moves a minute a write, within G/2). Every write must act as
+// if applied to the latest version, in call order: after each one the
+// latest holds exactly the model's rows, and each delete's RowsDeleted is
+// the model's. Upserts, Delete, DeleteWhere(KeyPrefix), FlushInline and
+// Restore; formats 2 and 3 (issue 29 item 1: before the fix the stale
+// handle's deletes of keys the other one wrote matched nothing).
+func TestTwoHandlesSequentialModel(t *testing.T) {
+	ctx := context.Background()
+	for _, format := range []uint64{2, 3} {
+		t.Run(fmt.Sprintf("format%d", format), func(t *testing.T) {
+			a, b, _, clk := staleHandles(t, format, "a0")
+			model := map[string]row{regRow(1).Name: regRow(1), regRow(2).Name: regRow(2), "a0": {"a0", "s3://bucket/a0", 7}}
+			history := map[uint64]map[string]row{3: cloneRows(model)}
+			rng := rand.New(rand.NewPCG(29, format))
+			keys := []string{"a0", "a1", "a2", "b0", "b1"}
+			hs := []*Table{a, b}
+			check, err := Open(ctx, a.Store(), "reg", Options{Clock: fakeclock.NoSleep(clk)}) // reads the latest: neither writer's cache moves
+			if err != nil {
+				t.Fatal(err)
+			}
+			for step := range 300 {
+				h := hs[rng.IntN(2)]
+				clk.Advance(time.Minute)
+				k := keys[rng.IntN(len(keys))]
+				var res *CommitResult
+				var err error
+				what := ""
+				want := uint64(0)
+				switch op := rng.IntN(10); {
+				case op < 4:
+					what = "upsert " + k
+					r := row{k, fmt.Sprint("s3://bucket/", k, "/", step), int64(step)}
+					rec := regBatch(r)
+					res, err = h.Upsert(ctx, rec)
+					rec.Release()
+					if _, ok := model[k]; ok {
+						want = 1
+					}
+					model[k] = r
+				case op < 7:
+					what = "delete " + k
+					res, err = h.Delete(ctx, k)
+					if _, ok := model[k]; ok {
+						want = 1
+						delete(model, k)
+					}
+				case op < 8:
+					p := k[:1]
+					what = "delete prefix " + p
+					res, err = h.DeleteWhere(ctx, KeyPrefix(p))
+					for n := range model {
+						if n[:1] == p {
+							want++
+							delete(model, n)
+						}
+					}
+				case op < 9:
+					what = "flush"
+					res, err = h.FlushInline(ctx)
+				default:
+					var vs []uint64
+					for v := range history {
+						vs = append(vs, v)
+					}
+					slices.Sort(vs)
+					v := vs[rng.IntN(len(vs))]
+					what = fmt.Sprint("restore ", v)
+					res, err = h.Restore(ctx, v)
+					model = cloneRows(history[v])
+				}
+				if err != nil {
+					t.Fatalf("step %d %s: %v", step, what, err)
+				}
+				if !strings.HasPrefix(what, "upsert") && !strings.HasPrefix(what, "restore") && res.RowsDeleted != want {
+					t.Fatalf("step %d %s: %+v, want %d rows deleted", step, what, res, want)
+				}
+				if res.Committed {
+					history[res.Version] = cloneRows(model)
+				}
+				snap, err := check.Latest(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := sameRows(rowsOf(t, snap), model); err != nil {
+					t.Fatalf("step %d %s: latest version %d: %v", step, what, snap.Version(), err)
+				}
+			}
+		})
+	}
 }
