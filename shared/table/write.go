@@ -121,10 +121,10 @@ func (t *Table) baseSince(ctx context.Context, start time.Time) (*Manifest, time
 // sinceCached is the latest version for a write that found nothing to do
 // on known, its cached base, not listed since the write began (issue 29
 // item 1: a write observes every commit that completed before it began):
-// one LIST, and if the latest is not known, one GET of it. Unchanged, known is the latest
-// as of the LIST, so the cache's load time advances to the time taken
-// before it (as RefreshListed argues). at is the read time of the version
-// returned.
+// one LIST, and if the latest is not known, one GET of it. Unchanged,
+// known is the latest as of the LIST, so the cache's load time advances to
+// the time taken before it (as RefreshListed argues). at is the read time
+// of the version returned.
 func (t *Table) sinceCached(ctx context.Context, known *Manifest) (m *Manifest, at time.Time, changed bool, err error) {
 	now := t.opts.Clock.Now()
 	v, err := t.listLatest(ctx)
