@@ -272,28 +272,9 @@ func (t *Table) writerBound(base *Manifest) time.Duration {
 // Refresh loads the latest version (one List with MaxKeys 1, one Get).
 func (t *Table) Refresh(ctx context.Context) (*Manifest, error) {
 	now := t.opts.Clock.Now()
-	// Manifest names are digits; a stray key sorting before them (a console
-	// "folder" marker, a README) is stepped over, a few at most.
-	var v uint64
-	startAfter := ""
-	for stray := 0; ; stray++ {
-		page, err := t.store.List(ctx, objstore.ListOptions{Prefix: t.key(versionsDir), StartAfter: startAfter, MaxKeys: 1})
-		if err != nil {
-			return nil, fmt.Errorf("open %s: %w", t.root, err)
-		}
-		if len(page.Objects) == 0 {
-			return nil, objErr(t.name(), ErrNotATable, "no manifests under "+versionsDir)
-		}
-		k := page.Objects[0].Key
-		var ok bool
-		if v, ok = parseManifestKey(strings.TrimPrefix(k, t.root)); ok {
-			break
-		}
-		if stray >= 8 {
-			return nil, objErr(k, ErrCorruptManifest, "too many objects that are not manifests under "+versionsDir)
-		}
-		t.opts.Logger.WarnContext(ctx, "stray object among manifests", "key", k)
-		startAfter = k
+	v, err := t.listLatest(ctx)
+	if err != nil {
+		return nil, err
 	}
 	m, err := t.readManifest(ctx, v)
 	if err != nil {
@@ -301,6 +282,32 @@ func (t *Table) Refresh(ctx context.Context) (*Manifest, error) {
 	}
 	t.setLatest(m, now)
 	return m, nil
+}
+
+// listLatest is the latest version's number: one List with MaxKeys 1 (a
+// few more past stray keys).
+func (t *Table) listLatest(ctx context.Context) (uint64, error) {
+	// Manifest names are digits; a stray key sorting before them (a console
+	// "folder" marker, a README) is stepped over, a few at most.
+	startAfter := ""
+	for stray := 0; ; stray++ {
+		page, err := t.store.List(ctx, objstore.ListOptions{Prefix: t.key(versionsDir), StartAfter: startAfter, MaxKeys: 1})
+		if err != nil {
+			return 0, fmt.Errorf("open %s: %w", t.root, err)
+		}
+		if len(page.Objects) == 0 {
+			return 0, objErr(t.name(), ErrNotATable, "no manifests under "+versionsDir)
+		}
+		k := page.Objects[0].Key
+		if v, ok := parseManifestKey(strings.TrimPrefix(k, t.root)); ok {
+			return v, nil
+		}
+		if stray >= 8 {
+			return 0, objErr(k, ErrCorruptManifest, "too many objects that are not manifests under "+versionsDir)
+		}
+		t.opts.Logger.WarnContext(ctx, "stray object among manifests", "key", k)
+		startAfter = k
+	}
 }
 
 func (t *Table) readManifest(ctx context.Context, v uint64) (*Manifest, error) {

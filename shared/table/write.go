@@ -96,15 +96,49 @@ func (t *Table) newOp(kind dataset.OpKind) *writeOp {
 // base returns the version a write starts from: the cached latest, reloaded
 // if it was loaded more than half a grace window ago.
 func (t *Table) base(ctx context.Context) (*Manifest, time.Time, error) {
+	m, at, _, err := t.baseSince(ctx, time.Time{})
+	return m, at, err
+}
+
+// baseSince is base for a write that began at start, and whether that
+// version was listed as the latest after start: then it holds every commit
+// that completed before the write began (a cache loaded at loadedAt was
+// the latest at some moment at or after loadedAt: Refresh and
+// RefreshListed take it before their LIST, a commit before its PUT).
+func (t *Table) baseSince(ctx context.Context, start time.Time) (*Manifest, time.Time, bool, error) {
 	m, at := t.cached()
-	if m == nil || t.opts.Clock.Now().Sub(at) > t.writerBound(m)/2 {
-		var err error
-		if m, err = t.Refresh(ctx); err != nil {
-			return nil, time.Time{}, err
-		}
-		_, at = t.cached()
+	if m != nil && t.opts.Clock.Now().Sub(at) <= t.writerBound(m)/2 {
+		return m, at, at.After(start), nil
 	}
-	return m, at, nil
+	m, err := t.Refresh(ctx)
+	if err != nil {
+		return nil, time.Time{}, false, err
+	}
+	_, at = t.cached()
+	return m, at, true, nil
+}
+
+// sinceCached is the latest version for a write that found nothing to do
+// on known, its cached base, not listed since the write began (issue 29
+// item 1: a write observes every commit that completed before it began):
+// one LIST, and if the latest is not known, one GET of it. Unchanged,
+// known is the latest as of the LIST, so the cache's load time advances to
+// the time taken before it (as RefreshListed argues). at is the read time
+// of the version returned.
+func (t *Table) sinceCached(ctx context.Context, known *Manifest) (m *Manifest, at time.Time, changed bool, err error) {
+	now := t.opts.Clock.Now()
+	v, err := t.listLatest(ctx)
+	if err != nil {
+		return nil, time.Time{}, false, err
+	}
+	if v == known.Version {
+		t.setLatest(known, now)
+		return known, now, false, nil
+	}
+	if m, err = t.RefreshListed(ctx, v, now); err != nil {
+		return nil, time.Time{}, false, err
+	}
+	return m, now, true, nil
 }
 
 // commit applies op to the latest version and writes the next manifest by
@@ -728,15 +762,18 @@ func (t *Table) prepareRows(ctx context.Context, op *writeOp, base *Manifest, re
 }
 
 // Delete removes the rows with the given keys (string or int64 values for
-// the key column). Deleting nothing commits nothing.
+// the key column). Deleting nothing commits nothing. Like every write it
+// observes every commit that completed before it began (DeleteWhere).
 func (t *Table) Delete(ctx context.Context, keys ...any) (*CommitResult, error) {
-	base, _, err := t.base(ctx)
+	start := t.opts.Clock.Now()
+	base, at, listed, err := t.baseSince(ctx, start)
 	if err != nil {
 		return nil, err
 	}
 	if base.KeyColumn == "" {
 		return nil, ErrNoKeyColumn
 	}
+	// The key column and its type never change: a cached version's are the latest's.
 	kt := base.Schema.Field(base.Schema.FieldIndices(base.KeyColumn)[0]).Type
 	enc := make([][]byte, len(keys))
 	for i, k := range keys {
@@ -744,36 +781,68 @@ func (t *Table) Delete(ctx context.Context, keys ...any) (*CommitResult, error) 
 			return nil, err
 		}
 	}
-	return t.DeleteWhere(ctx, newKeySet(enc))
+	return t.deleteWhere(ctx, newKeySet(enc), base, at, listed)
 }
 
 // DeleteWhere removes the rows whose key matches pred (see KeyRange,
 // KeyPrefix). Deleting nothing commits nothing.
+//
+// A delete observes every commit that completed before it began, whatever
+// this handle has cached: one that matches nothing in a cached version
+// lists the latest (one LIST) before it reports that nothing matched, and
+// if the latest is newer, evaluates on it (one GET, and the keys of its new
+// fragments) and commits if it matches there.
 func (t *Table) DeleteWhere(ctx context.Context, pred Predicate) (*CommitResult, error) {
-	base, at, err := t.base(ctx)
+	base, at, listed, err := t.baseSince(ctx, t.opts.Clock.Now())
 	if err != nil {
 		return nil, err
 	}
+	return t.deleteWhere(ctx, pred, base, at, listed)
+}
+
+// deleteWhere is DeleteWhere on base, read at at; listed: base was listed
+// as the latest after the delete began (baseSince).
+func (t *Table) deleteWhere(ctx context.Context, pred Predicate, base *Manifest, at time.Time, listed bool) (*CommitResult, error) {
 	if base.KeyColumn == "" {
 		return nil, ErrNoKeyColumn
 	}
 	op := t.newOp(dataset.OpDelete)
 	op.readAt = at
 	op.pred = pred.(keyPredicate)
-	op.inline = base.Format >= 3
-	// Evaluate on the read version first: nothing to delete, nothing to commit.
-	next, err := op.apply(ctx, t, base)
-	if errors.Is(err, errInlineFull) {
-		op.inline = false
-		next, err = op.apply(ctx, t, base)
-	}
+	// Evaluate on the read version first: nothing to delete, nothing to
+	// commit, once the latest is known to be that version.
+	next, err := op.evaluate(ctx, t, base)
 	if err != nil {
 		return nil, err
+	}
+	if next.Op.RowsDeleted == 0 && !listed {
+		latest, latestAt, changed, err := t.sinceCached(ctx, base)
+		if err != nil {
+			return nil, err
+		}
+		if changed {
+			base, op.readAt = latest, latestAt
+			if next, err = op.evaluate(ctx, t, base); err != nil {
+				return nil, err
+			}
+		}
 	}
 	if next.Op.RowsDeleted == 0 {
 		return &CommitResult{Version: base.Version}, nil
 	}
 	return t.commit(ctx, op, base)
+}
+
+// evaluate applies a delete op to base without committing: inline
+// deletion positions on a format-3 base while they fit (else vectors).
+func (op *writeOp) evaluate(ctx context.Context, t *Table, base *Manifest) (*Manifest, error) {
+	op.inline = base.Format >= 3
+	next, err := op.apply(ctx, t, base)
+	if errors.Is(err, errInlineFull) {
+		op.inline = false
+		next, err = op.apply(ctx, t, base)
+	}
+	return next, err
 }
 
 // Restore commits a new version with the rows of version v. The files of v
@@ -876,11 +945,18 @@ func conformTo(ctx context.Context, s *arrow.Schema, rec arrow.RecordBatch) (arr
 // data file, in one commit (OpFlush); compaction calls it first, so the
 // rows then fold into fragments like any others. Rows replaced or deleted
 // while the file was written are deleted in it at commit (apply), so every
-// row stays live in exactly one place. No inline rows: nothing committed.
+// row stays live in exactly one place. No inline rows: nothing committed,
+// once the latest is known to have none (a cached version without any not
+// listed since the call began is checked by one LIST, as a delete is).
 func (t *Table) FlushInline(ctx context.Context) (*CommitResult, error) {
-	base, at, err := t.base(ctx)
+	base, at, listed, err := t.baseSince(ctx, t.opts.Clock.Now())
 	if err != nil {
 		return nil, err
+	}
+	if len(base.Inline) == 0 && !listed {
+		if base, at, _, err = t.sinceCached(ctx, base); err != nil {
+			return nil, err
+		}
 	}
 	if len(base.Inline) == 0 {
 		return &CommitResult{Version: base.Version}, nil
