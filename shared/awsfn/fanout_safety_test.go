@@ -278,3 +278,36 @@ func TestFanoutUnreadableRetryMarkerAgesByStoreTime(t *testing.T) {
 	}
 	t.Fatalf("a table whose retry marker cannot be read (%v) was not resent within MarkerStale + 15 min (%s): in retry for ever", errDenied, bound)
 }
+
+// Issue 29 item 7: the compactor without a compaction queue retries a
+// failing table only from its scheduled runs, so it backs off as the
+// scheduled passes do (fleet.ModePass, 15 min doubling to 6 h): the 1 min
+// to 1 h of the retry jobs (ModeJobs) is for the fan-out, whose cap must
+// stay below MarkerStale, and without a queue it made every 1-minute run
+// retry the table and a broken table cost a retry an hour for ever.
+func TestCompactorWithoutQueueBacksOffAsPasses(t *testing.T) {
+	f := newFleet(t, []string{"b1"}, "0-broken")
+	f.d.Jobs = nil
+	f.d.Config.CompactionQueueURL = ""
+	ctx := context.Background()
+	pass := fleetpkg.BackoffOf(fleetpkg.ModePass)
+	var tries []time.Duration // each attempt, since the first
+	start := f.clock.Now()
+	for f.clock.Now().Sub(start) <= pass.Delay(1)+pass.Delay(2)+pass.Delay(3) {
+		sum := f.scheduled(t, ctx)
+		for _, ts := range sum.Tables {
+			if ts.Table == "0-broken" {
+				if !strings.HasPrefix(ts.Skipped, "error:") {
+					t.Fatalf("0-broken: %+v, want it failed", ts)
+				}
+				tries = append(tries, f.clock.Now().Sub(start))
+			}
+		}
+		f.clock.Advance(time.Minute)
+	}
+	want := []time.Duration{0, pass.Delay(1), pass.Delay(1) + pass.Delay(2), pass.Delay(1) + pass.Delay(2) + pass.Delay(3)}
+	if fmt.Sprint(tries) != fmt.Sprint(want) {
+		t.Fatalf("a failing table without a compaction queue was tried at %v (1-minute runs), want %v (ModePass: %s, %s, %s)",
+			tries, want, pass.Delay(1), pass.Delay(2), pass.Delay(3))
+	}
+}
