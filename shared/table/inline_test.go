@@ -382,3 +382,70 @@ func latestRowsAre(t *testing.T, want map[string]row, hs ...*Table) {
 		}
 	}
 }
+
+// TestInlineBigBatchFoldsInlineRows (issue 29 item 8, docs/format.md 4.7
+// "The bound"): an append or upsert whose own rows are above the inline
+// bound writes them and the manifest's inline rows into one data file (the
+// inline rows first, those the upsert replaced as inline deletions of it),
+// so the manifest keeps no inline row; before, the batch had a data file of
+// its own and the inline rows stayed in the manifest. The requests are
+// those of a batch written to its own file.
+func TestInlineBigBatchFoldsInlineRows(t *testing.T) {
+	ctx := context.Background()
+	for _, upsert := range []bool{false, true} {
+		c := objstore.NewCounting(newMemStore())
+		tbl := inlineTable(t, c)
+		want := rowsOf(t, tbl.Snapshot())
+		for i := range 3 {
+			upsertRows(t, tbl, regRow(1000+i))
+			want[regRow(1000+i).Name] = regRow(1000 + i)
+		}
+		if n := len(tbl.Cached().Inline); n != 3 {
+			t.Fatalf("%d inline rows before the big batch, want 3", n)
+		}
+		var rows []row
+		for i := range 100 {
+			rows = append(rows, regRow(2000+i))
+		}
+		if upsert {
+			rows = append(rows, row{Name: regRow(1001).Name, URI: "s3://replaced", At: 1})
+		}
+		rec := regBatch(rows...)
+		c.Reset()
+		var res *CommitResult
+		var err error
+		if upsert {
+			res, err = tbl.Upsert(ctx, rec)
+		} else {
+			res, err = tbl.Append(ctx, rec)
+		}
+		rec.Release()
+		if err != nil {
+			t.Fatal(err)
+		}
+		// A data file, its change record, the manifest.
+		wantCounts(t, fmt.Sprintf("big batch (upsert %v)", upsert), c.Counts(), objstore.Counts{Put: 3})
+		for _, r := range rows {
+			want[r.Name] = r
+		}
+		m := tbl.Cached()
+		if len(m.Inline) != 0 || len(m.Fragments) != 2 {
+			t.Fatalf("upsert %v: %d inline rows and %d fragments after a batch above the bound, want 0 and 2 (the inline rows in the batch's file, 4.7)",
+				upsert, len(m.Inline), len(m.Fragments))
+		}
+		f := m.Fragments[1]
+		wantDeleted := 0
+		if upsert {
+			wantDeleted = 1 // the replaced inline row, an inline deletion of the file
+		}
+		if f.Rows != uint64(3+len(rows)) || len(f.Inline) != wantDeleted {
+			t.Errorf("upsert %v: the file has %d rows, inline deletions %v; want %d rows, %d deleted", upsert, f.Rows, f.Inline, 3+len(rows), wantDeleted)
+		}
+		if res.RowsAdded != uint64(len(rows)) || res.RowsDeleted != uint64(wantDeleted) {
+			t.Errorf("upsert %v: result %+v, want %d added, %d deleted (folded rows are moved, not added)", upsert, res, len(rows), wantDeleted)
+		}
+		if got := rowsOf(t, tbl.Snapshot()); fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("upsert %v: rows differ: %d rows, want %d", upsert, len(got), len(want))
+		}
+	}
+}
