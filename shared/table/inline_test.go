@@ -449,3 +449,46 @@ func TestInlineBigBatchFoldsInlineRows(t *testing.T) {
 		}
 	}
 }
+
+// TestInlineBigBatchFoldRebases: a big batch's fold is a flush, applied to
+// the base it commits on: an inline row another handle replaced since the
+// batch read it is an inline deletion of the batch's file, and that
+// handle's row stays inline, so every key is live once.
+func TestInlineBigBatchFoldRebases(t *testing.T) {
+	ctx := context.Background()
+	st := newMemStore()
+	a := inlineTable(t, st)
+	for i := range 3 {
+		upsertRows(t, a, regRow(1000+i))
+	}
+	b, err := Open(ctx, st, "reg", inlineOpts())
+	if err != nil {
+		t.Fatal(err)
+	}
+	moved := row{Name: regRow(1001).Name, URI: "s3://by-b", At: 7}
+	upsertRows(t, b, moved) // a's cached version is now behind
+	var rows []row
+	for i := range 100 {
+		rows = append(rows, regRow(2000+i))
+	}
+	rec := regBatch(rows...)
+	defer rec.Release()
+	if _, err := a.Append(ctx, rec); err != nil {
+		t.Fatal(err)
+	}
+	m := a.Cached()
+	if len(m.Inline) != 1 || m.Inline[0].Key == nil {
+		t.Fatalf("inline rows after the rebased fold: %d, want b's one", len(m.Inline))
+	}
+	f := m.Fragments[len(m.Fragments)-1]
+	if f.Rows != 103 || len(f.Inline) != 1 || f.Inline[0] != 1 {
+		t.Fatalf("the batch's file: %d rows, inline deletions %v; want 103 and [1] (the row b replaced)", f.Rows, f.Inline)
+	}
+	got := rowsOf(t, a.Snapshot())
+	if len(got) != 203 || got[moved.Name] != moved {
+		t.Fatalf("%d rows, %s = %+v; want 203 and b's row", len(got), moved.Name, got[moved.Name])
+	}
+	if n := a.Cached().Rows(); n != 203 {
+		t.Fatalf("counted rows %d, want 203 (no key live twice)", n)
+	}
+}
