@@ -84,11 +84,23 @@ func (sum *CompactSummary) add(tr maintenance.TableReport) {
 func (d *Deps) newRunner(ctx context.Context, log *slog.Logger, cat maintenance.Catalog, m *telemetry.Metrics) *maintenance.Runner {
 	r := d.warehouse().NewRunner(warehouse.Options{Catalog: cat, Owner: "compactor/" + requestID(ctx), Logger: log, Metrics: m})
 	r.Compactor.Margin = d.Config.Margin
-	// One failure backoff for a failing table in every mode: the fleet
-	// index's retry time is the retry job's not-before.
-	b := fleet.BackoffOf(fleet.ModeJobs)
+	b := fleet.BackoffOf(d.backoffMode())
 	r.FailureBackoff, r.FailureBackoffMax = b.Base, b.Max
 	return r
+}
+
+// backoffMode is the failure backoff's mode of this compactor: with a
+// compaction queue, the fan-out's (ModeJobs, 1 min to 1 h: the fleet
+// index's retry time is the retry job's not-before, in the scheduled runs
+// and the job batches alike, and its cap stays below MarkerStale); without
+// one the scheduled runs are the only retry, as the passes of the CLI and
+// the embedded warehouse (ModePass, 15 min to 6 h: a table that keeps
+// failing is not tried again at every run).
+func (d *Deps) backoffMode() fleet.Mode {
+	if d.Jobs != nil {
+		return fleet.ModeJobs
+	}
+	return fleet.ModePass
 }
 
 // fleetOptions are the fleet scan's options of an invocation: with

@@ -2,6 +2,7 @@ package awsfn_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -9,7 +10,9 @@ import (
 
 	"github.com/tablekeep/tablekeep/shared/awsfn"
 	fleetpkg "github.com/tablekeep/tablekeep/shared/fleet"
+	"github.com/tablekeep/tablekeep/shared/internal/fakeclock"
 	"github.com/tablekeep/tablekeep/shared/maintenance"
+	"github.com/tablekeep/tablekeep/shared/objstore"
 	"github.com/tablekeep/tablekeep/shared/table"
 )
 
@@ -225,5 +228,86 @@ func TestFanoutJobNotBeforeBeyondLongestWaitDropped(t *testing.T) {
 	}
 	if n := strings.Count(f.logs.String(), "beyond the longest wait"); n != 3 {
 		t.Fatalf("%d drops logged, want 3", n)
+	}
+}
+
+// errDenied is a permission error on one object (S3's AccessDenied).
+var errDenied = errors.New("AccessDenied: not allowed to read this object")
+
+// Issue 29 item 7: a retry marker whose GET fails for a reason other than
+// "not found" (a permission error on that one object) is aged by its store
+// time (the LIST's LastModified): its table is resent a job once that is
+// more than MarkerStale old, not left "in retry" for ever (it counted as
+// written now at every run).
+func TestFanoutUnreadableRetryMarkerAgesByStoreTime(t *testing.T) {
+	f := newFleet(t, []string{"t1", "t2"})
+	ctx := context.Background()
+	stamped := fakeclock.NewStore(f.st, f.clock)
+	key := "warehouse/_fleet/retry/t1"
+	faulty := objstore.NewFaulty(stamped)
+	faulty.SetBefore(func(_ int64, op objstore.Op) error {
+		if op.Kind == objstore.KindGet && op.Key == key {
+			return errDenied
+		}
+		return nil
+	})
+	f.d.Store = faulty
+	if err := fleetpkg.PutMarker(ctx, stamped, "warehouse/", fleetpkg.Marker{Table: "t1", Attempt: 3, Reason: fleetpkg.ReasonRetry, At: f.clock.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	written := f.clock.Now()
+	bound := fleetpkg.MarkerStale + 15*time.Minute
+	for f.clock.Now().Sub(written) <= bound {
+		f.clock.Advance(15 * time.Minute)
+		f.scheduled(t, ctx)
+		for _, j := range f.jobs.take() {
+			if j.Job.Table != "t1" {
+				continue
+			}
+			if j.Job.Reason != fleetpkg.ReasonLost {
+				t.Fatalf("t1: %+v, want its lost job resent", j)
+			}
+			if age := f.clock.Now().Sub(written); age <= fleetpkg.MarkerStale {
+				t.Fatalf("unreadable marker resent %s after its write, before MarkerStale %s", age, fleetpkg.MarkerStale)
+			}
+			if !strings.Contains(f.logs.String(), "retry marker unreadable") {
+				t.Fatal("the unreadable marker was not logged")
+			}
+			return
+		}
+	}
+	t.Fatalf("a table whose retry marker cannot be read (%v) was not resent within MarkerStale + 15 min (%s): in retry for ever", errDenied, bound)
+}
+
+// Issue 29 item 7: the compactor without a compaction queue retries a
+// failing table only from its scheduled runs, so it backs off as the
+// scheduled passes do (fleet.ModePass, 15 min doubling to 6 h): the 1 min
+// to 1 h of the retry jobs (ModeJobs) is for the fan-out, whose cap must
+// stay below MarkerStale, and without a queue it made every 1-minute run
+// retry the table and a broken table cost a retry an hour for ever.
+func TestCompactorWithoutQueueBacksOffAsPasses(t *testing.T) {
+	f := newFleet(t, []string{"b1"}, "0-broken")
+	f.d.Jobs = nil
+	f.d.Config.CompactionQueueURL = ""
+	ctx := context.Background()
+	pass := fleetpkg.BackoffOf(fleetpkg.ModePass)
+	var tries []time.Duration // each attempt, since the first
+	start := f.clock.Now()
+	for f.clock.Now().Sub(start) <= pass.Delay(1)+pass.Delay(2)+pass.Delay(3) {
+		sum := f.scheduled(t, ctx)
+		for _, ts := range sum.Tables {
+			if ts.Table == "0-broken" {
+				if !strings.HasPrefix(ts.Skipped, "error:") {
+					t.Fatalf("0-broken: %+v, want it failed", ts)
+				}
+				tries = append(tries, f.clock.Now().Sub(start))
+			}
+		}
+		f.clock.Advance(time.Minute)
+	}
+	want := []time.Duration{0, pass.Delay(1), pass.Delay(1) + pass.Delay(2), pass.Delay(1) + pass.Delay(2) + pass.Delay(3)}
+	if fmt.Sprint(tries) != fmt.Sprint(want) {
+		t.Fatalf("a failing table without a compaction queue was tried at %v (1-minute runs), want %v (ModePass: %s, %s, %s)",
+			tries, want, pass.Delay(1), pass.Delay(2), pass.Delay(3))
 	}
 }

@@ -193,18 +193,22 @@ func (f *Fanout) deleteMarker(ctx context.Context, name string) error {
 }
 
 // markers reads every retry marker (one LIST, and one GET per marker: only
-// tables in retry have one). A marker that cannot be read counts as fresh
-// (a duplicate job is the worse outcome of guessing wrong); one whose body
-// is not a marker (not JSON) is logged and counts as stale, so its table is
-// resent a job.
+// tables in retry have one). A marker that cannot be read is logged and
+// dated by its store time (LastModified), so it goes stale MarkerStale
+// after its last write like any other; one whose body is not a marker (not
+// JSON) is logged and counts as stale, so its table is resent a job.
 func (f *Fanout) markers(ctx, wctx context.Context, log *slog.Logger) (map[string]Marker, error) {
 	return f.readMarkers(wctx, func(key string, err error) {
+		if errors.Is(err, ErrMarkerUnreadable) {
+			log.WarnContext(ctx, "retry marker unreadable; dated by its store time (its table is resent a job once that is stale)", "key", key, "err", err)
+			return
+		}
 		log.WarnContext(ctx, "retry marker is not a marker; taken for stale (its table is resent a job)", "key", key, "err", err)
 	})
 }
 
 func (f *Fanout) readMarkers(ctx context.Context, bad func(string, error)) (map[string]Marker, error) {
-	return ReadMarkers(ctx, f.Store, table.NormalizeRoot(f.Root), f.Clock.Now(), bad)
+	return ReadMarkers(ctx, f.Store, table.NormalizeRoot(f.Root), bad)
 }
 
 // outOfTime says whether an invocation should start no more tables: its
@@ -574,7 +578,14 @@ func (f *Fanout) MaintainJobs(ctx, wctx context.Context, log *slog.Logger, table
 			// to its pending job, which maintains it after its backoff; a
 			// notification neither maintains it early nor starts another
 			// retry chain.
-			if mk, ok, err := f.readMarker(wctx, name); err == nil && ok && !f.markerStale(mk, f.Clock.Now()) {
+			// A marker that cannot be read is logged and taken for none: the
+			// notification maintains the table (safe twice; the scheduled
+			// run ages that marker by its store time).
+			mk, ok, err := f.readMarker(wctx, name)
+			if err != nil {
+				log.WarnContext(ctx, "retry marker unreadable; the notification maintains the table", "table", name, "err", err)
+			}
+			if err == nil && ok && !f.markerStale(mk, f.Clock.Now()) {
 				log.InfoContext(ctx, "notification for a table in retry; left to its job", "table", name,
 					"attempt", mk.Attempt, "reason", mk.Reason, "not_before", mk.NotBefore)
 				s.InRetry++

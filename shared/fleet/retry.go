@@ -61,12 +61,24 @@ func DeleteMarker(ctx context.Context, store objstore.Store, root, name string) 
 	return store.Delete(ctx, []string{RetryKey(root, name)})
 }
 
+// ErrMarkerUnreadable and ErrNotMarker are what ReadMarkers reports to its
+// bad callback: a marker whose GET failed for a reason other than "not
+// found" (a permission error on that one object), and one whose body is
+// not JSON.
+var (
+	ErrMarkerUnreadable = errors.New("retry marker unreadable")
+	ErrNotMarker        = errors.New("retry marker is not a marker")
+)
+
 // ReadMarkers reads every marker (LIST pages of RetryPrefix, one GET per
-// marker: only tables in retry have one). A marker that cannot be read
-// counts as fresh (At = now: a duplicate job is the worse outcome of
-// guessing wrong); one whose body is not JSON is reported to bad and is
-// stale (zero At).
-func ReadMarkers(ctx context.Context, store objstore.Store, root string, now time.Time, bad func(key string, err error)) (map[string]Marker, error) {
+// marker: only tables in retry have one). Each marker that is not read as
+// written is reported to bad: one whose GET fails (not "not found") is
+// dated by its store time, the LIST's LastModified (ErrMarkerUnreadable: a
+// marker is rewritten at every write, so that is its At to within the
+// clock skew; taking it for written now made it fresh for ever, its table
+// "in retry" with no job), and one whose body is not JSON is stale (zero
+// At, ErrNotMarker).
+func ReadMarkers(ctx context.Context, store objstore.Store, root string, bad func(key string, err error)) (map[string]Marker, error) {
 	out := map[string]Marker{}
 	prefix := RetryPrefix(root)
 	after := ""
@@ -77,24 +89,23 @@ func ReadMarkers(ctx context.Context, store objstore.Store, root string, now tim
 		}
 		for _, o := range page.Objects {
 			name := strings.TrimPrefix(o.Key, prefix)
-			m := Marker{Table: name, At: now}
+			after = o.Key
+			m := Marker{Table: name}
 			b, err := store.Get(ctx, o.Key)
 			switch {
 			case errors.Is(err, objstore.ErrNotExist):
-				after = o.Key
 				continue // deleted since the list: its job finished
-			case err == nil:
-				var got Marker
-				if jerr := json.Unmarshal(b, &got); jerr != nil {
-					bad(o.Key, jerr)
-					m.At = time.Time{} // stale
-				} else {
-					m = got
+			case err != nil:
+				bad(o.Key, fmt.Errorf("%w: %w", ErrMarkerUnreadable, err))
+				m.At = o.LastModified
+			default:
+				if jerr := json.Unmarshal(b, &m); jerr != nil {
+					bad(o.Key, fmt.Errorf("%w: %w", ErrNotMarker, jerr))
+					m = Marker{} // stale
 				}
 				m.Table = name
 			}
 			out[name] = m
-			after = o.Key
 		}
 		if !page.Truncated || len(page.Objects) == 0 {
 			return out, nil

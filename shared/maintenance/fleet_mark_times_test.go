@@ -9,6 +9,7 @@ import (
 	fleetidx "github.com/tablekeep/tablekeep/shared/fleet"
 	"github.com/tablekeep/tablekeep/shared/maintenance"
 	"github.com/tablekeep/tablekeep/shared/objstore"
+	"github.com/tablekeep/tablekeep/shared/table"
 )
 
 // TestFleetMarkTimesMatchFormat pins the mark's times to what
@@ -108,4 +109,67 @@ func minT(a, b time.Time) time.Time {
 		return b
 	}
 	return a
+}
+
+// TestFleetMarkPrunableAtUnderLease pins prunable_at under a live lease to
+// docs/format.md 2.6 (issue 29 item 8): a version the lease holds (at or
+// above the floor the pass set, below the floor it planned) is prunable at
+// max(T(v') + R + 1 s, eff + LeaseEndStep), eff the pin's effective expiry
+// (2.8) and LeaseEndStep = MaxClockSkew + 1 s = 6 s; every other retained
+// version at T(v') + R + 1 s; prunable_at is the earliest.
+func TestFleetMarkPrunableAtUnderLease(t *testing.T) {
+	ctx := context.Background()
+	p := maintenance.Policy{KeepLast: 3, Grace: time.Hour, TargetRows: 1000}.WithDefaults()
+	f := newFleet(t, 1, p, nil)
+	tb := f.tables["t000"]
+	for i := range 5 { // v2..v6
+		f.clock.Advance(time.Minute)
+		f.write(t, "t000", i)
+	}
+	if _, err := tb.Lease(ctx, 3, 4*time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	for i := 5; i < 10; i++ { // v7..v11
+		f.clock.Advance(time.Minute)
+		f.write(t, "t000", i)
+	}
+	f.clock.Advance(3 * time.Hour)
+	rep, _ := f.pass(t)
+	if len(rep.Tables) != 1 || rep.Tables[0].Prune.Leased.By == nil {
+		t.Fatalf("the lease did not hold the floor: %+v", rep.Tables)
+	}
+	pr := rep.Tables[0].Prune
+	idx, err := fleetidx.Read(ctx, f.store, "wh/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := idx.Tables["t000"]
+	infos, err := tb.Versions(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := maintenance.RetentionGrace(tb, p)
+	leaseEnd := pr.Leased.By.EffectiveExpiry().Add(table.MaxClockSkew + time.Second)
+	if maintenance.LeaseEndStep != 6*time.Second {
+		t.Errorf("LeaseEndStep %s, want 6 s (format.md 2.6)", maintenance.LeaseEndStep)
+	}
+	var want time.Time
+	for i, v := range infos {
+		if v.Version < m.Floor || v.Version+uint64(p.KeepLast) > m.Latest || i+1 >= len(infos) {
+			continue
+		}
+		at := infos[i+1].Time.Add(r + time.Second)
+		if v.Version < pr.Leased.Wanted && leaseEnd.After(at) {
+			at = leaseEnd
+		}
+		if want.IsZero() || at.Before(want) {
+			want = at
+		}
+	}
+	if !want.Equal(leaseEnd) {
+		t.Fatalf("test setup: the earliest prunable time %v is not the lease's end %v (floor %d, wanted %d, latest %d)", want, leaseEnd, m.Floor, pr.Leased.Wanted, m.Latest)
+	}
+	if !m.PrunableAt.Equal(want) {
+		t.Errorf("prunable_at %v, want max(T(v') + R + 1 s, eff + 6 s) = %v (eff %v)", m.PrunableAt, want, pr.Leased.By.EffectiveExpiry())
+	}
 }

@@ -137,14 +137,14 @@ func (plan *PrunePlan) LeaseBehind(now time.Time, lag time.Duration) string {
 
 // leaseDelay is when stored version v, prunable at `at` by the retention
 // rule, can be pruned given the plan's lease hold: no earlier than the
-// holding lease's effective expiry + MaxClockSkew (+1 s), so a fleet pass
+// holding lease's effective expiry + LeaseEndStep (saturated), so a fleet pass
 // does not maintain a table again and again while a lease keeps its
 // versions (markAfter).
 func (plan *PrunePlan) leaseDelay(v uint64, at time.Time) time.Time {
 	if !plan.heldByLease(v) {
 		return at
 	}
-	if end := plan.Leased.By.EffectiveExpiry().Add(table.MaxClockSkew + time.Second); end.After(at) {
+	if end := table.SatAddTime(plan.Leased.By.EffectiveExpiry(), LeaseEndStep); end.After(at) {
 		return end
 	}
 	return at

@@ -73,6 +73,13 @@ func ClipError(s string) string {
 	return s
 }
 
+// LeaseEndStep is how long after its pin's effective expiry (eff,
+// docs/format.md 2.8) a version a lease holds becomes prunable in a mark
+// (2.6): the name is live through eff + MaxClockSkew (table.LeaseInfo.Live),
+// and the first time after that is taken at the 1 s step every prunable
+// time uses (T(v') + R + 1 s): 5 s + 1 s = 6 s.
+const LeaseEndStep = table.MaxClockSkew + time.Second
+
 // markAfter computes a table's mark after a successful maintenance at now
 // from what it saw: the prune plan (versions, floor, tracked ranges) and
 // the compaction planner's view of the latest manifest.

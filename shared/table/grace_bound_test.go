@@ -2,6 +2,7 @@ package table
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"math"
 	"strings"
@@ -163,4 +164,30 @@ func (sleepRecorder) Now() time.Time { return time.Now() }
 func (r sleepRecorder) Sleep(_ context.Context, d time.Duration) error {
 	*r.slept = append(*r.slept, d)
 	return nil
+}
+
+// TestStoredGraceAboveMaxGraceReadsAsMaxGrace (issue 29 item 8): the
+// decoder clamps a stored writer grace above MaxGrace, up to the largest
+// uvarint (2^64 - 1 ns, beyond what a Duration holds), to MaxGrace instead
+// of refusing the manifest as corrupt (timing.go, format.md 4.4): a table
+// written before the bound stays readable.
+func TestStoredGraceAboveMaxGraceReadsAsMaxGrace(t *testing.T) {
+	ctx := context.Background()
+	tbl := must(Create(ctx, testkit.DiskStore(t), "t", regSchema, "name", Options{}))
+	m := *tbl.Cached()
+	m.WriterGrace = math.MaxInt64
+	enc := encodeManifest(&m)
+	body := enc[:len(enc)-4]
+	old := binary.AppendUvarint(nil, math.MaxInt64)
+	if strings.Count(string(body), string(old)) != 1 {
+		t.Fatal("the stored grace is not found once in the encoding")
+	}
+	body = []byte(strings.Replace(string(body), string(old), string(binary.AppendUvarint(nil, math.MaxUint64)), 1))
+	d, err := decodeManifest("k", seal(body))
+	if err != nil {
+		t.Fatalf("manifest with writer grace 2^64 - 1 ns refused: %v; want it read as MaxGrace", err)
+	}
+	if d.WriterGrace != MaxGrace {
+		t.Fatalf("manifest with writer grace 2^64 - 1 ns: grace %s, want MaxGrace", d.WriterGrace)
+	}
 }

@@ -291,7 +291,8 @@ func TestInlineStatsCountRows(t *testing.T) {
 }
 
 // TestCrashAtEveryRequestOfInlineFlush: a format-3 upsert that reaches the
-// inline bound flushes the inline rows with its own into one data file;
+// inline bound (batch 1), or whose batch is above it (batch 2), flushes
+// the inline rows with its own into one data file;
 // failing each of its requests (before it is sent, and after it was
 // applied) leaves the table at its previous rows or the whole commit, and
 // a retry converges.
@@ -356,7 +357,7 @@ func TestCrashAtEveryRequestOfInlineFlush(t *testing.T) {
 				if len(m.Fragments) != 1 || m.InlineBytes() > m.InlineMaxBytes {
 					t.Fatalf("%s: %d fragments, inline bytes %d: not flushed", label, len(m.Fragments), m.InlineBytes())
 				}
-				if len(batch) == 1 && len(m.Inline) != 0 {
+				if len(m.Inline) != 0 { // batch 2 is above the bound: its file takes the inline rows too (4.7)
 					t.Fatalf("%s: %d inline rows left: the writer did not flush", label, len(m.Inline))
 				}
 				covered = sent < n
@@ -380,5 +381,115 @@ func latestRowsAre(t *testing.T, want map[string]row, hs ...*Table) {
 		if snap.CountRows() != uint64(len(want)) {
 			t.Fatalf("count %d, want %d", snap.CountRows(), len(want))
 		}
+	}
+}
+
+// TestInlineBigBatchFoldsInlineRows (issue 29 item 8, docs/format.md 4.7
+// "The bound"): an append or upsert whose own rows are above the inline
+// bound writes them and the manifest's inline rows into one data file (the
+// inline rows first, those the upsert replaced as inline deletions of it),
+// so the manifest keeps no inline row; before, the batch had a data file of
+// its own and the inline rows stayed in the manifest. The requests are
+// those of a batch written to its own file.
+func TestInlineBigBatchFoldsInlineRows(t *testing.T) {
+	ctx := context.Background()
+	for _, upsert := range []bool{false, true} {
+		c := objstore.NewCounting(newMemStore())
+		tbl := inlineTable(t, c)
+		want := rowsOf(t, tbl.Snapshot())
+		for i := range 3 {
+			upsertRows(t, tbl, regRow(1000+i))
+			want[regRow(1000+i).Name] = regRow(1000 + i)
+		}
+		if n := len(tbl.Cached().Inline); n != 3 {
+			t.Fatalf("%d inline rows before the big batch, want 3", n)
+		}
+		var rows []row
+		for i := range 100 {
+			rows = append(rows, regRow(2000+i))
+		}
+		if upsert {
+			rows = append(rows, row{Name: regRow(1001).Name, URI: "s3://replaced", At: 1})
+		}
+		rec := regBatch(rows...)
+		c.Reset()
+		var res *CommitResult
+		var err error
+		if upsert {
+			res, err = tbl.Upsert(ctx, rec)
+		} else {
+			res, err = tbl.Append(ctx, rec)
+		}
+		rec.Release()
+		if err != nil {
+			t.Fatal(err)
+		}
+		// A data file, its change record, the manifest.
+		wantCounts(t, fmt.Sprintf("big batch (upsert %v)", upsert), c.Counts(), objstore.Counts{Put: 3})
+		for _, r := range rows {
+			want[r.Name] = r
+		}
+		m := tbl.Cached()
+		if len(m.Inline) != 0 || len(m.Fragments) != 2 {
+			t.Fatalf("upsert %v: %d inline rows and %d fragments after a batch above the bound, want 0 and 2 (the inline rows in the batch's file, 4.7)",
+				upsert, len(m.Inline), len(m.Fragments))
+		}
+		f := m.Fragments[1]
+		wantDeleted := 0
+		if upsert {
+			wantDeleted = 1 // the replaced inline row, an inline deletion of the file
+		}
+		if f.Rows != uint64(3+len(rows)) || len(f.Inline) != wantDeleted {
+			t.Errorf("upsert %v: the file has %d rows, inline deletions %v; want %d rows, %d deleted", upsert, f.Rows, f.Inline, 3+len(rows), wantDeleted)
+		}
+		if res.RowsAdded != uint64(len(rows)) || res.RowsDeleted != uint64(wantDeleted) {
+			t.Errorf("upsert %v: result %+v, want %d added, %d deleted (folded rows are moved, not added)", upsert, res, len(rows), wantDeleted)
+		}
+		if got := rowsOf(t, tbl.Snapshot()); fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("upsert %v: rows differ: %d rows, want %d", upsert, len(got), len(want))
+		}
+	}
+}
+
+// TestInlineBigBatchFoldRebases: a big batch's fold is a flush, applied to
+// the base it commits on: an inline row another handle replaced since the
+// batch read it is an inline deletion of the batch's file, and that
+// handle's row stays inline, so every key is live once.
+func TestInlineBigBatchFoldRebases(t *testing.T) {
+	ctx := context.Background()
+	st := newMemStore()
+	a := inlineTable(t, st)
+	for i := range 3 {
+		upsertRows(t, a, regRow(1000+i))
+	}
+	b, err := Open(ctx, st, "reg", inlineOpts())
+	if err != nil {
+		t.Fatal(err)
+	}
+	moved := row{Name: regRow(1001).Name, URI: "s3://by-b", At: 7}
+	upsertRows(t, b, moved) // a's cached version is now behind
+	var rows []row
+	for i := range 100 {
+		rows = append(rows, regRow(2000+i))
+	}
+	rec := regBatch(rows...)
+	defer rec.Release()
+	if _, err := a.Append(ctx, rec); err != nil {
+		t.Fatal(err)
+	}
+	m := a.Cached()
+	if len(m.Inline) != 1 || m.Inline[0].Key == nil {
+		t.Fatalf("inline rows after the rebased fold: %d, want b's one", len(m.Inline))
+	}
+	f := m.Fragments[len(m.Fragments)-1]
+	if f.Rows != 103 || len(f.Inline) != 1 || f.Inline[0] != 1 {
+		t.Fatalf("the batch's file: %d rows, inline deletions %v; want 103 and [1] (the row b replaced)", f.Rows, f.Inline)
+	}
+	got := rowsOf(t, a.Snapshot())
+	if len(got) != 203 || got[moved.Name] != moved {
+		t.Fatalf("%d rows, %s = %+v; want 203 and b's row", len(got), moved.Name, got[moved.Name])
+	}
+	if n := a.Cached().Rows(); n != 203 {
+		t.Fatalf("counted rows %d, want 203 (no key live twice)", n)
 	}
 }

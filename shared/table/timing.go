@@ -37,10 +37,12 @@ const (
 	// store, maintainer) may each be off by MaxClockSkew.
 	SafetyMargin = MaxCommitDuration + 3*MaxClockSkew
 	// MaxGrace bounds every grace window (docs/format.md 8.5): Create
-	// refuses a longer Options.Grace (ErrInvalidGrace), the manifest
-	// decoder a longer stored writer grace (ErrCorruptManifest), and a
-	// policy's longer grace is refused by its validation and counts as
-	// MaxGrace in RetentionGrace. 100 years is "keep for ever" in
+	// refuses a longer Options.Grace (ErrInvalidGrace); the manifest
+	// decoder reads a longer stored writer grace (written by a release
+	// before the bound) as MaxGrace, so that table's versions stay
+	// readable (format.md 4.4; TestWriterGraceBounded); and a policy's
+	// longer grace is refused by its validation and counts as MaxGrace in
+	// RetentionGrace. 100 years is "keep for ever" in
 	// practice, yet a third of MaxInt64 nanoseconds (~292 years), so
 	// RetentionGrace and the sums maintainers build on it (+ 1 s,
 	// + ReplanAfter, + PruneMaxWait) stay far from the limit; those sums

@@ -11,6 +11,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/compute"
+	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/tablekeep/tablekeep/shared/dataset"
 	"github.com/tablekeep/tablekeep/shared/objstore"
@@ -710,7 +711,10 @@ func (t *Table) Upsert(ctx context.Context, rec arrow.RecordBatch) (*CommitResul
 
 // prepareRows readies rec as op's new rows: kept inline on a format-3 table
 // if they fit its bound (a data file is written only if the commit's
-// result does not fit after all), else written as a data file now.
+// result does not fit after all), else written as a data file now. A data
+// file on a format-3 table with inline rows takes them in too, first (a
+// flush with the write: docs/format.md 4.7, "The bound"), so the manifest
+// is left with none.
 func (t *Table) prepareRows(ctx context.Context, op *writeOp, base *Manifest, rec arrow.RecordBatch) error {
 	toFile := func(ctx context.Context, cur *Manifest) error {
 		if len(cur.Inline) == 0 || cur.Format < 3 {
@@ -721,44 +725,78 @@ func (t *Table) prepareRows(ctx context.Context, op *writeOp, base *Manifest, re
 			op.added = []Fragment{f}
 			return nil
 		}
-		// The inline rows are full: flush them with this write's rows, in
-		// one data file (the base's rows first: op.fold).
-		fold := slices.Clone(cur.Inline)
-		rows := slices.Clone(fold)
-		for _, d := range op.inlineRows {
-			rows = append(rows, InlineRow{Data: d})
+		// The inline rows are full: flush them with this write's rows.
+		rows := make([]InlineRow, len(op.inlineRows))
+		for i, d := range op.inlineRows {
+			rows[i] = InlineRow{Data: d}
 		}
-		all, err := inlineBatch(cur.Schema, rows, nil)
+		own, err := inlineBatch(cur.Schema, rows, nil)
 		if err != nil {
 			return err
 		}
-		defer all.Release()
-		f, err := t.putData(ctx, cur, all)
-		if err != nil {
-			return err
-		}
-		op.fold, op.added = fold, []Fragment{f}
+		defer own.Release()
+		return t.foldInline(ctx, op, cur, own)
+	}
+	if base.Format < 3 {
+		return toFile(ctx, &Manifest{Schema: base.Schema, KeyColumn: base.KeyColumn})
+	}
+	conformed, err := conformTo(ctx, base.Schema, rec)
+	if err != nil {
+		return err
+	}
+	defer conformed.Release()
+	rows, n, err := encodeInlineRows(conformed)
+	if err != nil {
+		return err
+	}
+	if n <= base.InlineMaxBytes {
+		rec.Retain() // held until the commit returns (toFile may need it)
+		op.inline, op.inlineRows = true, rows
+		op.toFile = toFile
+		op.release = rec.Release
 		return nil
 	}
-	if base.Format >= 3 {
-		conformed, err := conformTo(ctx, base.Schema, rec)
-		if err != nil {
-			return err
-		}
-		rows, n, err := encodeInlineRows(conformed)
-		conformed.Release()
-		if err != nil {
-			return err
-		}
-		if n <= base.InlineMaxBytes {
-			rec.Retain() // held until the commit returns (toFile may need it)
-			op.inline, op.inlineRows = true, rows
-			op.toFile = toFile
-			op.release = rec.Release
-			return nil
-		}
+	if len(base.Inline) > 0 {
+		// Above the bound: the batch goes to a data file, and the inline
+		// rows with it.
+		return t.foldInline(ctx, op, base, conformed)
 	}
 	return toFile(ctx, &Manifest{Schema: base.Schema, KeyColumn: base.KeyColumn})
+}
+
+// foldInline writes cur's inline rows, in order, then rec (a batch of
+// cur's schema), as one data file: op's new rows, and a flush of the
+// inline rows it read (op.fold; apply moves those still inline to the
+// file and makes the others inline deletions of it).
+func (t *Table) foldInline(ctx context.Context, op *writeOp, cur *Manifest, rec arrow.RecordBatch) error {
+	fold := slices.Clone(cur.Inline)
+	in, err := inlineBatch(cur.Schema, fold, nil)
+	if err != nil {
+		return err
+	}
+	defer in.Release()
+	cols := make([]arrow.Array, cur.Schema.NumFields())
+	for i := range cols {
+		c, err := array.Concatenate([]arrow.Array{in.Column(i), rec.Column(i)}, memory.DefaultAllocator)
+		if err != nil {
+			for _, done := range cols[:i] {
+				done.Release()
+			}
+			return fmt.Errorf("fold inline rows: column %q: %w", cur.Schema.Field(i).Name, err)
+		}
+		cols[i] = c
+	}
+	all := array.NewRecordBatch(cur.Schema, cols, in.NumRows()+rec.NumRows())
+	for _, c := range cols {
+		c.Release()
+	}
+	defer all.Release()
+	f, err := t.putData(ctx, cur, all)
+	if err != nil {
+		return err
+	}
+	op.fold, op.added = fold, []Fragment{f}
+	return nil
 }
 
 // Delete removes the rows with the given keys (string or int64 values for
