@@ -53,11 +53,17 @@ type Table struct {
 	// never).
 	LastMaintained time.Time
 	Versions       int
-	Prunable       int // versions the next pass deletes
-	PrunableLater  int // more once their grace window ends
-	Fragments      int
-	Compactable    int // fragments the compaction planner would fold
-	Rows           uint64
+	// Prunable: versions the next pass deletes, PrunableLater more once
+	// their grace window ends; PrunableKnown says whether they were
+	// planned (else Unreclaimed, versions below the floor waiting for
+	// their cleanup, is shown).
+	Prunable      int
+	PrunableLater int
+	PrunableKnown bool
+	Unreclaimed   int
+	Fragments     int
+	Compactable   int // fragments the compaction planner would fold
+	Rows          uint64
 	// DeletedRows are rows masked by deletions in the latest version;
 	// DeletedKnown says whether it was read.
 	DeletedRows  uint64
