@@ -103,21 +103,27 @@ func TestStatusHTMLInChromium(t *testing.T) {
 	mk("clicks", 3)
 	lancetest.Create(t, filepath.Join(dir, "lance"), "vectors", 6, "")
 	ok(t, "", "register", "vectors", "lance/vectors.lance", "--warehouse", dir, "--format", "lance")
-	// Two passes with writes between them: two _stats points each.
-	ok(t, "", "maintain", "--warehouse", dir)
-	for i := range 22 {
-		ok(t, fmt.Sprintf("{\"name\":\"e%d\",\"uri\":\"u%d\"}\n", i%6, i), "upsert", "--table", filepath.Join(dir, "events"), "--format", "jsonl")
+	// Four passes with writes between them: a history of a few _stats
+	// points per table. events: more versions each time, prunable once
+	// past their grace window (the clock 2 h ahead below).
+	for pass := range 4 {
+		ok(t, "", "maintain", "--warehouse", dir)
+		for i := range 6 * (pass + 1) {
+			ok(t, fmt.Sprintf("{\"name\":\"e%d\",\"uri\":\"u%d\"}\n", i%6, i), "upsert", "--table", filepath.Join(dir, "events"), "--format", "jsonl")
+		}
+		ok(t, fmt.Sprintf("{\"name\":\"z%d\",\"uri\":\"u\"}\n", pass), "upsert", "--table", filepath.Join(dir, "orders"), "--format", "jsonl")
 	}
-	ok(t, fmt.Sprintf("{\"name\":\"z\",\"uri\":\"u\"}\n"), "upsert", "--table", filepath.Join(dir, "orders"), "--format", "jsonl")
 	ok(t, "", "maintain", "--warehouse", dir, "--table", "orders")
-	// events: 22 more versions, prunable once past their grace window.
-	// clicks: its latest manifest corrupt.
+	// clicks: its latest manifest corrupt, and a pass that fails on it.
 	vs, err := os.ReadDir(filepath.Join(dir, "clicks", "_versions"))
 	if err != nil || len(vs) == 0 {
 		t.Fatalf("clicks versions: %v", err)
 	}
 	if err := os.WriteFile(filepath.Join(dir, "clicks", "_versions", vs[0].Name()), []byte("not a manifest"), 0o644); err != nil {
 		t.Fatal(err)
+	}
+	if r := run(t, "", "maintain", "--warehouse", dir, "--table", "clicks"); r.code != 1 {
+		t.Fatalf("maintain of a corrupt table: exit %d, want 1 (%s)", r.code, r.err)
 	}
 
 	page := filepath.Join(t.TempDir(), "status.html")
@@ -151,9 +157,9 @@ func TestStatusHTMLInChromium(t *testing.T) {
 		t.Logf("%s: %s", name, rows[name])
 	}
 	for name, want := range map[string][]string{
-		"clicks":  {"FAILING", "counts unknown: the table could not be read", "Why: status could not read it", "corrupt manifest"},
+		"clicks":  {"FAILING", "counts unknown: the table could not be read", "Why: status could not read it", "corrupt manifest", "failed"},
 		"events":  {"BEHIND", "prunable", "Why: behind:", "versions prunable since"},
-		"orders":  {"HEALTHY", "tablekeep", "2 rows", "0 prunable", "0 compactable", "ok", "versions 3", "manifests"},
+		"orders":  {"HEALTHY", "tablekeep", "5 rows", "0 prunable", "0 compactable", "ok", "versions", "manifests"},
 		"vectors": {"lance", "prunable", "compactable", "14.3%", "versions 11"},
 	} {
 		for _, w := range want {
