@@ -52,4 +52,3 @@ func TestPageTableHealth(t *testing.T) {
 		t.Errorf("maintained a minute ago: %+v", got)
 	}
 }
-
