@@ -36,6 +36,8 @@ type NotificationAPI interface {
 	GetBucketNotificationConfiguration(context.Context, *s3.GetBucketNotificationConfigurationInput, ...func(*s3.Options)) (*s3.GetBucketNotificationConfigurationOutput, error)
 }
 
+var _ NotificationAPI = (*s3.Client)(nil)
+
 // ErrNoNotifications: the bucket delivers no new-object events, neither to
 // EventBridge nor to a queue, so manifest notifications never arrive.
 var ErrNoNotifications = errors.New("the bucket sends no new-object events (EventBridge delivery off, no queue configuration)")

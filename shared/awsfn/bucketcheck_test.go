@@ -12,6 +12,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/smithy-go"
+
+	"github.com/tablekeep/tablekeep/shared/internal/testenv"
 )
 
 type fakeBucket struct {
@@ -166,5 +168,20 @@ func TestCheckNotificationsFallsBack(t *testing.T) {
 	}
 	if err := CheckNotifications(ctx, &notifyBucket{}, "bkt"); !errors.Is(err, ErrNoNotifications) {
 		t.Errorf("CheckNotifications on a bucket sending nothing: %v, want ErrNoNotifications", err)
+	}
+}
+
+// TestCheckNotificationsLocalStack: versitygw (the local stack) answers
+// GetBucketNotificationConfiguration with NotImplemented; the cold-start
+// check on a real S3 client then leaves the safety-net scan as configured
+// and says why in the log, with one request.
+func TestCheckNotificationsLocalStack(t *testing.T) {
+	st := testenv.S3Store(t)
+	var log bytes.Buffer
+	d := &Deps{Config: Config{Role: RoleCompactor, Bucket: st.Bucket(), Prefix: "warehouse", SafetyScanEvery: 6 * time.Hour},
+		Logger: NewLogger(&log, "info", RoleCompactor), bucketAPI: st.Client()}
+	d.checkNotifications(context.Background())
+	if d.Config.SafetyScanEvery != 6*time.Hour || d.notifyProblem != "" || !strings.Contains(log.String(), "notification configuration not checked") {
+		t.Fatalf("SafetyScanEvery %s, problem %q, log %s", d.Config.SafetyScanEvery, d.notifyProblem, log.String())
 	}
 }

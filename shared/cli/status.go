@@ -293,7 +293,7 @@ func statusOf(ctx context.Context, store objstore.Store, ref maintenance.TableRe
 		r.GarbageFiles, r.GarbageBytes = len(sr.Planned), sr.Bytes
 	}
 	r.Versions, r.Unreclaimed, r.Rows, r.Fragments, r.SmallFrags = s.Versions, s.Unreclaimed, s.Rows, s.Fragments, s.SmallFrags
-	r.ManifestBytes, r.DeletedRows = s.ManifestBytes, deletedRows(ctx, src)
+	r.ManifestBytes, r.DeletedRows = s.ManifestBytes, deletedRows(src)
 	if s.Fragments > 0 {
 		r.SmallRatio = float64(s.SmallFrags) / float64(s.Fragments)
 	}

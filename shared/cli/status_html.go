@@ -19,7 +19,7 @@ import (
 // deletedRows is the rows masked by deletions in a tablekeep table's latest
 // version (its cached manifest: no I/O); a Lance dataset's are read only
 // for the page (lanceDeletedRows).
-func deletedRows(_ context.Context, src maintenance.Source) uint64 {
+func deletedRows(src maintenance.Source) uint64 {
 	if tb, ok := src.(maintenance.TableBacked); ok {
 		if m := tb.Table().Cached(); m != nil {
 			return table.StatsOf(m).DeletedRows
@@ -29,17 +29,9 @@ func deletedRows(_ context.Context, src maintenance.Source) uint64 {
 }
 
 // lanceDeletedRows reads a Lance dataset's latest manifest for its deleted
-// rows (a LIST and a GET; false if it could not).
+// rows (formats.LatestStats: a LIST and a GET; false if it could not).
 func lanceDeletedRows(ctx context.Context, w *whouse, ref maintenance.TableRef) (uint64, bool) {
-	src, err := formats.Open(ctx, w.Store, ref)
-	if err != nil {
-		return 0, false
-	}
-	ls, ok := src.(maintenance.LatestStatser)
-	if !ok {
-		return 0, false
-	}
-	st, err := ls.LatestStats(ctx)
+	st, err := formats.LatestStats(ctx, w.Store, ref.Root)
 	return st.DeletedRows, err == nil
 }
 
@@ -96,6 +88,10 @@ func pageRow(ctx context.Context, w *whouse, ref maintenance.TableRef, r tableSt
 	case t.Health == statuspage.Behind:
 		// status read the table itself: its own rule decides.
 		t.Health, t.Reason = statuspage.Healthy, ""
+	}
+	if r.Error != "" { // not pruned (a Lance restore): status read no counts
+		t.Unknown, t.LastError = true, r.Error
+		return t
 	}
 	t.Versions, t.Prunable, t.PrunableLater, t.PrunableKnown = r.Versions, r.PrunableNow, r.PrunableLater, true
 	t.Unreclaimed, t.Fragments, t.Compactable, t.Rows = r.Unreclaimed, r.Fragments, r.Compactable, r.Rows
