@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -13,7 +14,14 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/smithy-go"
 
+	"github.com/tablekeep/tablekeep/shared/catalog"
+	"github.com/tablekeep/tablekeep/shared/internal/fakeclock"
 	"github.com/tablekeep/tablekeep/shared/internal/testenv"
+	"github.com/tablekeep/tablekeep/shared/lock"
+	"github.com/tablekeep/tablekeep/shared/objstore"
+	"github.com/tablekeep/tablekeep/shared/queue"
+	"github.com/tablekeep/tablekeep/shared/table"
+	"github.com/tablekeep/tablekeep/shared/warehouse"
 )
 
 type fakeBucket struct {
@@ -183,5 +191,37 @@ func TestCheckNotificationsLocalStack(t *testing.T) {
 	d.checkNotifications(context.Background())
 	if d.Config.SafetyScanEvery != 6*time.Hour || d.notifyProblem != "" || !strings.Contains(log.String(), "notification configuration not checked") {
 		t.Fatalf("SafetyScanEvery %s, problem %q, log %s", d.Config.SafetyScanEvery, d.notifyProblem, log.String())
+	}
+}
+
+// TestNotificationsMissingCounted: while the cold start's fallback is in
+// effect every scheduled pass counts NotificationsMissing (the alarm's
+// metric) and the status page it writes says why at the top.
+func TestNotificationsMissingCounted(t *testing.T) {
+	ctx := context.Background()
+	disk, err := objstore.NewDisk(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk := fakeclock.New(time.Now().Truncate(time.Second))
+	if _, err := catalog.Open(ctx, disk, "warehouse", table.Options{Clock: clk}); err != nil {
+		t.Fatal(err)
+	}
+	var metrics bytes.Buffer
+	d := &Deps{Config: Config{Role: RoleCompactor, Warehouse: "s3://bkt/warehouse", Bucket: "bkt", Prefix: "warehouse",
+		Margin: 100 * time.Millisecond, Lease: 5 * time.Minute},
+		Logger: NewLogger(io.Discard, "info", RoleCompactor), Clock: clk, Store: disk, Root: "warehouse",
+		Locker: lock.NewInProcess(clk), Queue: queue.NewEmbedded(queue.EmbeddedOptions{}), Metrics: &metrics,
+		notifyProblem: "manifest notifications are on but not delivered"}
+	event := []byte(`{"version":"0","id":"x","detail-type":"Scheduled Event","source":"aws.events","time":"2026-01-01T00:00:00Z","detail":{}}`)
+	if _, err := d.Compact(ctx, event); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(metrics.String(), `"NotificationsMissing":1`) {
+		t.Errorf("metrics lack NotificationsMissing 1: %s", metrics.String())
+	}
+	page, err := disk.Get(ctx, "warehouse/"+warehouse.StatusPageKey)
+	if err != nil || !strings.Contains(string(page), "Warehouse unhealthy: manifest notifications are on but not delivered") {
+		t.Errorf("status page: %v\n%.2000s", err, page)
 	}
 }
