@@ -24,7 +24,7 @@ STACK_DIR ?= $(CURDIR)/.stack
 
 all: build
 
-## tools: install versitygw and aws-lambda-rie (skipped when present); check moto_server, cfn-lint.
+## tools: install versitygw and aws-lambda-rie, node/npm and chromium (skipped when present); check moto_server, cfn-lint.
 tools:
 	@if command -v versitygw >/dev/null; then echo "tools: versitygw present ($$(command -v versitygw))"; \
 	else echo "tools: installing versitygw $(VERSITYGW_VERSION) into $(GOBIN_DIR) (takes ~2 min)"; \
@@ -36,6 +36,8 @@ tools:
 	@command -v aws >/dev/null || { echo "tools: aws CLI not found: pip install awscli" >&2; exit 1; }
 	@{ command -v node && command -v npm; } >/dev/null || { echo "tools: installing nodejs and npm (shared/lance tests run LanceDB)"; \
 	  apt-get update -qq && apt-get install -y -qq nodejs npm; } || { echo "tools: node/npm not found: apt-get install nodejs npm" >&2; exit 1; }
+	@command -v chromium >/dev/null || { echo "tools: installing chromium (the status page test renders it headless)"; \
+	  apt-get update -qq && apt-get install -y -qq chromium; } || { echo "tools: chromium not found: apt-get install chromium" >&2; exit 1; }
 	@command -v cfn-lint >/dev/null || echo "tools: warning: cfn-lint not found (pip install cfn-lint); needed to check SAM templates" >&2
 
 ## build: compile every package, and bin/tablekeep once ./cmd/tablekeep exists.

@@ -40,6 +40,10 @@ type Deps struct {
 	// bucketAPI reads the bucket's versioning and lifecycle at cold start
 	// (nil for a store that is not S3).
 	bucketAPI BucketAPI
+	// notifyProblem: the compactor's cold start found manifest
+	// notifications on but not delivered, and fell back to listing every
+	// table every pass (checkNotifications).
+	notifyProblem string
 
 	mu  sync.Mutex
 	cat *catalog.Catalog
@@ -196,6 +200,9 @@ func Main(role Role) {
 	}
 	if err == nil {
 		err = d.checkBucket(context.Background())
+	}
+	if err == nil {
+		d.checkNotifications(context.Background())
 	}
 	if err != nil {
 		logger.Error("cold start failed; every invocation will fail until the configuration is fixed", "err", err)

@@ -134,9 +134,13 @@ func (d *Deps) Compact(ctx context.Context, raw json.RawMessage) (CompactSummary
 	defer cancel()
 	m := d.metrics(RoleCompactor)
 	r := d.newRunner(ctx, log, cat, m)
+	if d.notifyProblem != "" {
+		m.Count(telemetry.NotificationsMissing, 1)
+	}
 	if d.Jobs != nil {
 		// Fan-out: inline while there is time, the rest as table jobs.
 		d.compactFanout(ctx, wctx, r, log, m, &sum)
+		d.writeStatusPage(ctx, cat, log)
 		sum.ElapsedMS = time.Since(start).Milliseconds()
 		if err := m.Flush(); err != nil {
 			log.WarnContext(ctx, "metrics not written", "err", err)
@@ -162,6 +166,7 @@ func (d *Deps) Compact(ctx context.Context, raw json.RawMessage) (CompactSummary
 		sum.NotReached = max(len(refs)-len(rep.Tables)-rep.Idle-rep.BackingOff, 0)
 		sum.Idle, sum.BackingOff = rep.Idle, rep.BackingOff
 	}
+	d.writeStatusPage(ctx, cat, log)
 	sum.ElapsedMS = time.Since(start).Milliseconds()
 	m.Count(telemetry.TablesMaintained, len(rep.Tables)-sum.Errors-sum.Busy)
 	m.Count(telemetry.TablesBusy, sum.Busy)

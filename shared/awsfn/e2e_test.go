@@ -294,6 +294,14 @@ func everyGrantIsNeeded(t *testing.T, template []byte, keys map[awsfn.Role]roleK
 			t.Logf("not enforceable locally: %s", g.Name)
 			continue
 		}
+		if strings.Contains(g.Name, ": s3:GetBucketNotification on") {
+			// The compactor's cold-start notification check
+			// (checkNotifications, TestCheckNotificationsFallsBack):
+			// versitygw answers NotImplemented to anyone, so no server here
+			// can show it needed. TestTemplateLeastPrivilege pins it.
+			t.Logf("not enforceable locally: %s", g.Name)
+			continue
+		}
 		putTemplatePolicy(t, scratch, g.Template, e2ePrefix, keys)
 		denied := replayAll(g.Role)
 		if len(denied) == 0 {

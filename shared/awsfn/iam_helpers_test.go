@@ -217,6 +217,8 @@ func (rec *s3Recorder) record(r *http.Request, body []byte, status int, respBody
 		req.Operation = "GetBucketVersioning"
 	case key == "" && r.Method == http.MethodGet && q.Has("lifecycle"):
 		req.Operation = "GetBucketLifecycleConfiguration"
+	case key == "" && r.Method == http.MethodGet && q.Has("notification"):
+		req.Operation = "GetBucketNotificationConfiguration"
 	case key == "" && r.Method == http.MethodGet:
 		req.Operation, req.Key = "ListObjectsV2", q.Get("prefix")
 	case key == "" && r.Method == http.MethodHead:
@@ -334,6 +336,8 @@ func replay(ctx context.Context, t *testing.T, c *s3.Client, bucket string, r s3
 		_, err = c.HeadBucket(ctx, &s3.HeadBucketInput{Bucket: b})
 	case "GetBucketVersioning":
 		_, err = c.GetBucketVersioning(ctx, &s3.GetBucketVersioningInput{Bucket: b})
+	case "GetBucketNotificationConfiguration":
+		_, err = c.GetBucketNotificationConfiguration(ctx, &s3.GetBucketNotificationConfigurationInput{Bucket: b})
 	default:
 		t.Fatalf("replay: unsupported operation %s", r)
 	}

@@ -101,6 +101,9 @@ func TestTemplateLeastPrivilege(t *testing.T) {
 	}
 	want := map[string][]string{
 		"Compactor": append(append(logs("Compactor"), s3("s3:GetObject", "s3:PutObject", "s3:DeleteObject")...),
+			// the compactor's cold-start check of the bucket's notifications
+			// (checkNotifications); its PutObject covers _status/index.html.
+			"s3:GetBucketNotification "+bucket,
 			"dynamodb:GetItem GetAtt:LockTable.Arn", "dynamodb:UpdateItem GetAtt:LockTable.Arn",
 			"sqs:SendMessage "+queue, kms("kms:Decrypt", "kms:GenerateDataKey")[0], kms("kms:Decrypt", "kms:GenerateDataKey")[1],
 			// Fan-out (CompactorFanoutPolicy): the compaction queue's event

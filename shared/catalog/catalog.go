@@ -342,7 +342,65 @@ func (c *Catalog) Stats(ctx context.Context) (map[string]maintenance.TableStats,
 		return nil, err
 	}
 	out := map[string]maintenance.TableStats{}
-	err = snap.Scan(ctx, table.ScanOptions{}, func(rec arrow.RecordBatch) error {
+	err = scanStats(ctx, snap, func(s maintenance.TableStats, _ time.Time) { out[s.Name] = s })
+	return out, err
+}
+
+// StatsPoint is a table's _stats row as one version of _stats held it; At
+// is the row's updated_at.
+type StatsPoint struct {
+	At time.Time
+	maintenance.TableStats
+}
+
+// StatsHistory returns each table's _stats rows over the newest versions
+// of _stats still stored (at most versions of them), oldest first, one
+// point per distinct updated_at: the table's history as the passes
+// recorded it. It reads the latest version, then one older version at a
+// time (each a Checkout: its floor and manifest, then its data files)
+// until one is pruned or missing. A warehouse without _stats has none.
+func (c *Catalog) StatsHistory(ctx context.Context, versions int) (map[string][]StatsPoint, error) {
+	out := map[string][]StatsPoint{}
+	if c.stats == nil || versions < 1 {
+		return out, nil
+	}
+	snap, err := c.stats.Latest(ctx)
+	if err != nil {
+		return nil, err
+	}
+	seen := map[string]time.Time{} // the oldest point kept so far
+	for n := 0; ; n++ {
+		err := scanStats(ctx, snap, func(s maintenance.TableStats, at time.Time) {
+			if old, ok := seen[s.Name]; ok && !at.Before(old) {
+				return
+			}
+			seen[s.Name] = at
+			out[s.Name] = append(out[s.Name], StatsPoint{At: at, TableStats: s})
+		})
+		if err != nil {
+			return nil, err
+		}
+		v := snap.Version()
+		if n+1 >= versions || v <= 1 {
+			break
+		}
+		snap, err = c.stats.Checkout(ctx, v-1)
+		if errors.Is(err, table.ErrVersionPruned) || errors.Is(err, table.ErrVersionNotFound) {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	for _, pts := range out {
+		slices.Reverse(pts)
+	}
+	return out, nil
+}
+
+// scanStats calls fn with every _stats row of snap and its updated_at.
+func scanStats(ctx context.Context, snap *table.Snapshot, fn func(maintenance.TableStats, time.Time)) error {
+	return snap.Scan(ctx, table.ScanOptions{}, func(rec arrow.RecordBatch) error {
 		i64 := func(col, i int) int64 { return rec.Column(col).(*array.Int64).Value(i) }
 		ts := func(col, i int) time.Time {
 			a := rec.Column(col).(*array.Timestamp)
@@ -352,16 +410,14 @@ func (c *Catalog) Stats(ctx context.Context) (map[string]maintenance.TableStats,
 			return time.UnixMicro(int64(a.Value(i))).UTC()
 		}
 		for i := range int(rec.NumRows()) {
-			s := maintenance.TableStats{
+			fn(maintenance.TableStats{
 				Name: rec.Column(0).(*array.String).Value(i), Rows: uint64(i64(1, i)), Fragments: int(i64(2, i)),
 				SmallFrags: int(i64(3, i)), Versions: int(i64(4, i)), Unreclaimed: int(i64(5, i)),
 				DataBytes: uint64(i64(6, i)), ManifestBytes: i64(7, i), LastCompaction: ts(8, i), LastCleanup: ts(9, i),
-			}
-			out[s.Name] = s
+			}, ts(10, i))
 		}
 		return nil
 	})
-	return out, err
 }
 
 // PutStats upserts one table's stats row.

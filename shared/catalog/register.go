@@ -41,10 +41,14 @@ var (
 	ErrNestedRoot = errors.New("nested table roots")
 )
 
+// StatusDir holds the warehouse's status page (the scheduled compactor
+// writes _status/index.html; docs/format.md 2.8).
+const StatusDir = "_status"
+
 // SystemDirs are the warehouse's own top-level directories: its system
-// tables, the lock files of a local warehouse and the fleet index. No
-// registered table lives in them.
-var SystemDirs = []string{RegistryName, StatsName, "_locks", strings.TrimSuffix(fleet.Dir, "/"), "_maintenance"}
+// tables, the lock files of a local warehouse, the fleet index and the
+// status page. No registered table lives in them.
+var SystemDirs = []string{RegistryName, StatsName, "_locks", strings.TrimSuffix(fleet.Dir, "/"), "_maintenance", StatusDir}
 
 // systemDir is the system directory rel lies in ("" if none).
 func systemDir(rel string) string {

@@ -38,6 +38,7 @@ func TestCheckRootAndThreshold(t *testing.T) {
 		{"scratch", "t", ErrAlreadyRegistered}, {"scratch", "t/", ErrAlreadyRegistered},
 		{"inner", "a/b/c", ErrNestedRoot}, {"outer", "a", ErrNestedRoot},
 		{"x", "_registry", ErrSystemTable}, {"x", "_locks/t", ErrSystemTable}, {"x", "_fleet", ErrSystemTable},
+		{"x", "_status", ErrSystemTable}, {"x", "_Status/t", ErrSystemTable},
 	} {
 		if err := c.CheckRoot(ctx, c2.name, c2.rel); !errors.Is(err, c2.want) {
 			t.Errorf("CheckRoot(%s, %s): %v, want %v", c2.name, c2.rel, err, c2.want)

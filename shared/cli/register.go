@@ -65,7 +65,7 @@ absolute path, no '..'), that PATH holds a table, and the policy values.
 Registering a name again replaces its entry. Prints the policy stored.
 Refused: a PATH registered under another name, a PATH inside a registered
 table or holding one, the warehouse's own directories (_registry, _stats,
-_locks, _fleet, _maintenance), a deleted threshold outside [0.001, 1] or
+_locks, _fleet, _maintenance, _status), a deleted threshold outside [0.001, 1] or
 not a number. The first registration creates the warehouse (_registry,
 _stats): no other command does.
 

@@ -62,6 +62,9 @@ type tableStatus struct {
 	// the lowest version pins (status_lease.go).
 	Leases    []leaseJSON `json:"leases,omitempty"`
 	LeaseHold string      `json:"lease_hold,omitempty"`
+	// DeletedRows: rows masked by deletions in the latest version
+	// (status_html.go).
+	DeletedRows uint64 `json:"deleted_rows"`
 }
 
 // bucketProblem is why the warehouse's bucket is unhealthy for every
@@ -84,6 +87,7 @@ var errUnhealthy = errors.New("unhealthy tables")
 func newStatusCmd(app *App) *cobra.Command {
 	var wf warehouseFlags
 	var lag time.Duration
+	var htmlFile string
 	parallel := defaultStatusParallel
 	cmd := &cobra.Command{
 		Use:   "status",
@@ -180,6 +184,11 @@ monitoring.`,
 			if err != nil {
 				return err
 			}
+			if htmlFile != "" {
+				if err := writeStatusHTML(ctx, w, refs, rows, bucket, htmlFile); err != nil {
+					return err
+				}
+			}
 			if len(bad) > 0 {
 				return fmt.Errorf("%w: %s", errUnhealthy, strings.Join(bad, ", "))
 			}
@@ -189,6 +198,7 @@ monitoring.`,
 	addWarehouseFlags(cmd, &wf, false)
 	clockAheadFlag(cmd, &wf.ahead)
 	cmd.Flags().DurationVar(&lag, "max-lag", 0, "a backlog waiting longer than this is unhealthy (0: the policy's re-plan interval plus 1h)")
+	cmd.Flags().StringVar(&htmlFile, "html", "", "also write the status as one self-contained HTML page (history charts from _stats; no server, no network) to FILE")
 	cmd.Flags().IntVar(&parallel, "parallel", defaultStatusParallel, "tables read at once (each sends at most "+strconv.Itoa(maintenance.DefaultConcurrency)+" requests at once)")
 	return cmd
 }
@@ -283,7 +293,7 @@ func statusOf(ctx context.Context, store objstore.Store, ref maintenance.TableRe
 		r.GarbageFiles, r.GarbageBytes = len(sr.Planned), sr.Bytes
 	}
 	r.Versions, r.Unreclaimed, r.Rows, r.Fragments, r.SmallFrags = s.Versions, s.Unreclaimed, s.Rows, s.Fragments, s.SmallFrags
-	r.ManifestBytes = s.ManifestBytes
+	r.ManifestBytes, r.DeletedRows = s.ManifestBytes, deletedRows(src)
 	if s.Fragments > 0 {
 		r.SmallRatio = float64(s.SmallFrags) / float64(s.Fragments)
 	}

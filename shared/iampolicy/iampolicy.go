@@ -398,6 +398,8 @@ func S3ActionOf(operation string) string {
 		return "s3:GetBucketVersioning"
 	case "GetBucketLifecycleConfiguration":
 		return "s3:GetLifecycleConfiguration"
+	case "GetBucketNotificationConfiguration":
+		return "s3:GetBucketNotification"
 	}
 	if op == "" {
 		return "?"

@@ -40,5 +40,6 @@ const (
 	MessagesContinued    = "MessagesContinued"    // cleanup messages continued in a follow-up
 	MessagesDeferred     = "MessagesDeferred"     // cleanup messages sent back to wait
 	NotificationsIgnored = "NotificationsIgnored" // S3 notifications that named no table to maintain
+	NotificationsMissing = "NotificationsMissing" // scheduled passes listing every table: notifications on, the bucket sends none
 	OrphansDeleted       = "OrphansDeleted"       // orphan keys the sweeper deleted
 )
