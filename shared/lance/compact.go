@@ -146,6 +146,10 @@ type CompactGroup struct {
 	// Outcome: "committed", "conflict: ...", "refused: ..." or "" (dry run,
 	// or not reached).
 	Outcome string
+	// Refusal is the error that refused the group (Outcome "refused: ..."):
+	// it wraps lancefile.ErrUnsupported, ErrMismatch, ErrCorrupt,
+	// ErrUnreadable or ErrCorrupt of this package (errors.Is).
+	Refusal error
 	// PagesIn and Pages are the pages of the source files and of the new
 	// file (pages merged by lanceenc); Unmerged names the columns whose
 	// pages were copied as they are, and why.
@@ -241,6 +245,7 @@ func (d *Dataset) Compact(ctx context.Context, opts CompactOptions) (*CompactRep
 		if errors.Is(err, lancefile.ErrUnsupported) || errors.Is(err, lancefile.ErrMismatch) ||
 			errors.Is(err, lancefile.ErrCorrupt) || errors.Is(err, ErrCorrupt) {
 			rep.Groups[i].Outcome = "refused: " + err.Error()
+			rep.Groups[i].Refusal = err
 			rep.Refused++
 			continue
 		}
