@@ -240,10 +240,11 @@ func (d *Dataset) Compact(ctx context.Context, opts CompactOptions) (*CompactRep
 			}
 		}
 		out, err := d.writeGroup(ctx, rm, g, o)
-		// A file the splicer cannot copy, or a corrupt data or deletion
-		// file, refuses its own group; the others go on.
+		// A file the splicer cannot copy, a corrupt data or deletion file,
+		// or a spliced file that fails its version's reader rules
+		// (lancefile.Validate) refuses its own group; the others go on.
 		if errors.Is(err, lancefile.ErrUnsupported) || errors.Is(err, lancefile.ErrMismatch) ||
-			errors.Is(err, lancefile.ErrCorrupt) || errors.Is(err, ErrCorrupt) {
+			errors.Is(err, lancefile.ErrCorrupt) || errors.Is(err, ErrCorrupt) || errors.Is(err, lancefile.ErrUnreadable) {
 			rep.Groups[i].Outcome = "refused: " + err.Error()
 			rep.Groups[i].Refusal = err
 			rep.Refused++
@@ -553,6 +554,13 @@ func (d *Dataset) writeGroup(ctx context.Context, rm *rawManifest, g plannedGrou
 	out.rows = res.Rows
 	out.size = len(res.Data)
 	out.path = newName() + ".lance"
+	// No file a reader of its version would refuse is uploaded, let alone
+	// committed (docs/reliability.md "No unreadable Lance version").
+	if err := lancefile.Validate(d.root+DataDir+out.path, res.Data, lancefile.Expect{
+		Rows: res.Rows, Major: files[0].Major, Minor: files[0].Minor, Schema: files[0].Schema,
+	}); err != nil {
+		return nil, err
+	}
 	if err := d.store.PutIfAbsent(ctx, d.root+DataDir+out.path, res.Data); err != nil {
 		return nil, err
 	}

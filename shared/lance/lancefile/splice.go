@@ -189,7 +189,13 @@ func SpliceWith(names []string, files []*File, opt SpliceOptions) (*SpliceResult
 		copied := copyPages(files, c)
 		res.PagesIn += len(copied)
 		pages := copied
-		if opt.Drop != nil {
+		if header, ok, err := structHeader20(files, c, total, res.Rows); err != nil {
+			return nil, fmt.Errorf("%s: column %d: %w", names[0], c, err)
+		} else if ok {
+			// A 2.0 struct's header column: one page (the 2.0 reader
+			// takes no other), as Lance's writer makes it.
+			pages = []outPage{header}
+		} else if opt.Drop != nil {
 			filtered, est, err := filterPages(files, c, lim, budget, opt.Drop)
 			if err != nil {
 				return nil, fmt.Errorf("%s: column %d: %w: %w", names[0], c, ErrUnfilterable, err)
@@ -275,6 +281,45 @@ func SpliceWith(names []string, files []*File, opt SpliceOptions) (*SpliceResult
 	out.Write(tail)
 	res.Data = out.Bytes()
 	return res, nil
+}
+
+// structHeader20 is, when column c of 2.0 files is a struct's header
+// column (every page a SimpleStruct, without buffers), its one page as
+// Lance's writer writes it (StructFieldEncoder.finish: length the struct's
+// rows, the encoding, no buffers, priority 0). The header of a top-level
+// struct holds the file's rows (kept: the rows written); one under a list
+// holds items, which cannot be dropped by row (ErrUnfilterable).
+func structHeader20(files []*File, c int, total, kept uint64) (outPage, bool, error) {
+	if f := files[0]; !(f.Major == 0 && f.Minor == 3) {
+		return outPage{}, false, nil
+	}
+	var rows uint64
+	var enc []byte
+	for _, f := range files {
+		for j, p := range f.Columns[c].Pages {
+			num, _, err := arrayEncoding20("", c, j, p)
+			if err != nil || num != arrayStruct20 || len(p.Buffers) != 0 {
+				return outPage{}, false, nil
+			}
+			if enc == nil {
+				enc = p.Encoding
+			}
+			if !bytes.Equal(p.Encoding, enc) {
+				return outPage{}, false, nil
+			}
+			rows += p.Length
+		}
+	}
+	if enc == nil {
+		return outPage{}, false, nil
+	}
+	if kept != total {
+		if rows != total {
+			return outPage{}, false, fmt.Errorf("%w: a struct header of %d items under a list", ErrUnfilterable, rows)
+		}
+		rows = kept
+	}
+	return outPage{rows: rows, encoding: enc}, true, nil
 }
 
 // copyPages is column c's pages of every file, as they are: buffers byte
