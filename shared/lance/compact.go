@@ -84,6 +84,9 @@ type CompactOptions struct {
 	// rows and carries the deletion vector (CompactGroup.DropRefused says
 	// why).
 	DropDeletedAt float64
+	// validate checks each spliced file before it is uploaded (nil:
+	// lancefile.Validate; tests put a failing one in its place).
+	validate func(name string, data []byte, want lancefile.Expect) error
 }
 
 // DefaultReadConcurrency is CompactOptions.ReadConcurrency's default:
@@ -129,6 +132,9 @@ func (o CompactOptions) withDefaults() CompactOptions {
 	}
 	if o.ReadConcurrency <= 0 {
 		o.ReadConcurrency = DefaultReadConcurrency
+	}
+	if o.validate == nil {
+		o.validate = lancefile.Validate
 	}
 	return o
 }
@@ -556,7 +562,7 @@ func (d *Dataset) writeGroup(ctx context.Context, rm *rawManifest, g plannedGrou
 	out.path = newName() + ".lance"
 	// No file a reader of its version would refuse is uploaded, let alone
 	// committed (docs/reliability.md "No unreadable Lance version").
-	if err := lancefile.Validate(d.root+DataDir+out.path, res.Data, lancefile.Expect{
+	if err := o.validate(d.root+DataDir+out.path, res.Data, lancefile.Expect{
 		Rows: res.Rows, Major: files[0].Major, Minor: files[0].Minor, Schema: files[0].Schema,
 	}); err != nil {
 		return nil, err

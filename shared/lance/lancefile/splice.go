@@ -19,7 +19,9 @@ import (
 // reference a global buffer by index), column-level buffers or a column encoding other than
 // plain values (a 2.0 zone index, blob columns), a page layout other than
 // mini-block, full-zip or all-null (blob pages point at bytes outside the
-// page), or pages whose rows do not add up to the file's.
+// page), or columns that do not follow the schema (checkColumns: pages
+// whose rows do not add up to their level's, a field type Validate does
+// not know).
 func Spliceable(name string, f *File) error {
 	v20 := f.Major == 0 && f.Minor == 3
 	if !v20 && !(f.Major == 2 && (f.Minor == 1 || f.Minor == 2)) {
@@ -35,7 +37,6 @@ func Spliceable(name string, f *File) error {
 		if !c.Plain {
 			return unsupported(name, "column %d has a column encoding other than plain values (blob or zone index)", i)
 		}
-		var rows uint64
 		for j, p := range c.Pages {
 			switch {
 			case v20 && p.TypeURL == TypeArrayEncoding:
@@ -47,14 +48,15 @@ func Spliceable(name string, f *File) error {
 			case p.Layout != LayoutMiniBlock && p.Layout != LayoutAllNull && p.Layout != LayoutFullZip:
 				return unsupported(name, "column %d page %d: page layout %d (blob or unknown)", i, j, p.Layout)
 			}
-			if p.Length > math.MaxUint64-rows {
-				return corrupt(name, "column %d: page rows overflow", i)
-			}
-			rows += p.Length
 		}
-		if rows != f.Rows {
-			return unsupported(name, "column %d: pages hold %d rows, the file %d", i, rows, f.Rows)
+	}
+	// Each column's pages hold its level's rows (the file's; in 2.0 a
+	// list's items below it), its kind of pages for its field.
+	if err := checkColumns(name, f); err != nil {
+		if re := (*RuleError)(nil); errors.As(err, &re) {
+			return &RuleError{Name: re.Name, Reason: re.Reason, Err: ErrUnsupported}
 		}
+		return err // corrupt
 	}
 	return nil
 }

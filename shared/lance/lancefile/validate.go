@@ -24,8 +24,20 @@ type Expect struct {
 	Schema       []byte
 }
 
+// RuleError is a file that breaks a reader rule: which file, the rule
+// broken, and its sentinel (ErrUnreadable from Validate; ErrUnsupported
+// when Spliceable finds an input the splicer cannot follow).
+type RuleError struct {
+	Name, Reason string
+	Err          error
+}
+
+func (e *RuleError) Error() string { return e.Name + ": " + e.Err.Error() + ": " + e.Reason }
+
+func (e *RuleError) Unwrap() error { return e.Err }
+
 func unreadable(name, format string, a ...any) error {
-	return fmt.Errorf("%s: %w: %s", name, ErrUnreadable, fmt.Sprintf(format, a...))
+	return &RuleError{Name: name, Reason: fmt.Sprintf(format, a...), Err: ErrUnreadable}
 }
 
 // Validate checks a whole file's bytes against the reader rules of its
@@ -57,6 +69,11 @@ func Validate(name string, data []byte, want Expect) error {
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrUnreadable, err)
 	}
+	return validateFile(name, f, want)
+}
+
+// validateFile is Validate of a parsed file.
+func validateFile(name string, f *File, want Expect) error {
 	if f.Major != want.Major || f.Minor != want.Minor {
 		return unreadable(name, "footer version %d.%d, want %d.%d", f.Major, f.Minor, want.Major, want.Minor)
 	}
@@ -76,11 +93,18 @@ func Validate(name string, data []byte, want Expect) error {
 	if err := checkBuffers(name, f); err != nil {
 		return err
 	}
+	return checkColumns(name, f)
+}
+
+// checkColumns walks the schema over the columns: the columns the schema
+// maps to in the file's version, each column's encodings and the rows of
+// its level (Validate's last three rules).
+func checkColumns(name string, f *File) error {
 	fields, err := schemaTree(name, f.Schema)
 	if err != nil {
 		return err
 	}
-	c := &checker{name: name, f: f, v20: v20}
+	c := &checker{name: name, f: f, v20: f.Major == 0 && f.Minor == 3}
 	for _, fd := range fields {
 		if err := c.field(fd, f.Rows); err != nil {
 			return err

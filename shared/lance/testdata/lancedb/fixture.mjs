@@ -533,6 +533,8 @@ const matrixTypes = {
   list: [() => new A.List(item(I32())), (i) => nul(i, Array.from({ length: i % 4 }, (_, k) => i * 10 + k))],
   liststruct: [() => new A.List(item(new A.Struct(abc()))), (i) => nul(i, Array.from({ length: 1 + (i % 3) }, (_, k) => ({ a: i + k, b: `e${i}.${k}` })))],
   listlist: [() => new A.List(item(new A.List(item(I32())))), (i) => nul(i, [[i], [], [i, i + 1]].slice(0, 1 + (i % 3)))],
+  list1: [() => new A.List(item(I32())), (i) => [i * 3]], // one item a row: as many items as rows
+  liststruct1: [() => new A.List(item(new A.Struct(abc()))), (i) => [{ a: i, b: `o${i}` }]],
   struct: [() => new A.Struct(abc()), (i) => nul(i, { a: i, b: `b${i}` })],
   structlist: [() => new A.Struct([new A.Field("l", new A.List(item(I32())), true), new A.Field("n", I32(), true)]), (i) => ({ l: nul(i, Array.from({ length: i % 3 }, (_, k) => k - i)), n: i })],
   dict: [() => new A.Dictionary(new A.Utf8(), new A.Int32()), (i) => nul(i, ["red", "green", "blue"][i % 3])],
