@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -49,17 +50,38 @@ var matrixRefused = map[string]error{}
 // LargeUtf8 and LargeBinary are missing: LanceDB 0.31's Node client cannot
 // write them ("Unable to sanitize type").
 func TestCompactTypeMatrix(t *testing.T) {
-	dir := t.TempDir()
+	base := t.TempDir()
 	var m struct {
 		Names []string `json:"names"`
 	}
-	node(t, &m, "matrix", dir)
-	before := readAll(t, dir, m.Names)
+	node(t, &m, "matrix", base)
+	before := readAll(t, base, m.Names)
+	for _, mode := range []struct {
+		name string
+		drop float64
+	}{{"drop", 0.1}, {"carry", 0}} {
+		t.Run(mode.name, func(t *testing.T) {
+			dir := base // the last mode compacts base itself
+			if mode.drop > 0 {
+				dir = t.TempDir()
+				if err := os.CopyFS(dir, os.DirFS(base)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			compactMatrix(t, dir, m.Names, before, lance.CompactOptions{DropDeletedAt: mode.drop})
+		})
+	}
+}
+
+// compactMatrix compacts every table of the matrix under dir with opts
+// and checks what LanceDB reads after against before.
+func compactMatrix(t *testing.T, dir string, names []string, before map[string]map[string]json.RawMessage, opts lance.CompactOptions) {
 	ctx := context.Background()
 	store := testkit.DiskStoreAt(t, dir)
 	committed := map[string]uint64{}
-	for _, name := range m.Names {
-		rep, err := lance.Open(store, name+".lance").Compact(ctx, lance.CompactOptions{})
+	var dropped, kept []string
+	for _, name := range names {
+		rep, err := lance.Open(store, name+".lance").Compact(ctx, opts)
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
@@ -76,9 +98,14 @@ func TestCompactTypeMatrix(t *testing.T) {
 		case !refuse:
 			committed[name] = rep.Version
 		}
+		if g.DroppedRows > 0 {
+			dropped = append(dropped, name)
+		} else if g.DropRefused != "" {
+			kept = append(kept, name)
+		}
 	}
-	after := readAll(t, dir, m.Names)
-	for _, name := range m.Names {
+	after := readAll(t, dir, names)
+	for _, name := range names {
 		b, a := before[name], after[name]
 		var vs []int
 		for k := range b {
@@ -111,5 +138,6 @@ func TestCompactTypeMatrix(t *testing.T) {
 			t.Errorf("%s: the compacted version %s reads %s, want %s (version %s)", name, k, got, b[latest], latest)
 		}
 	}
-	t.Logf("%d tables, %d compacted, %d refused", len(m.Names), len(committed), len(m.Names)-len(committed))
+	t.Logf("%d tables, %d compacted, %d refused; deleted rows dropped in %d, kept (a column lanceenc does not filter) in %v",
+		len(names), len(committed), len(names)-len(committed), len(dropped), kept)
 }
