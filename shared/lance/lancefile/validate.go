@@ -2,6 +2,7 @@ package lancefile
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"math"
@@ -120,10 +121,16 @@ func checkColumns(name string, f *File) error {
 // overlapping another or the descriptor.
 func checkBuffers(name string, f *File) error {
 	type span struct {
-		at, n uint64
-		what  string
+		at, n          uint64
+		col, page, buf int // col -1: the descriptor
 	}
-	spans := []span{{f.Global[0].Offset, f.Global[0].Size, "the descriptor"}}
+	what := func(s span) string {
+		if s.col < 0 {
+			return "the descriptor"
+		}
+		return fmt.Sprintf("column %d page %d buffer %d", s.col, s.page, s.buf)
+	}
+	spans := []span{{at: f.Global[0].Offset, n: f.Global[0].Size, col: -1}}
 	for i, c := range f.Columns {
 		if len(c.Buffers) > 0 {
 			return unreadable(name, "column %d has %d column-level buffers", i, len(c.Buffers))
@@ -133,24 +140,21 @@ func checkBuffers(name string, f *File) error {
 				if b.Offset%Alignment != 0 {
 					return unreadable(name, "column %d page %d buffer %d at %d, not a multiple of %d", i, j, k, b.Offset, Alignment)
 				}
-				spans = append(spans, span{b.Offset, b.Size, fmt.Sprintf("column %d page %d buffer %d", i, j, k)})
+				spans = append(spans, span{b.Offset, b.Size, i, j, k})
 			}
 		}
 	}
-	slices.SortFunc(spans, func(a, b span) int {
-		switch {
-		case a.at < b.at:
-			return -1
-		case a.at > b.at:
-			return 1
+	slices.SortFunc(spans, func(a, b span) int { return cmp.Compare(a.at, b.at) })
+	var end uint64 // the end of the nonempty buffers so far
+	var last span
+	for _, sp := range spans {
+		if sp.n == 0 {
+			continue
 		}
-		return 0
-	})
-	for i := 1; i < len(spans); i++ {
-		p := spans[i-1]
-		if p.n > 0 && spans[i].n > 0 && p.at+p.n > spans[i].at {
-			return unreadable(name, "%s overlaps %s", p.what, spans[i].what)
+		if sp.at < end {
+			return unreadable(name, "%s overlaps %s", what(last), what(sp))
 		}
+		end, last = sp.at+sp.n, sp
 	}
 	return nil
 }

@@ -103,6 +103,10 @@ func TestValidate(t *testing.T) {
 		{"overlapping buffers", s21, func(f *File, _ *Expect) {
 			f.Columns[1].Pages[0].Buffers = append([]Buffer{}, f.Columns[0].Pages[0].Buffers...)
 		}},
+		{"overlap behind an empty buffer", s21, func(f *File, _ *Expect) {
+			f.Columns[0].Pages[0].Buffers = []Buffer{{0, 200}}
+			f.Columns[1].Pages[0].Buffers = []Buffer{{64, 0}, {128, 8}}
+		}},
 		{"misaligned descriptor", s21, func(f *File, _ *Expect) { f.Global = []Buffer{{f.Global[0].Offset + 1, f.Global[0].Size - 1}} }},
 		{"two global buffers", s21, func(f *File, _ *Expect) { f.NumGlobalBuffers = 2 }},
 		{"priority not the first row", s21, func(f *File, _ *Expect) { f.Columns[0].Pages[0].Priority = 1 }},
