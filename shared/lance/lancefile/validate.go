@@ -58,7 +58,8 @@ func unreadable(name, format string, a ...any) error {
 //     without buffers, of its level's rows; a list's offsets column only
 //     List pages, whose num_items give its child's rows; a leaf column no
 //     struct or list page; 2.1+: every page a PageLayout (mini-block,
-//     all-null/constant or full-zip), its priority its first row;
+//     all-null/constant or full-zip) with the buffers its layout reads,
+//     its priority its first row;
 //   - every column's pages hold exactly its level's rows (the top level:
 //     the fragment's rows).
 //
@@ -327,6 +328,18 @@ func (c *checker) field(fd *field, rows uint64) error {
 			}
 			if p.Layout != LayoutMiniBlock && p.Layout != LayoutAllNull && p.Layout != LayoutFullZip {
 				return unreadable(c.name, "column %d page %d: page layout %d", i, j, p.Layout)
+			}
+			// The reader takes a mini-block's chunk metadata and chunks
+			// (buffers 0 and 1), a full-zip's data (buffer 0).
+			need := 0
+			switch p.Layout {
+			case LayoutMiniBlock:
+				need = 2
+			case LayoutFullZip:
+				need = 1
+			}
+			if len(p.Buffers) < need {
+				return unreadable(c.name, "column %d page %d: %d buffers, its layout needs %d", i, j, len(p.Buffers), need)
 			}
 			if p.Priority != at {
 				return unreadable(c.name, "column %d page %d: priority %d, its first row is %d", i, j, p.Priority, at)

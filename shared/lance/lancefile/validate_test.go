@@ -110,6 +110,7 @@ func TestValidate(t *testing.T) {
 		{"misaligned descriptor", s21, func(f *File, _ *Expect) { f.Global = []Buffer{{f.Global[0].Offset + 1, f.Global[0].Size - 1}} }},
 		{"two global buffers", s21, func(f *File, _ *Expect) { f.NumGlobalBuffers = 2 }},
 		{"priority not the first row", s21, func(f *File, _ *Expect) { f.Columns[0].Pages[0].Priority = 1 }},
+		{"mini-block without its chunks", s21, func(f *File, _ *Expect) { f.Columns[0].Pages[0].Buffers = f.Columns[0].Pages[0].Buffers[:1] }},
 		{"blob layout", s21, func(f *File, _ *Expect) { f.Columns[0].Pages[0].Layout = LayoutBlob }},
 		{"2.0 page in a 2.1 file", s21, func(f *File, _ *Expect) { f.Columns[0].Pages[0].TypeURL = TypeArrayEncoding }},
 	}
