@@ -84,6 +84,9 @@ type CompactOptions struct {
 	// rows and carries the deletion vector (CompactGroup.DropRefused says
 	// why).
 	DropDeletedAt float64
+	// validate checks each spliced file before it is uploaded (nil:
+	// lancefile.Validate; tests put a failing one in its place).
+	validate func(name string, data []byte, want lancefile.Expect) error
 }
 
 // DefaultReadConcurrency is CompactOptions.ReadConcurrency's default:
@@ -130,6 +133,9 @@ func (o CompactOptions) withDefaults() CompactOptions {
 	if o.ReadConcurrency <= 0 {
 		o.ReadConcurrency = DefaultReadConcurrency
 	}
+	if o.validate == nil {
+		o.validate = lancefile.Validate
+	}
 	return o
 }
 
@@ -146,6 +152,10 @@ type CompactGroup struct {
 	// Outcome: "committed", "conflict: ...", "refused: ..." or "" (dry run,
 	// or not reached).
 	Outcome string
+	// Refusal is the error that refused the group (Outcome "refused: ..."):
+	// it wraps lancefile.ErrUnsupported, ErrMismatch, ErrCorrupt,
+	// ErrUnreadable or ErrCorrupt of this package (errors.Is).
+	Refusal error
 	// PagesIn and Pages are the pages of the source files and of the new
 	// file (pages merged by lanceenc); Unmerged names the columns whose
 	// pages were copied as they are, and why.
@@ -236,11 +246,13 @@ func (d *Dataset) Compact(ctx context.Context, opts CompactOptions) (*CompactRep
 			}
 		}
 		out, err := d.writeGroup(ctx, rm, g, o)
-		// A file the splicer cannot copy, or a corrupt data or deletion
-		// file, refuses its own group; the others go on.
+		// A file the splicer cannot copy, a corrupt data or deletion file,
+		// or a spliced file that fails its version's reader rules
+		// (lancefile.Validate) refuses its own group; the others go on.
 		if errors.Is(err, lancefile.ErrUnsupported) || errors.Is(err, lancefile.ErrMismatch) ||
-			errors.Is(err, lancefile.ErrCorrupt) || errors.Is(err, ErrCorrupt) {
+			errors.Is(err, lancefile.ErrCorrupt) || errors.Is(err, ErrCorrupt) || errors.Is(err, lancefile.ErrUnreadable) {
 			rep.Groups[i].Outcome = "refused: " + err.Error()
+			rep.Groups[i].Refusal = err
 			rep.Refused++
 			continue
 		}
@@ -548,6 +560,13 @@ func (d *Dataset) writeGroup(ctx context.Context, rm *rawManifest, g plannedGrou
 	out.rows = res.Rows
 	out.size = len(res.Data)
 	out.path = newName() + ".lance"
+	// No file a reader of its version would refuse is uploaded, let alone
+	// committed (docs/reliability.md "No unreadable Lance version").
+	if err := o.validate(d.root+DataDir+out.path, res.Data, lancefile.Expect{
+		Rows: res.Rows, Major: files[0].Major, Minor: files[0].Minor, Schema: files[0].Schema,
+	}); err != nil {
+		return nil, err
+	}
 	if err := d.store.PutIfAbsent(ctx, d.root+DataDir+out.path, res.Data); err != nil {
 		return nil, err
 	}

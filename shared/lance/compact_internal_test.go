@@ -1,9 +1,17 @@
 package lance
 
 import (
+	"context"
+	"errors"
 	"os"
+	"slices"
 	"testing"
 	"time"
+
+	"github.com/tablekeep/tablekeep/shared/internal/testkit"
+	"github.com/tablekeep/tablekeep/shared/lance/lancefile"
+	"github.com/tablekeep/tablekeep/shared/lance/lancetest"
+	"github.com/tablekeep/tablekeep/shared/objstore"
 )
 
 // FuzzRewriteManifest: any bytes the raw manifest parser accepts re-encode
@@ -88,4 +96,48 @@ func TestRewriteManifestKeepsFields(t *testing.T) {
 	if string(again.indexSection) != string(rm.indexSection) || again.txn != nil || again.m.Version != rm.m.Version+1 || !again.m.Timestamp.Equal(time.Unix(1700000000, 5)) {
 		t.Fatalf("index section, inline transaction, version or timestamp: %+v", again.m)
 	}
+}
+
+// TestCompactRefusesUnreadableFile: a spliced file that fails validation
+// (here a validator that says so, standing for any reader rule a splice
+// might break) refuses its group with the typed error, and nothing is
+// uploaded or committed: the data files, the versions and every row
+// LanceDB reads stay as they were.
+func TestCompactRefusesUnreadableFile(t *testing.T) {
+	dir := t.TempDir()
+	lancetest.Node(t, nil, nil, "pages", dir, "t", "fixture", "5", "1")
+	store := testkit.DiskStoreAt(t, dir)
+	ctx := context.Background()
+	ds := Open(store, "t.lance")
+	objects := func() []string {
+		var keys []string
+		p, err := store.List(ctx, objstore.ListOptions{Prefix: "t.lance/"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range p.Objects {
+			keys = append(keys, o.Key)
+		}
+		return keys
+	}
+	before, rows := objects(), lancetest.Dump(t, dir, "t")
+	broken := &lancefile.RuleError{Name: "spliced", Reason: "a rule broken", Err: lancefile.ErrUnreadable}
+	var checked int
+	rep, err := ds.Compact(ctx, CompactOptions{validate: func(name string, data []byte, want lancefile.Expect) error {
+		checked++
+		if want.Rows != 5 || lancefile.Validate(name, data, want) != nil {
+			t.Errorf("the spliced file (%d rows expected) does not validate", want.Rows)
+		}
+		return broken
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if checked != 1 || rep.Refused != 1 || rep.Committed != 0 || rep.Version != 0 || !errors.Is(rep.Groups[0].Refusal, lancefile.ErrUnreadable) {
+		t.Fatalf("checked %d, report %+v", checked, rep)
+	}
+	if after := objects(); !slices.Equal(after, before) {
+		t.Fatalf("objects after the refusal %v, before %v", after, before)
+	}
+	lancetest.CheckRetained(t, rows, lancetest.Dump(t, dir, "t"), func(uint64) bool { return true })
 }

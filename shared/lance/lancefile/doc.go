@@ -14,7 +14,11 @@
 // ErrCorrupt (never a panic), and memory is linear in the file's size.
 // What the splicer cannot copy without understanding it (column-level
 // buffers, extra global buffers, blob pages, unknown page layouts or
-// versions) gets an error wrapping ErrUnsupported.
+// versions, columns that do not follow the schema) gets an error wrapping
+// ErrUnsupported. Validate checks a file about to be committed against the
+// reader rules of its file version (page counts, structural columns,
+// buffers, rows per column): a violation is a *RuleError wrapping
+// ErrUnreadable.
 //
 // Floor 2 of the layering (a package's floor is one above the highest floor
 // it imports; floor 0 imports no tablekeep package). It owns the data-file

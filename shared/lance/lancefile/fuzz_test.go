@@ -7,9 +7,9 @@ import (
 
 // FuzzParse: any bytes give a parsed file or a typed error; a parsed file
 // that is spliceable splices with itself, pages copied and pages merged,
-// into a file that parses back with twice its rows.
+// into a file that parses back with twice its rows and validates.
 func FuzzParse(f *testing.F) {
-	for _, name := range seeds {
+	for _, name := range append(append([]string{}, seeds...), struct20...) {
 		f.Add(seed(f, name))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
@@ -37,6 +37,9 @@ func FuzzParse(f *testing.F) {
 			}
 			if err := Spliceable("spliced", g); err != nil {
 				t.Fatalf("spliced (merge %v): %v", merge, err)
+			}
+			if err := Validate("spliced", res.Data, Expect{Rows: 2 * file.Rows, Major: file.Major, Minor: file.Minor, Schema: file.Schema}); err != nil {
+				t.Fatalf("spliced (merge %v) of a spliceable file fails validation: %v", merge, err)
 			}
 		}
 	})

@@ -19,7 +19,9 @@ import (
 // reference a global buffer by index), column-level buffers or a column encoding other than
 // plain values (a 2.0 zone index, blob columns), a page layout other than
 // mini-block, full-zip or all-null (blob pages point at bytes outside the
-// page), or pages whose rows do not add up to the file's.
+// page), or columns that do not follow the schema (checkColumns: pages
+// whose rows do not add up to their level's, a field type Validate does
+// not know).
 func Spliceable(name string, f *File) error {
 	v20 := f.Major == 0 && f.Minor == 3
 	if !v20 && !(f.Major == 2 && (f.Minor == 1 || f.Minor == 2)) {
@@ -35,7 +37,6 @@ func Spliceable(name string, f *File) error {
 		if !c.Plain {
 			return unsupported(name, "column %d has a column encoding other than plain values (blob or zone index)", i)
 		}
-		var rows uint64
 		for j, p := range c.Pages {
 			switch {
 			case v20 && p.TypeURL == TypeArrayEncoding:
@@ -47,14 +48,15 @@ func Spliceable(name string, f *File) error {
 			case p.Layout != LayoutMiniBlock && p.Layout != LayoutAllNull && p.Layout != LayoutFullZip:
 				return unsupported(name, "column %d page %d: page layout %d (blob or unknown)", i, j, p.Layout)
 			}
-			if p.Length > math.MaxUint64-rows {
-				return corrupt(name, "column %d: page rows overflow", i)
-			}
-			rows += p.Length
 		}
-		if rows != f.Rows {
-			return unsupported(name, "column %d: pages hold %d rows, the file %d", i, rows, f.Rows)
+	}
+	// Each column's pages hold its level's rows (the file's; in 2.0 a
+	// list's items below it), its kind of pages for its field.
+	if err := checkColumns(name, f); err != nil {
+		if re := (*RuleError)(nil); errors.As(err, &re) {
+			return &RuleError{Name: re.Name, Reason: re.Reason, Err: ErrUnsupported}
 		}
+		return err // corrupt
 	}
 	return nil
 }
@@ -189,7 +191,13 @@ func SpliceWith(names []string, files []*File, opt SpliceOptions) (*SpliceResult
 		copied := copyPages(files, c)
 		res.PagesIn += len(copied)
 		pages := copied
-		if opt.Drop != nil {
+		if header, ok, err := structHeader20(files, c, total, res.Rows); err != nil {
+			return nil, fmt.Errorf("%s: column %d: %w", names[0], c, err)
+		} else if ok {
+			// A 2.0 struct's header column: one page (the 2.0 reader
+			// takes no other), as Lance's writer makes it.
+			pages = []outPage{header}
+		} else if opt.Drop != nil {
 			filtered, est, err := filterPages(files, c, lim, budget, opt.Drop)
 			if err != nil {
 				return nil, fmt.Errorf("%s: column %d: %w: %w", names[0], c, ErrUnfilterable, err)
@@ -275,6 +283,45 @@ func SpliceWith(names []string, files []*File, opt SpliceOptions) (*SpliceResult
 	out.Write(tail)
 	res.Data = out.Bytes()
 	return res, nil
+}
+
+// structHeader20 is, when column c of 2.0 files is a struct's header
+// column (every page a SimpleStruct, without buffers), its one page as
+// Lance's writer writes it (StructFieldEncoder.finish: length the struct's
+// rows, the encoding, no buffers, priority 0). The header of a top-level
+// struct holds the file's rows (kept: the rows written); one under a list
+// holds items, which cannot be dropped by row (ErrUnfilterable).
+func structHeader20(files []*File, c int, total, kept uint64) (outPage, bool, error) {
+	if f := files[0]; !(f.Major == 0 && f.Minor == 3) {
+		return outPage{}, false, nil
+	}
+	var rows uint64
+	var enc []byte
+	for _, f := range files {
+		for j, p := range f.Columns[c].Pages {
+			num, _, err := arrayEncoding20("", c, j, p)
+			if err != nil || num != arrayStruct20 || len(p.Buffers) != 0 {
+				return outPage{}, false, nil
+			}
+			if enc == nil {
+				enc = p.Encoding
+			}
+			if !bytes.Equal(p.Encoding, enc) {
+				return outPage{}, false, nil
+			}
+			rows += p.Length
+		}
+	}
+	if enc == nil {
+		return outPage{}, false, nil
+	}
+	if kept != total {
+		if rows != total {
+			return outPage{}, false, fmt.Errorf("%w: a struct header of %d items under a list", ErrUnfilterable, rows)
+		}
+		rows = kept
+	}
+	return outPage{rows: rows, encoding: enc}, true, nil
 }
 
 // copyPages is column c's pages of every file, as they are: buffers byte

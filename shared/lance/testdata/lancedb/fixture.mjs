@@ -29,8 +29,17 @@
 //   bigdel <dbdir> <table>             4 adds of 100 rows (ids 0..399, no index), deletes of 11, 90 and 10 of the
 //                                      first three fragments' rows, then 2 one-row adds (ids 400, 401)
 //   vverify <dbdir> <table> <k>        every row's vector search (all partitions, exact re-rank) against a brute-force top-k over the scan
+//   matrix <dbdir>                     one table per Arrow type x storage version 2.0/2.1/2.2 (named <type>_<20|21|22>: id Int64 and
+//                                      v of the type, nulls among them), each 3 rows, 4 adds of 2 rows, a delete of id 4; prints the names
+//   readall <dbdir> <t1,t2,...>        every listed version of each table, its rows sorted by id (id, v's validity as ok, v as JSON:
+//                                      BigInts as strings, bytes as base64, dates as ms), or the error LanceDB gives reading it
 import * as lancedb from "@lancedb/lancedb";
 import * as arrow from "apache-arrow";
+import { createRequire } from "node:module";
+
+// LanceDB loads apache-arrow's CommonJS build: arrow tables of the matrix
+// are built with that one (the ESM build's classes fail its instanceof).
+const arrowCJS = createRequire(import.meta.url)("apache-arrow");
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
@@ -494,6 +503,114 @@ async function vverify(dir, name, k) {
   };
 }
 
+// The type matrix: every Arrow type LanceDB stores, one column "v" each.
+// val(i) is row i's value (null where the type's rows have nulls).
+const A = arrowCJS;
+const I32 = () => new A.Int32();
+const item = (t) => new A.Field("item", t, true);
+const abc = () => [new A.Field("a", I32(), true), new A.Field("b", new A.Utf8(), true)];
+const nul = (i, v) => (i % 3 === 1 ? null : v);
+const bytes = (i, n) => Uint8Array.from({ length: n }, (_, k) => (i * 31 + k) & 255);
+const matrixTypes = {
+  i8: [() => new A.Int8(), (i) => nul(i, i - 5)],
+  i16: [() => new A.Int16(), (i) => nul(i, i * 300 - 1000)],
+  i32: [I32, (i) => nul(i, i * 70000 - 3)],
+  i64: [() => new A.Int64(), (i) => nul(i, BigInt(i) * 10000000000n - 7n)],
+  u8: [() => new A.Uint8(), (i) => nul(i, 250 - i)],
+  u16: [() => new A.Uint16(), (i) => nul(i, 65000 - i)],
+  u32: [() => new A.Uint32(), (i) => nul(i, 4000000000 - i)],
+  u64: [() => new A.Uint64(), (i) => nul(i, 18000000000000000000n - BigInt(i))],
+  f32: [() => new A.Float32(), (i) => nul(i, i * 0.5 - 1)],
+  f64: [() => new A.Float64(), (i) => nul(i, i * 1.25 + 0.1)],
+  bool: [() => new A.Bool(), (i) => nul(i, i % 2 === 0)],
+  date: [() => new A.DateDay(), (i) => nul(i, new Date(Date.UTC(2020, 0, 1 + i)))],
+  ts: [() => new A.TimestampMicrosecond(), (i) => nul(i, 1700000000000 + i * 1003)],
+  utf8: [() => new A.Utf8(), (i) => nul(i, `s${i}`.repeat(1 + (i % 4)))],
+  longutf8: [() => new A.Utf8(), (i) => nul(i, `L${i}:` + "x".repeat(300 + i))],
+  bin: [() => new A.Binary(), (i) => nul(i, bytes(i, i % 5))],
+  fsb: [() => new A.FixedSizeBinary(4), (i) => nul(i, bytes(i, 4))],
+  vec: [() => new A.FixedSizeList(4, item(new A.Float32())), (i) => [i, i + 0.5, -i, 2]], // no null rows: apache-arrow 18 builds them short
+  list: [() => new A.List(item(I32())), (i) => nul(i, Array.from({ length: i % 4 }, (_, k) => i * 10 + k))],
+  liststruct: [() => new A.List(item(new A.Struct(abc()))), (i) => nul(i, Array.from({ length: 1 + (i % 3) }, (_, k) => ({ a: i + k, b: `e${i}.${k}` })))],
+  listlist: [() => new A.List(item(new A.List(item(I32())))), (i) => nul(i, [[i], [], [i, i + 1]].slice(0, 1 + (i % 3)))],
+  list1: [() => new A.List(item(I32())), (i) => [i * 3]], // one item a row: as many items as rows
+  liststruct1: [() => new A.List(item(new A.Struct(abc()))), (i) => [{ a: i, b: `o${i}` }]],
+  struct: [() => new A.Struct(abc()), (i) => nul(i, { a: i, b: `b${i}` })],
+  structlist: [() => new A.Struct([new A.Field("l", new A.List(item(I32())), true), new A.Field("n", I32(), true)]), (i) => ({ l: nul(i, Array.from({ length: i % 3 }, (_, k) => k - i)), n: i })],
+  dict: [() => new A.Dictionary(new A.Utf8(), new A.Int32()), (i) => nul(i, ["red", "green", "blue"][i % 3])],
+  allnull: [() => new A.Utf8(), () => null],
+  allnullf: [() => new A.Float64(), () => null],
+  empty: [() => new A.Utf8(), () => ""],
+  emptylist: [() => new A.List(item(I32())), () => []],
+};
+const matrixVersions = { 20: "2.0", 21: "2.1", 22: "2.2" };
+
+async function matrix(dir) {
+  const names = [];
+  for (const [vk, version] of Object.entries(matrixVersions)) {
+    const db = await connect(dir, { new_table_data_storage_version: version });
+    for (const [tk, [type, val]] of Object.entries(matrixTypes)) {
+      const schema = new A.Schema([new A.Field("id", new A.Int64(), false), new A.Field("v", type(), true)]);
+      // apache-arrow's builders (makeArrowTable cannot build a struct of lists)
+      const batch = (ids) => {
+        const cols = [A.vectorFromArray(ids.map(BigInt), schema.fields[0].type), A.vectorFromArray(ids.map(val), schema.fields[1].type)];
+        const data = A.makeData({ type: new A.Struct(schema.fields), length: ids.length, nullCount: 0, children: cols.map((c) => c.data[0]) });
+        return new A.Table(schema, new A.RecordBatch(schema, data));
+      };
+      const name = `${tk}_${vk}`;
+      const tbl = await db.createTable(name, batch([0, 1, 2]), { mode: "overwrite" });
+      for (let a = 0; a < 4; a++) await tbl.add(batch([3 + 2 * a, 4 + 2 * a]));
+      await tbl.delete("id = 4");
+      names.push(name);
+    }
+  }
+  return { names };
+}
+
+// norm is a value as JSON: nested lists and structs as arrays and objects.
+function norm(v) {
+  if (v === null || v === undefined) return null;
+  if (typeof v === "bigint") return v.toString();
+  if (v instanceof Uint8Array) return Buffer.from(v).toString("base64");
+  if (v instanceof Date) return v.getTime();
+  if (ArrayBuffer.isView(v)) return Array.from(v, norm);
+  if (Array.isArray(v)) return v.map(norm);
+  if (typeof v === "object") {
+    if (typeof v.toArray === "function" && v.type !== undefined) return Array.from(v, norm); // an arrow Vector
+    const o = {};
+    for (const [k, x] of Object.entries(typeof v.toJSON === "function" ? v.toJSON() : v)) o[k] = norm(x);
+    return o;
+  }
+  return v;
+}
+
+async function readAll(dir, list) {
+  const db = await connect(dir);
+  const out = {};
+  for (const name of list.split(",")) {
+    const res = {};
+    try {
+      const tbl = await db.openTable(name);
+      for (const v of (await tbl.listVersions()).map((x) => x.version)) {
+        try {
+          await tbl.checkout(v);
+          const t = await tbl.query().toArrow();
+          const rs = [];
+          for (let r = 0; r < t.numRows; r++) rs.push({ id: norm(t.getChild("id").get(r)), ok: t.getChild("v").isValid(r), v: norm(t.getChild("v").get(r)) });
+          rs.sort((a, b) => Number(a.id) - Number(b.id));
+          res[v] = rs;
+        } catch (e) {
+          res[v] = "error: " + String(e && e.message ? e.message : e);
+        }
+      }
+    } catch (e) {
+      res.open = "error: " + String(e && e.message ? e.message : e);
+    }
+    out[name] = res;
+  }
+  return out;
+}
+
 const [cmd, dir, name, arg, arg2] = process.argv.slice(2);
 let res;
 switch (cmd) {
@@ -520,6 +637,8 @@ switch (cmd) {
   case "vector": res = await vector(dir, name, Number(arg), Number(arg2)); break;
   case "bigdel": res = await bigdel(dir, name); break;
   case "vverify": res = await vverify(dir, name, Number(arg)); break;
+  case "matrix": res = await matrix(dir); break;
+  case "readall": res = await readAll(dir, name); break;
   default:
     console.error(`usage: node fixture.mjs create|dump|write|optimize <dbdir> <table> [arg]`);
     process.exit(2);
