@@ -140,3 +140,22 @@ func checkSourceKey(src Source, rel string) error {
 	}
 	return objstore.ValidateKey(src.Root() + rel)
 }
+
+// ListedBelowFloor is a Source whose readers list and open every stored
+// version, the floor notwithstanding (Lance: LanceDB lists _versions/ and
+// checks any version out). Its cleaner deletes a pruned version's manifest
+// before the files only pruned versions referenced (docs/reliability.md,
+// "No listed Lance version is left unreadable"): a crash then leaves
+// orphan files, never a listed version that cannot be read.
+type ListedBelowFloor interface {
+	// StoredIn returns the versions in [lo, hi] whose manifests are
+	// stored, ascending (Lance, inverted names: one LIST per 1,000 of
+	// them, from hi down; plain names: the whole listing).
+	StoredIn(ctx context.Context, lo, hi uint64) ([]uint64, error)
+	// HalfCleaned returns the ranges, below the floor, whose manifests
+	// are gone and whose change records are still stored (a cleanup cut
+	// off after the manifests, or LanceDB's own cleanup), found by
+	// Prepare: the planner sends them again on every pass until their
+	// records are gone.
+	HalfCleaned() [][2]uint64
+}
