@@ -156,6 +156,9 @@ func TestKillAtEveryRequestOfLanceCleanup(t *testing.T) {
 				if o := orphans(t, disk, "t.lance/"); len(o) > 0 {
 					t.Fatalf("%s: after the next pass, files no listed version references: %v", label, o)
 				}
+				if src := lance.NewSource(disk, "t.lance/"); src.Prepare(ctx) != nil || len(src.HalfCleaned()) > 0 {
+					t.Fatalf("%s: after the next pass, half-cleaned ranges left: %v", label, src.HalfCleaned())
+				}
 				// A range whose message was lost before its cleanup started
 				// is sent again ReplanAfter later: then the dataset is
 				// exactly what passes without faults leave.

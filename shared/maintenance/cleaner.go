@@ -345,7 +345,8 @@ func (c *Cleaner) cleanRange(ctx context.Context, store objstore.Store, j rangeJ
 	res.Bytes += metaBytes
 	phases := rp.metaPhases(p.DeleteBatch)
 	if j.listed != nil {
-		phases = phases[:1] // the manifests went first: the records are left
+		// The manifests went first: the records are left, in one phase.
+		phases = [][][]string{slices.Collect(slices.Chunk(rp.MetaKeys[:rp.recordKeys], max(1, min(p.DeleteBatch, objstore.MaxDeleteKeys))))}
 	}
 	for _, phase := range phases {
 		mdel := objstore.NewDeleter(ctx, store, objstore.DeleterOptions{Batch: p.DeleteBatch, InFlight: lim.Deletes, Limit: delLimit, Retries: lim.Retries})

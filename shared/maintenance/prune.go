@@ -110,7 +110,7 @@ type PrunePlan struct {
 	Replanned int // ranges re-enqueued because an earlier message was lost
 	// Resumed: half-cleaned ranges sent again (a ListedBelowFloor's
 	// HalfCleaned: manifests gone, change records still stored).
-	Resumed int
+	Resumed   int
 	Unreclaim int // versions stored that are below the floor (backlog)
 	// PrunableBytes is the size of the prunable versions' manifests.
 	PrunableBytes int64
@@ -494,13 +494,14 @@ func (plan *PrunePlan) planRanges(root string, tags map[string]uint64) {
 	})
 }
 
-// started reports whether a half-cleaned range (ListedBelowFloor) ends
-// in r or right below it: r's cleanup deleted manifests from its start (or
-// from below it) and was cut off before its last ones, so the rest of r is
-// re-sent now rather than ReplanAfter after its send.
+// started reports whether a half-cleaned range (ListedBelowFloor) overlaps
+// r: r's cleanup deleted manifests from its start and was cut off before
+// its last ones (a continuation's), so the rest of r is re-sent now rather
+// than ReplanAfter after its send. (A half-cleaned range just below r is
+// sent by itself: r's own files were not touched yet.)
 func (plan *PrunePlan) started(r trackedRange) bool {
 	for _, h := range plan.halfCleaned {
-		if h[0] <= r.To && h[1]+1 >= r.From { // h[1] < the floor: no overflow
+		if h[0] <= r.To && h[1] >= r.From {
 			return true
 		}
 	}

@@ -159,3 +159,14 @@ type ListedBelowFloor interface {
 	// records are gone.
 	HalfCleaned() [][2]uint64
 }
+
+// DamageChecker is a Source that can look, at a bounded cost, for listed
+// versions whose manifests reference files that are gone (Lance: what a
+// cleanup of an earlier release, cut off after a range's files and before
+// its manifests, left): `tablekeep status` reports them as "damaged".
+type DamageChecker interface {
+	// ListedUnreadable checks the versions of below (stored, below the
+	// stored floor), and returns those that reference a file that is
+	// gone, and whether every one of below was checked fully.
+	ListedUnreadable(ctx context.Context, below []uint64, floor uint64) ([]uint64, bool, error)
+}
