@@ -101,3 +101,120 @@ func TestLanceHalfCleanedRangeResentByNextPass(t *testing.T) {
 		t.Fatalf("half-cleaned ranges left after the resent range: %v", h)
 	}
 }
+
+// TestStatusReportsDamagedLanceVersions: a listed version below the floor
+// whose data file is gone (what a cleanup of an earlier release, cut off
+// after a range's files and before its manifests, left) makes Status
+// report it (Health.Damaged, DamageComplete), at a pinned cost: with 3
+// versions below the floor, 4 GETs (the floor's manifest and theirs) and
+// one HEAD per file they reference that the floor's version does not. A
+// dataset with no version below the floor costs nothing more. Before the
+// fix status said nothing of it.
+func TestStatusReportsDamagedLanceVersions(t *testing.T) {
+	ctx := context.Background()
+	disk, ref, _, now, _ := halfCleanFixture(t)
+	src, err := formats.Open(ctx, disk, ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := src.Prepare(ctx); err != nil {
+		t.Fatal(err)
+	}
+	floor, err := src.Floor(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ds := lance.Open(disk, ref.Root)
+	vs, err := ds.ListVersions(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	refsOf := func(v uint64) map[string]bool {
+		for _, vf := range vs {
+			if vf.Version == v {
+				m, err := ds.ReadManifest(ctx, vf)
+				if err != nil {
+					t.Fatal(err)
+				}
+				out := map[string]bool{}
+				for _, k := range m.Keys() {
+					out[k] = true
+				}
+				return out
+			}
+		}
+		t.Fatalf("version %d not stored", v)
+		return nil
+	}
+	kept := refsOf(floor)
+	// Remove one file of the lowest stored version that the floor's
+	// version does not reference.
+	var gone string
+	for k := range refsOf(vs[0].Version) {
+		if !kept[k] && strings.HasPrefix(k, lance.DataDir) {
+			gone = k
+			break
+		}
+	}
+	if gone == "" {
+		t.Fatal("no file of version 1 to remove")
+	}
+	if err := disk.Delete(ctx, []string{ref.Root + gone}); err != nil {
+		t.Fatal(err)
+	}
+	// Of the lowest 8 versions below the floor (the check's bound).
+	var want []uint64
+	checked := 0
+	for _, vf := range vs {
+		if vf.Version < floor && checked < 8 {
+			checked++
+			if refsOf(vf.Version)[gone] {
+				want = append(want, vf.Version)
+			}
+		}
+	}
+	h, _, _, err := maintenance.Status(ctx, disk, ref, formats.Open, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(h.Damaged, want) || h.DamageComplete != (floor-vs[0].Version <= 8) {
+		t.Fatalf("damaged %v (complete %v), want %v; reason %q", h.Damaged, h.DamageComplete, want, h.DamageReason())
+	}
+	t.Logf("floor %d: %s", floor, h.DamageReason())
+
+	// The cost of the check alone, after Prepare.
+	cnt := objstore.NewCounting(disk)
+	lsrc := lance.NewSource(cnt, ref.Root)
+	if err := lsrc.Prepare(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var below []uint64
+	lookups := map[string]bool{}
+	for _, vf := range vs {
+		if vf.Version < floor {
+			below = append(below, vf.Version)
+			if len(below) <= 8 {
+				for k := range refsOf(vf.Version) {
+					if !kept[k] {
+						lookups[k] = true
+					}
+				}
+			}
+		}
+	}
+	before := cnt.Counts()
+	if _, _, err := lsrc.ListedUnreadable(ctx, below, floor); err != nil {
+		t.Fatal(err)
+	}
+	got := cnt.Counts().Sub(before)
+	if n := min(len(below), 8); got.Get != int64(n+1) || got.Head+got.List != int64(min(len(lookups), 64)) {
+		t.Fatalf("the check made %+v, want %d GETs and %d HEAD or LIST", got, n+1, min(len(lookups), 64))
+	}
+	before = cnt.Counts()
+	if _, _, err := lsrc.ListedUnreadable(ctx, nil, floor); err != nil {
+		t.Fatal(err)
+	}
+	if got := cnt.Counts().Sub(before); got.Total() != 0 {
+		t.Fatalf("nothing below the floor: the check made %+v", got)
+	}
+}
