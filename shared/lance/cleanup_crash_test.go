@@ -107,10 +107,7 @@ func TestKillAtEveryRequestOfLanceCleanup(t *testing.T) {
 	want := lanceFiles(t, filepath.Join(refDir, "t.lance"))
 	wantVersions := checkIntact(t, refStore, "t.lance/", "reference")
 
-	for _, mode := range []struct {
-		name string
-		set  func(f *objstore.Faulty, fn objstore.FaultFunc)
-	}{{"before", (*objstore.Faulty).SetBefore}, {"after", (*objstore.Faulty).SetAfter}} {
+	for _, mode := range faultModes() {
 		t.Run(mode.name, func(t *testing.T) {
 			total := 0
 			for n := int64(1); ; n++ {

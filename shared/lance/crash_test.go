@@ -77,6 +77,18 @@ func checkIntact(t testing.TB, store objstore.Store, root, label string) []uint6
 	return out
 }
 
+// faultMode injects a fault before a request is sent or after it was
+// applied.
+type faultMode struct {
+	name string
+	set  func(f *objstore.Faulty, fn objstore.FaultFunc)
+}
+
+// faultModes are the crash suites' two modes: before and after.
+func faultModes() []faultMode {
+	return []faultMode{{"before", (*objstore.Faulty).SetBefore}, {"after", (*objstore.Faulty).SetAfter}}
+}
+
 // TestCrashAtEveryRequestOfLancePrune fails the Nth object-store request of
 // a whole prune pass over a LanceDB dataset (manifest diffing, floor,
 // enqueue, prune state, cleaners), for every N, before the request is sent
@@ -116,10 +128,7 @@ func TestCrashAtEveryRequestOfLancePrune(t *testing.T) {
 		t.Fatalf("reference pass pruned nothing: %v", wantVersions)
 	}
 
-	for _, mode := range []struct {
-		name string
-		set  func(f *objstore.Faulty, fn objstore.FaultFunc)
-	}{{"before", (*objstore.Faulty).SetBefore}, {"after", (*objstore.Faulty).SetAfter}} {
+	for _, mode := range faultModes() {
 		t.Run(mode.name, func(t *testing.T) {
 			total := 0
 			for n := int64(1); ; n++ {

@@ -380,18 +380,26 @@ func (c *Cleaner) cleanRange(ctx context.Context, store objstore.Store, j rangeJ
 func (j rangeJob) manifestsFirst(ctx context.Context, rp RangePlan) ([]string, error) {
 	msg := rp.Range
 	var out []string
-	if rp.Continuation == nil {
-		out = slices.Clone(rp.MetaKeys[rp.recordKeys:])
-	} else {
-		for v := max(msg.From, msg.Cursor); v+1 <= rp.consumed && v <= msg.To; v++ {
+	add := func(vs ...uint64) error {
+		for _, v := range vs {
 			if rp.tagged[v] {
 				continue
 			}
 			keys, err := j.reader.manifestKeys(ctx, v)
 			if err != nil {
-				return nil, err
+				return err
 			}
 			out = append(out, keys...)
+		}
+		return nil
+	}
+	if rp.Continuation == nil {
+		out = slices.Clone(rp.MetaKeys[rp.recordKeys:])
+	} else {
+		for v := max(msg.From, msg.Cursor); v+1 <= rp.consumed && v <= msg.To; v++ {
+			if err := add(v); err != nil {
+				return nil, err
+			}
 		}
 	}
 	if len(rp.DataKeys) == 0 || rp.firstSince == 0 || rp.firstSince >= msg.From {
@@ -401,17 +409,7 @@ func (j rangeJob) manifestsFirst(ctx context.Context, rp RangePlan) ([]string, e
 	if err != nil {
 		return nil, fmt.Errorf("list the versions below %d of %s: %w", msg.From, j.root, err)
 	}
-	for _, v := range below {
-		if rp.tagged[v] {
-			continue
-		}
-		keys, err := j.reader.manifestKeys(ctx, v)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, keys...)
-	}
-	return out, nil
+	return out, add(below...)
 }
 
 // beforeDelete is the check just before a range's keys are deleted: the
