@@ -458,8 +458,9 @@ const (
 // The part of a run below the floor, [a, min(b, floor-1)], is where
 // tablekeep's cleaner deletes manifests, before the files only they
 // referenced: records found for it mean a cleanup cut off after the
-// manifests (or LanceDB's own cleanup there). They are kept and the part
-// is returned as a half-cleaned range, which the planner sends again
+// manifests (or LanceDB's own cleanup there). They are kept and the
+// versions that read them, [max(a, lowest-1), highest-1], are returned
+// as a half-cleaned range, which the planner sends again
 // (maintenance.ListedBelowFloor); its cleaner deletes the files left and
 // then the records. The records of the rest of a run (LanceDB's own
 // cleanup removed those versions, and with them the files their records
@@ -497,7 +498,7 @@ func (s *Source) dropUnreadRecords(ctx context.Context, vs []VersionFile, floor 
 		if r.a < floor {
 			keepThrough = min(r.b, floor-1) + 1
 		}
-		kept := false
+		var keptLo, keptHi uint64 // the records kept, lowest and highest
 		for _, o := range p.Objects {
 			name, ok := strings.CutSuffix(strings.TrimPrefix(o.Key, s.ds.root+changesDir), ".json")
 			v, err := strconv.ParseUint(name, 10, 64)
@@ -511,13 +512,18 @@ func (s *Source) dropUnreadRecords(ctx context.Context, vs []VersionFile, floor 
 				continue
 			}
 			if v <= keepThrough {
-				kept = true
+				if keptLo == 0 {
+					keptLo = v
+				}
+				keptHi = v
 				continue
 			}
 			del = append(del, o.Key)
 		}
-		if kept {
-			half = append(half, [2]uint64{r.a, keepThrough - 1})
+		if keptHi > 0 {
+			// Only the versions whose records are left: record v is read
+			// by the range holding v-1 (record 1 by the range from 1).
+			half = append(half, [2]uint64{max(r.a, keptLo-1), max(r.a, keptHi-1)})
 		}
 	}
 	if len(del) == 0 || s.ds.store.Delete(ctx, del) != nil {

@@ -427,7 +427,7 @@ func (plan *PrunePlan) planRanges(root string, tags map[string]uint64) {
 		if now.Sub(r.At) > p.ReplanAfter || plan.started(r) {
 			// A message for it was lost (or its cleaner keeps failing);
 			// or its cleanup started and was cut off (a half-cleaned
-			// range below or in it): re-sent by this pass.
+			// range overlaps it): re-sent by this pass.
 			send(lo, min(r.To, plan.Floor-1))
 			plan.Replanned++
 			r.At = now
