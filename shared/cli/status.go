@@ -25,8 +25,8 @@ type tableStatus struct {
 	Table string `json:"table"`
 	Root  string `json:"root"`
 	// Health is "ok", "behind" (a backlog older than --max-lag), "not
-	// pruned" (a Lance restore blocks pruning) or "unreadable"; Reason
-	// says why.
+	// pruned" (a Lance restore blocks pruning), "damaged" (listed
+	// versions reference deleted files) or "unreadable"; Reason says why.
 	Health   string `json:"health"`
 	Reason   string `json:"reason,omitempty"`
 	Latest   uint64 `json:"latest_version"`
@@ -40,9 +40,12 @@ type tableStatus struct {
 	PrunableLater int    `json:"prunable_later"`
 	PrunableAt    string `json:"prunable_at,omitempty"`
 	// Unreclaimed: stored versions below the floor already set.
-	Unreclaimed int    `json:"unreclaimed_versions"`
-	Rows        uint64 `json:"rows"`
-	Fragments   int    `json:"fragments"`
+	Unreclaimed int `json:"unreclaimed_versions"`
+	// Damaged: listed versions whose manifests reference deleted files
+	// (health "damaged"; a Lance dataset's, checked at a bounded cost).
+	Damaged   int    `json:"damaged_versions,omitempty"`
+	Rows      uint64 `json:"rows"`
+	Fragments int    `json:"fragments"`
 	// Compactable: fragments the compaction planner would fold (its own
 	// rule); SmallFrags: under the target rows (a lone small fragment is
 	// left alone).
@@ -97,7 +100,9 @@ func newStatusCmd(app *App) *cobra.Command {
   HEALTH       ok; behind: a backlog older than --max-lag (default: the
                policy's re-plan interval, 6h, plus an hour: longer than a
                lost cleanup message takes to be found again); not pruned
-               (a Lance dataset after a LanceDB restore); unreadable. The
+               (a Lance dataset after a LanceDB restore); damaged: listed
+               versions reference deleted files (a Lance dataset: the
+               lowest 8 versions below the floor checked); unreadable. The
                reasons follow the table, one line per table
   PRUNABLE     versions the next pass deletes (the prune planner's rule),
                and "+N at T": more once their grace window ends at T
@@ -304,6 +309,9 @@ func statusOf(ctx context.Context, store objstore.Store, ref maintenance.TableRe
 	lag = r.setLastCleanup(s, old, ref, lag)
 	if why := h.Behind(now, lag); len(why) > 0 {
 		r.Health, r.Reason = "behind", strings.Join(why, "; ")
+	}
+	if why := h.DamageReason(); why != "" {
+		r.Health, r.Reason, r.Damaged = "damaged", why, len(h.Damaged)
 	}
 	if err := r.setLeases(ctx, store, ref, h.Plan, now); err != nil {
 		return fail(err)

@@ -29,10 +29,7 @@ func crashEveryRequest(t *testing.T, base string, opts lance.CompactOptions) {
 	ctx := context.Background()
 	before := dumpDataset(t, base)
 	latest := before.Versions[len(before.Versions)-1]
-	for _, mode := range []struct {
-		name string
-		set  func(f *objstore.Faulty, fn objstore.FaultFunc)
-	}{{"before", (*objstore.Faulty).SetBefore}, {"after", (*objstore.Faulty).SetAfter}} {
+	for _, mode := range faultModes() {
 		t.Run(mode.name, func(t *testing.T) {
 			total := 0
 			for n := int64(1); ; n++ {

@@ -62,6 +62,9 @@ type Source struct {
 	RecordsDropped  int
 	prepared        bool
 	schemeListedErr error
+	// halfCleaned: ranges below the floor whose manifests are gone and
+	// whose change records are stored (Prepare; HalfCleaned).
+	halfCleaned [][2]uint64
 	// Clock reads the time SetFloor compares floor markers' ages with
 	// (nil: the real clock).
 	Clock clock.Clock
@@ -220,7 +223,7 @@ func (s *Source) Prepare(ctx context.Context) error {
 			return err
 		}
 	}
-	s.RecordsDropped = s.dropUnreadRecords(ctx, vs)
+	s.RecordsDropped, s.halfCleaned = s.dropUnreadRecords(ctx, vs, floor)
 	s.versions = vs
 	s.times = map[uint64]time.Time{}
 	for k, ns := range h.Times {
@@ -445,18 +448,27 @@ const (
 )
 
 // dropUnreadRecords deletes, best effort, the change records no range will
-// ever read: a range [From, To] of stored versions reads the records
-// [From+1, To+1] (and record 1 when From is 1), so record r is read only
-// while version r-1 is stored (r = 1: version 1). Versions LanceDB's own
-// cleanup removed (and, with them, the files their records name) leave
-// records nothing reads; Lance never commits a removed version again (a
-// dataset created again at the path is refused before this). For each run
-// [a, b] of versions below the latest that are not stored (at most
-// maxRecordRuns, lowest first), one LIST of the records [a+1, b+1] (record
-// a too when a is 1); at most maxDroppedRecords deleted in one request.
-// Deleting a record never deletes a file: at worst a file it names is left
-// to the orphan sweep. It returns how many were deleted.
-func (s *Source) dropUnreadRecords(ctx context.Context, vs []VersionFile) int {
+// ever read, and returns how many it deleted and the half-cleaned ranges:
+// a range [From, To] of stored versions reads the records [From+1, To+1]
+// (and record 1 when From is 1), so record r is read only while version
+// r-1 is stored (r = 1: version 1). For each run [a, b] of versions below
+// the latest that are not stored (at most maxRecordRuns, lowest first),
+// one LIST of the records [a+1, b+1] (record a too when a is 1).
+//
+// The part of a run below the floor, [a, min(b, floor-1)], is where
+// tablekeep's cleaner deletes manifests, before the files only they
+// referenced: records found for it mean a cleanup cut off after the
+// manifests (or LanceDB's own cleanup there). They are kept and the
+// versions that read them, [max(a, lowest-1), highest-1], are returned
+// as a half-cleaned range, which the planner sends again
+// (maintenance.ListedBelowFloor); its cleaner deletes the files left and
+// then the records. The records of the rest of a run (LanceDB's own
+// cleanup removed those versions, and with them the files their records
+// name; Lance never commits a removed version again, and a dataset
+// created again at the path is refused before this) are deleted, at most
+// maxDroppedRecords in one request. Deleting a record never deletes a
+// file: at worst a file it names is left to the orphan sweep.
+func (s *Source) dropUnreadRecords(ctx context.Context, vs []VersionFile, floor uint64) (int, [][2]uint64) {
 	type run struct{ a, b uint64 }
 	var runs []run
 	next := uint64(1)
@@ -467,6 +479,7 @@ func (s *Source) dropUnreadRecords(ctx context.Context, vs []VersionFile) int {
 		next = vf.Version + 1
 	}
 	var del []string
+	var half [][2]uint64
 	for _, r := range runs {
 		startAfter := s.ds.root + recordKey(r.a)
 		if r.a == 1 {
@@ -478,8 +491,14 @@ func (s *Source) dropUnreadRecords(ctx context.Context, vs []VersionFile) int {
 		}
 		p, err := s.ds.store.List(ctx, objstore.ListOptions{Prefix: s.ds.root + changesDir, StartAfter: startAfter, MaxKeys: int(want)})
 		if err != nil {
-			return 0
+			return 0, half
 		}
+		// Records up to keepThrough belong to the run's part below the floor.
+		keepThrough := uint64(0)
+		if r.a < floor {
+			keepThrough = min(r.b, floor-1) + 1
+		}
+		var keptLo, keptHi uint64 // the records kept, lowest and highest
 		for _, o := range p.Objects {
 			name, ok := strings.CutSuffix(strings.TrimPrefix(o.Key, s.ds.root+changesDir), ".json")
 			v, err := strconv.ParseUint(name, 10, 64)
@@ -489,16 +508,81 @@ func (s *Source) dropUnreadRecords(ctx context.Context, vs []VersionFile) int {
 			if v > r.b+1 {
 				break
 			}
-			if v >= r.a+1 || (r.a == 1 && v == 1) {
-				del = append(del, o.Key)
+			if v < r.a+1 && (r.a != 1 || v != 1) {
+				continue
 			}
+			if v <= keepThrough {
+				if keptLo == 0 {
+					keptLo = v
+				}
+				keptHi = v
+				continue
+			}
+			del = append(del, o.Key)
+		}
+		if keptHi > 0 {
+			// Only the versions whose records are left: record v is read
+			// by the range holding v-1 (record 1 by the range from 1).
+			half = append(half, [2]uint64{max(r.a, keptLo-1), max(r.a, keptHi-1)})
 		}
 	}
 	if len(del) == 0 || s.ds.store.Delete(ctx, del) != nil {
-		return 0
+		return 0, half
 	}
-	return len(del)
+	return len(del), half
 }
+
+// HalfCleaned returns the ranges below the floor whose manifests are gone
+// and whose change records are still stored, as the last Prepare found
+// them (maintenance.ListedBelowFloor).
+func (s *Source) HalfCleaned() [][2]uint64 { return s.halfCleaned }
+
+// StoredIn returns the stored versions in [lo, hi], ascending
+// (maintenance.ListedBelowFloor): on inverted manifest names one LIST per
+// 1,000 of them, from hi down (StartAfter the name of hi+1); on plain
+// names, which do not sort by version, the whole listing. The naming
+// scheme, if not known yet, costs the LIST ManifestKeys makes.
+func (s *Source) StoredIn(ctx context.Context, lo, hi uint64) ([]uint64, error) {
+	if lo > hi {
+		return nil, nil
+	}
+	if _, err := s.ManifestKeys(ctx, lo); err != nil {
+		return nil, err
+	}
+	var out []uint64
+	if s.scheme != SchemeV2 {
+		vs, err := s.ds.ListVersions(ctx)
+		if err != nil {
+			return nil, err
+		}
+		for _, vf := range vs {
+			if vf.Version >= lo && vf.Version <= hi {
+				out = append(out, vf.Version)
+			}
+		}
+		return out, nil
+	}
+	prefix := s.ds.root + VersionsDir
+	err := objstore.ListAll(ctx, s.ds.store, prefix, prefix+ManifestName(hi+1, SchemeV2), func(o objstore.ObjectInfo) error {
+		v, sc, ok := ParseManifestName(strings.TrimPrefix(o.Key, prefix))
+		if !ok || sc != SchemeV2 {
+			return nil
+		}
+		if v < lo {
+			return errStopListing
+		}
+		out = append(out, v)
+		return nil
+	})
+	if err != nil && !errors.Is(err, errStopListing) {
+		return nil, err
+	}
+	slices.Reverse(out)
+	return out, nil
+}
+
+// errStopListing ends a listing early (StoredIn).
+var errStopListing = errors.New("stop listing")
 
 // Tags reads the dataset's tags.
 func (s *Source) Tags(ctx context.Context) (map[string]uint64, error) { return s.ds.Tags(ctx) }

@@ -232,6 +232,9 @@ type rangeJob struct {
 	latest latestFunc
 	floor  *uint64
 	check  func(ctx context.Context, keys []string) error
+	// listed, if set, is a Source whose readers list versions below the
+	// floor (Lance): manifests go first (manifestsFirst).
+	listed ListedBelowFloor
 }
 
 // cleanRange cleans one range, whatever the format: the records read (and
@@ -270,9 +273,15 @@ func (c *Cleaner) cleanRange(ctx context.Context, store objstore.Store, j rangeJ
 	// store, must not be among the keys (and a format's own check), else
 	// the whole message deletes nothing; every delete below goes through
 	// the guarded store, which checks each batch again.
-	all := rp.DataKeys
+	var early []string
+	if j.listed != nil {
+		if early, err = j.manifestsFirst(ctx, rp); err != nil {
+			return res, err
+		}
+	}
+	all := append(slices.Clip(early), rp.DataKeys...)
 	if rp.Continuation == nil {
-		all = append(slices.Clip(all), rp.MetaKeys...)
+		all = append(all, rp.MetaKeys...)
 	}
 	guard := newLatestGuard(j.root, j.latest)
 	if err := j.beforeDelete(ctx, guard, all); err != nil {
@@ -290,12 +299,26 @@ func (c *Cleaner) cleanRange(ctx context.Context, store objstore.Store, j rangeJ
 			metaBytes = rp.metaSizes(ctx, store, ref.Root)
 		}()
 	}
+	// Where readers list versions below the floor (Lance), the manifests
+	// of every version whose files go now are deleted first, and a crash
+	// leaves orphan files (the redelivery, the next pass's HalfCleaned
+	// range or the sweep delete them), never a listed version without its
+	// files.
+	if len(early) > 0 {
+		edel := objstore.NewDeleter(ctx, store, objstore.DeleterOptions{Batch: p.DeleteBatch, InFlight: lim.Deletes, Limit: delLimit, Retries: lim.Retries})
+		edel.Add(early...)
+		n, reqs, err := edel.Wait()
+		res.ManifestKeys, res.DeleteRequests = n, reqs
+		if err != nil {
+			return res, err
+		}
+	}
 	// Data keys in batches of DeleteBatch, Limits.Deletes requests in
 	// flight, in any order: each is unreferenced by every retained version.
 	del := objstore.NewDeleter(ctx, store, objstore.DeleterOptions{Batch: p.DeleteBatch, InFlight: lim.Deletes, Limit: delLimit, Retries: lim.Retries})
 	del.Add(rp.DataKeys...)
 	n, reqs, err := del.Wait()
-	res.DataKeys, res.DeleteRequests = n, reqs
+	res.DataKeys, res.DeleteRequests = n, res.DeleteRequests+reqs
 	res.Bytes = rp.DataBytes
 	if metaDone != nil {
 		<-metaDone
@@ -320,7 +343,12 @@ func (c *Cleaner) cleanRange(ctx context.Context, store objstore.Store, j rangeJ
 	// versions: 3 requests in two round trips; a small range: 1 request).
 	res.VersionsDeleted = rp.VersionsDeleted
 	res.Bytes += metaBytes
-	for _, phase := range rp.metaPhases(p.DeleteBatch) {
+	phases := rp.metaPhases(p.DeleteBatch)
+	if j.listed != nil {
+		// The manifests went first: the records are left, in one phase.
+		phases = [][][]string{slices.Collect(slices.Chunk(rp.MetaKeys[:rp.recordKeys], max(1, min(p.DeleteBatch, objstore.MaxDeleteKeys))))}
+	}
+	for _, phase := range phases {
 		mdel := objstore.NewDeleter(ctx, store, objstore.DeleterOptions{Batch: p.DeleteBatch, InFlight: lim.Deletes, Limit: delLimit, Retries: lim.Retries})
 		for _, batch := range phase {
 			mdel.Add(batch...)
@@ -336,6 +364,52 @@ func (c *Cleaner) cleanRange(ctx context.Context, store objstore.Store, j rangeJ
 		c.markCleaned(ctx, store, j.stateRoot, msg, c.now())
 	}
 	return res, nil
+}
+
+// manifestsFirst returns the manifests a ListedBelowFloor's range deletes
+// before its data keys: every untagged manifest of the range once it is
+// finished, else those of [max(From, Cursor), consumed-1] (a file removed
+// at record r was referenced by versions [Since, r-1] only), and, when a
+// file planned for deletion was referenced since a version below From
+// (its run crosses into the range below), the stored untagged manifests
+// of [firstSince, From-1] too (StoredIn: one LIST on inverted
+// names), so that no listed version keeps a reference to a file deleted
+// here, whatever order the ranges are cleaned in. Those versions are
+// below the floor and untagged: pruned anyway; their own range still
+// finds their files through its change records, which go last.
+func (j rangeJob) manifestsFirst(ctx context.Context, rp RangePlan) ([]string, error) {
+	msg := rp.Range
+	var out []string
+	add := func(vs ...uint64) error {
+		for _, v := range vs {
+			if rp.tagged[v] {
+				continue
+			}
+			keys, err := j.reader.manifestKeys(ctx, v)
+			if err != nil {
+				return err
+			}
+			out = append(out, keys...)
+		}
+		return nil
+	}
+	if rp.Continuation == nil {
+		out = slices.Clone(rp.MetaKeys[rp.recordKeys:])
+	} else {
+		for v := max(msg.From, msg.Cursor); v+1 <= rp.consumed && v <= msg.To; v++ {
+			if err := add(v); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if len(rp.DataKeys) == 0 || rp.firstSince == 0 || rp.firstSince >= msg.From {
+		return out, nil
+	}
+	below, err := j.listed.StoredIn(ctx, rp.firstSince, msg.From-1)
+	if err != nil {
+		return nil, fmt.Errorf("list the versions below %d of %s: %w", msg.From, j.root, err)
+	}
+	return out, add(below...)
 }
 
 // beforeDelete is the check just before a range's keys are deleted: the
@@ -385,6 +459,12 @@ type RangePlan struct {
 	// VersionsDeleted is the number of manifests among MetaKeys.
 	VersionsDeleted int
 	recordKeys      int // MetaKeys[:recordKeys] are change records
+	// tagged are the tagged versions ready read; consumed is the last
+	// change record consumed; firstSince is the lowest Since of a file
+	// planned for deletion (0: none).
+	tagged     map[uint64]bool
+	consumed   uint64
+	firstSince uint64
 	// Continuation is set when the key budget (or the cleaner's StopBy)
 	// stopped the plan early: the rest of the range (MetaKeys is then
 	// empty).

@@ -230,6 +230,7 @@ func scanRange(ctx context.Context, rd rangeReader, msg RangeMessage, o scanOpts
 		}
 		<-tokens
 	}
+	rp.tagged, rp.consumed = tagged, last
 	if scanErr != nil {
 		return rp, scanErr
 	}
@@ -291,6 +292,9 @@ func (rp *RangePlan) consume(ctx context.Context, rd rangeReader, r uint64, cr *
 			return fmt.Errorf("change record %d: %w", r, err)
 		}
 		rp.DataKeys = append(rp.DataKeys, keys...)
+		if len(keys) > 0 && (rp.firstSince == 0 || rf.Since < rp.firstSince) {
+			rp.firstSince = rf.Since
+		}
 		if onKey != nil {
 			for _, k := range keys {
 				onKey(k)

@@ -36,6 +36,14 @@ type Health struct {
 	CompactableSince time.Time
 	Fragments        int
 	Rows             uint64
+	// Damaged: listed versions below the floor whose manifests reference a
+	// file that is gone (a DamageChecker's; DamageComplete: every stored
+	// version below the floor was checked fully). HalfCleaned: ranges
+	// whose manifests are gone and whose files may not be (the next pass
+	// sends them again).
+	Damaged        []uint64
+	DamageComplete bool
+	HalfCleaned    int
 	// Plan is the prune plan the health was computed from (its Leased
 	// field: the lease holding the floor down, if any).
 	Plan PrunePlan `json:"-"`
@@ -61,6 +69,19 @@ func SourceHealth(ctx context.Context, src Source, ref TableRef, now time.Time) 
 	}
 	h.Latest, h.Floor, h.Versions, h.PrunableNow, h.Tagged = plan.Latest, plan.Floor, plan.Versions, plan.Prunable, len(plan.Tagged)
 	h.Plan = plan
+	h.HalfCleaned = len(plan.halfCleaned)
+	h.DamageComplete = true
+	if dc, ok := src.(DamageChecker); ok {
+		var below []uint64
+		for _, v := range plan.vs {
+			if v.Version < plan.OldFloor {
+				below = append(below, v.Version)
+			}
+		}
+		if h.Damaged, h.DamageComplete, err = dc.ListedUnreadable(ctx, below, plan.OldFloor); err != nil {
+			return h, err
+		}
+	}
 	tagged := map[uint64]bool{}
 	for _, v := range plan.Tagged {
 		tagged[v] = true
@@ -162,6 +183,19 @@ func Status(ctx context.Context, store objstore.Store, ref TableRef, open Source
 		return h, s, src, errors.New(note)
 	}
 	return h, s, src, nil
+}
+
+// DamageReason says which listed versions reference deleted files (empty
+// if none was found).
+func (h Health) DamageReason() string {
+	if len(h.Damaged) == 0 {
+		return ""
+	}
+	how := "of every stored version below the floor"
+	if !h.DamageComplete {
+		how = "at least; only the lowest versions below the floor are checked"
+	}
+	return fmt.Sprintf("%d listed versions reference deleted files (%s: %v): readers that list them fail to open them; the range's cleanup is resent by the pass after ReplanAfter", len(h.Damaged), how, h.Damaged)
 }
 
 // Behind returns why the table's maintenance is behind at now (empty if it

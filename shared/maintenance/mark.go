@@ -159,6 +159,12 @@ func newMarkDue(ref TableRef, pl PrunePlan, now time.Time, prunableAt func(i int
 		}
 	}
 	md.set(md.m.ReplanAt, "re-plan of tracked ranges")
+	// A half-cleaned range sent again is not tracked (no prunable version
+	// is left in it): looked at again as a tracked range would be, in
+	// case this message is lost too.
+	if pl.Resumed > 0 {
+		md.set(now.Add(table.SatAdd(p.ReplanAfter, time.Second)), "half-cleaned ranges resent")
+	}
 	var prunable []time.Time
 	for i, v := range pl.vs {
 		if v.Version < pl.Floor || pl.Latest < uint64(p.KeepLast) || v.Version > pl.Latest-uint64(p.KeepLast) {

@@ -108,6 +108,9 @@ type PrunePlan struct {
 	Prunable  int // versions below the floor, untagged, still stored
 	Repaired  int // change records rebuilt
 	Replanned int // ranges re-enqueued because an earlier message was lost
+	// Resumed: half-cleaned ranges sent again (a ListedBelowFloor's
+	// HalfCleaned: manifests gone, change records still stored).
+	Resumed   int
 	Unreclaim int // versions stored that are below the floor (backlog)
 	// PrunableBytes is the size of the prunable versions' manifests.
 	PrunableBytes int64
@@ -139,6 +142,7 @@ type PrunePlan struct {
 	// Lease names to delete when applied (holdForLeases).
 	staleLeases []string
 	leaseDir    *table.LeaseDir
+	halfCleaned [][2]uint64 // ListedBelowFloor.HalfCleaned, after Prepare
 }
 
 // trackedRange is one enqueued range: At is when it was last sent.
@@ -276,6 +280,9 @@ func planPrune(ctx context.Context, src Source, name string, p Policy, now time.
 	plan := PrunePlan{name: name, policy: p, now: now}
 	if err := src.Prepare(ctx); err != nil {
 		return plan, fmt.Errorf("prepare %s: %w", src.Root(), err)
+	}
+	if lb, ok := src.(ListedBelowFloor); ok {
+		plan.halfCleaned = lb.HalfCleaned()
 	}
 	// The version listing, the floor and the tags are independent reads:
 	// sent at once. (Tags read here only preview the plan (dry run):
@@ -417,8 +424,10 @@ func (plan *PrunePlan) planRanges(root string, tags map[string]uint64) {
 		if !ok {
 			continue // cleaned (or only tagged versions left): forget it
 		}
-		if now.Sub(r.At) > p.ReplanAfter {
-			// A message for it was lost (or its cleaner keeps failing).
+		if now.Sub(r.At) > p.ReplanAfter || plan.started(r) {
+			// A message for it was lost (or its cleaner keeps failing);
+			// or its cleanup started and was cut off (a half-cleaned
+			// range overlaps it): re-sent by this pass.
 			send(lo, min(r.To, plan.Floor-1))
 			plan.Replanned++
 			r.At = now
@@ -455,6 +464,18 @@ func (plan *PrunePlan) planRanges(root string, tags map[string]uint64) {
 		}
 	}
 	after = append(after, fresh...)
+	// A half-cleaned range (its manifests gone before its files, the
+	// cleanup cut off) has no prunable version left to track: it is sent
+	// on every pass until its change records are gone, not ReplanAfter
+	// later (docs/reliability.md, "No listed Lance version is left
+	// unreadable"). Its cleaner deletes what is left, idempotently.
+	plan.Resumed = 0
+	for _, r := range plan.halfCleaned {
+		if r[0] < plan.Floor && r[0] <= r[1] {
+			send(r[0], min(r[1], plan.Floor-1))
+			plan.Resumed++
+		}
+	}
 	slices.SortFunc(after, func(a, b trackedRange) int { return cmp.Compare(a.From, b.From) })
 	for len(after) > MaxTrackedRanges {
 		best := 0
@@ -471,6 +492,20 @@ func (plan *PrunePlan) planRanges(root string, tags map[string]uint64) {
 	plan.changed = !slices.EqualFunc(after, plan.state.Ranges, func(a, b trackedRange) bool {
 		return a.From == b.From && a.To == b.To && a.At.Equal(b.At)
 	})
+}
+
+// started reports whether a half-cleaned range (ListedBelowFloor) overlaps
+// r: r's cleanup deleted manifests from its start and was cut off before
+// its last ones (a continuation's), so the rest of r is re-sent now rather
+// than ReplanAfter after its send. (A half-cleaned range just below r is
+// sent by itself: r's own files were not touched yet.)
+func (plan *PrunePlan) started(r trackedRange) bool {
+	for _, h := range plan.halfCleaned {
+		if h[0] <= r.To && h[1] >= r.From {
+			return true
+		}
+	}
+	return false
 }
 
 func minTime(a, b time.Time) time.Time {

@@ -454,7 +454,7 @@ func (r *Runner) maintainOne(ctx context.Context, ref TableRef, o TableOptions) 
 			slog.Uint64("old_floor", pl.OldFloor), slog.Uint64("from", from), slog.Uint64("to", to)),
 		slog.Int("stored", pl.Versions), slog.Int("ranges", len(pl.Ranges)), slog.Int("prunable", pl.Prunable),
 		slog.Int("unreclaimed", pl.Unreclaim), slog.Int("tagged", len(pl.Tagged)),
-		slog.Int("repaired_change_records", pl.Repaired), slog.Int("replanned", pl.Replanned),
+		slog.Int("repaired_change_records", pl.Repaired), slog.Int("replanned", pl.Replanned), slog.Int("resumed", pl.Resumed),
 		slog.Int64("bytes", pl.PrunableBytes))
 	if err != nil {
 		return rep, errors.Join(compactErr, lost(err))

@@ -140,3 +140,33 @@ func checkSourceKey(src Source, rel string) error {
 	}
 	return objstore.ValidateKey(src.Root() + rel)
 }
+
+// ListedBelowFloor is a Source whose readers list and open every stored
+// version, the floor notwithstanding (Lance: LanceDB lists _versions/ and
+// checks any version out). Its cleaner deletes a pruned version's manifest
+// before the files only pruned versions referenced (docs/reliability.md,
+// "No listed Lance version is left unreadable"): a crash then leaves
+// orphan files, never a listed version that cannot be read.
+type ListedBelowFloor interface {
+	// StoredIn returns the versions in [lo, hi] whose manifests are
+	// stored, ascending (Lance, inverted names: one LIST per 1,000 of
+	// them, from hi down; plain names: the whole listing).
+	StoredIn(ctx context.Context, lo, hi uint64) ([]uint64, error)
+	// HalfCleaned returns the ranges, below the floor, whose manifests
+	// are gone and whose change records are still stored (a cleanup cut
+	// off after the manifests, or LanceDB's own cleanup), found by
+	// Prepare: the planner sends them again on every pass until their
+	// records are gone.
+	HalfCleaned() [][2]uint64
+}
+
+// DamageChecker is a Source that can look, at a bounded cost, for listed
+// versions whose manifests reference files that are gone (Lance: what a
+// cleanup of an earlier release, cut off after a range's files and before
+// its manifests, left): `tablekeep status` reports them as "damaged".
+type DamageChecker interface {
+	// ListedUnreadable checks the versions of below (stored, below the
+	// stored floor), and returns those that reference a file that is
+	// gone, and whether every one of below was checked fully.
+	ListedUnreadable(ctx context.Context, below []uint64, floor uint64) ([]uint64, bool, error)
+}

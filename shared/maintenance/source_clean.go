@@ -61,6 +61,9 @@ func sourceJob(src Source, ref TableRef, msg RangeMessage, stateRoot string, siz
 	}
 	j := rangeJob{ref: ref, msg: msg, reader: sourceReader{src}, ready: ready, stateRoot: stateRoot,
 		root: src.Root(), latest: src.LatestRefs, floor: &floor}
+	if lb, ok := src.(ListedBelowFloor); ok {
+		j.listed = lb
+	}
 	if sl, ok := src.(SizeLister); ok && sizes {
 		j.sizes = sl.SizePrefixes()
 	}

@@ -41,8 +41,9 @@ func (s *recordClockStore) Get(ctx context.Context, key string) ([]byte, error) 
 
 // TestLanceCleanerStopByAndSlowDown: a LanceDB dataset's ranges drain
 // through the same cleaner machinery as a tablekeep table's. StopBy passed
-// mid-range stops the range at the next change record: its data files
-// read so far are deleted, no manifest or record, and the rest goes back
+// mid-range stops the range at the next change record: the manifests of
+// the versions whose files were read, then those files, are deleted, no
+// record, and the rest goes back
 // as a continuation whose cursor is exactly the last record consumed;
 // reruns finish the ranges and leave exactly what one unbounded drain
 // leaves. A forged record mid-range deletes nothing. A store answering SlowDown to change-record GETs and to
@@ -143,8 +144,16 @@ func TestLanceCleanerStopByAndSlowDown(t *testing.T) {
 				if got := res.Continuation.Cursor; got != first+3 || res.ChangeRecords != 4 {
 					t.Fatalf("%s: continuation cursor %d after %d records, want %d after 4", body, got, res.ChangeRecords, first+3)
 				}
-				if res.ManifestKeys != 0 || res.VersionsDeleted != 0 {
-					t.Fatalf("%s: a stopped range deleted %d manifests and records", body, res.ManifestKeys)
+				// Manifests first (docs/reliability.md, "No listed Lance
+				// version is left unreadable"): those of the versions whose
+				// files went, [first-1, first+2] less tagged ones; no record.
+				if res.ManifestKeys == 0 || res.ManifestKeys > 4 || res.VersionsDeleted != 0 {
+					t.Fatalf("%s: a stopped range deleted %d manifests (want those of [%d, %d]), %d versions", body, res.ManifestKeys, first-1, first+2, res.VersionsDeleted)
+				}
+				for v := first; v <= first+3; v++ {
+					if _, err := disk.Head(ctx, ref.Root+lance.SidecarDir+fmt.Sprintf("changes/%020d.json", v)); err != nil {
+						t.Fatalf("%s: a stopped range deleted record %d: %v", body, v, err)
+					}
 				}
 				if res.DataKeys > 0 {
 					partialDeletes++
