@@ -211,7 +211,7 @@ func printLease(app *App, tg *leaseTarget, l *table.Lease) error {
 // leaseRows is one row per lease id (its latest name), live or not, lowest
 // version first; the pinning lease is marked.
 func leaseRows(tg string, set table.LeaseSet, now time.Time) []leaseJSON {
-	pin, pinned := set.Pin(now)
+	pin, pinned := set.Pin(now, 0) // the floor unread: a lease below it is shown as pinning
 	latest := map[string]table.LeaseInfo{}
 	var order []string
 	for _, n := range set.Names {

@@ -19,6 +19,7 @@ import (
 	"github.com/tablekeep/tablekeep/shared/maintenance"
 	"github.com/tablekeep/tablekeep/shared/objstore"
 	"github.com/tablekeep/tablekeep/shared/queue"
+	"github.com/tablekeep/tablekeep/shared/table"
 )
 
 // resolver answers for one registered Lance dataset.
@@ -119,10 +120,11 @@ func pruneLance(t testing.TB, store objstore.Store, root string, p maintenance.P
 		t.Fatal("prune applied without a lease token")
 	}
 	c := &maintenance.Cleaner{
-		Store:   store,
-		Tables:  resolver{maintenance.TableRef{Name: "t", Root: root, Policy: p, Format: "lance"}},
-		Requeue: maintenance.QueueEnqueuer{Q: q},
-		Sources: openLance,
+		Store:    store,
+		Tables:   resolver{maintenance.TableRef{Name: "t", Root: root, Policy: p, Format: "lance"}},
+		Requeue:  maintenance.QueueEnqueuer{Q: q},
+		Sources:  openLance,
+		OpenOpts: table.Options{Clock: clock},
 	}
 	st, err := maintenance.DrainLocal(ctx, q, c, nil)
 	if err != nil || st.Failed > 0 || st.DeadLettered > 0 {

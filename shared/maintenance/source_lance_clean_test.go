@@ -99,7 +99,8 @@ func TestLanceCleanerStopByAndSlowDown(t *testing.T) {
 	before := listing(t, refDisk, "wh/")
 	{
 		rec := &bodies{}
-		c := &maintenance.Cleaner{Store: refDisk, Tables: cat, Requeue: rec, Logger: discard, Sources: formats.Open}
+		c := &maintenance.Cleaner{Store: refDisk, Tables: cat, Requeue: rec, Logger: discard, Sources: formats.Open,
+			OpenOpts: table.Options{Clock: fakeclock.New(now)}} // the age rule: at the planner's time
 		if n := cleanAll(t, c, rec, bs); n != len(bs) {
 			t.Fatalf("the unbounded drain took %d messages for %d ranges", n, len(bs))
 		}
@@ -190,7 +191,7 @@ func TestLanceCleanerStopByAndSlowDown(t *testing.T) {
 		}
 		files := listing(t, disk, "wh/")
 		c := &maintenance.Cleaner{Store: disk, Tables: cat, Requeue: &bodies{}, Logger: discard, Sources: formats.Open,
-			Limits: maintenance.CleanerLimits{Reads: 1}}
+			Limits: maintenance.CleanerLimits{Reads: 1}, OpenOpts: table.Options{Clock: fakeclock.New(now)}}
 		_, err = c.Clean(ctx, bs[0])
 		if !errors.Is(err, maintenance.ErrForeignKey) || !errors.Is(err, queue.ErrPermanent) {
 			t.Fatalf("forged record %d: %v, want a permanent ErrForeignKey", v, err)
@@ -216,6 +217,7 @@ func TestLanceCleanerStopByAndSlowDown(t *testing.T) {
 			c := &maintenance.Cleaner{
 				Store: st, Tables: cat, Requeue: rec, Logger: discard, Sources: formats.Open,
 				Limits: maintenance.CleanerLimits{Retries: 1000}, GetLimit: get, DeleteLimit: del,
+				OpenOpts: table.Options{Clock: fakeclock.New(now)}, // the age rule's clock (lclk paces)
 			}
 			getLow, delLow := false, false
 			for b := bs; len(b) > 0; b = rec.take() {
