@@ -76,14 +76,15 @@ func readAges(ctx context.Context, store objstore.Store, keys []string, lim *obj
 			continue
 		}
 		g.Go(func() error {
+			listed := make(map[int]bool, len(idx))
 			want := make(map[string]int, len(idx))
 			for _, i := range idx {
 				want[keys[i]] = i
 			}
 			seen, last := 0, ""
 			err := objstore.ListAll(gctx, store, dir, "", func(o objstore.ObjectInfo) error {
-				if i, ok := want[o.Key]; ok && !o.LastModified.IsZero() {
-					a.at[i] = o.LastModified
+				if i, ok := want[o.Key]; ok {
+					a.at[i], listed[i] = o.LastModified, true
 				}
 				last = o.Key
 				if seen++; seen >= pages*objstore.MaxListKeys {
@@ -97,7 +98,9 @@ func readAges(ctx context.Context, store objstore.Store, keys []string, lim *obj
 			mu.Lock()
 			defer mu.Unlock()
 			for _, i := range idx {
-				if a.at[i].IsZero() && err != nil && keys[i] > last { // beyond where the listing stopped
+				// Beyond where the listing stopped, or listed with no time:
+				// a HEAD. Passed and not listed: gone.
+				if listed[i] && a.at[i].IsZero() || !listed[i] && err != nil && keys[i] > last {
 					heads = append(heads, i)
 				}
 			}
