@@ -217,7 +217,7 @@ func TestForgedLeaseBounded(t *testing.T) {
 	if _, ok := set.Pin(bound.Add(time.Millisecond), 0); ok {
 		t.Fatal("forged lease pins past MaxLeaseTTL + 2 x MaxClockSkew after it was written")
 	}
-	if n := len(set.Stale(t0.Add(MaxLeaseTTL + MaxClockSkew), 0)); n != 0 {
+	if n := len(set.Stale(t0.Add(MaxLeaseTTL+MaxClockSkew), 0)); n != 0 {
 		t.Fatalf("%d stale at the bound", n)
 	}
 	if n := len(set.Stale(bound.Add(time.Millisecond), 0)); n != 3 {
