@@ -120,15 +120,7 @@ func TestCleanerKeepsUploadInFlight(t *testing.T) {
 	if _, err := ts.Head(ctx, e.ref.Root+upload); err != nil {
 		t.Errorf("the writer's upload %s: %v", upload, err)
 	}
-	snap, err := e.open(t).Latest(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rows, err := scanSnap(ctx, snap)
-	if err != nil {
-		t.Fatalf("latest version %d unreadable: %v", snap.Version(), err)
-	}
-	if err := diffRows(rows, model); err != nil {
+	if err := diffRows(latestRows(t, e.open(t)), model); err != nil { // fails if the latest does not read
 		t.Fatal(err)
 	}
 }

@@ -4,12 +4,11 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/tablekeep/tablekeep/shared/internal/fakeclock"
+	"github.com/tablekeep/tablekeep/shared/internal/testkit"
 	"github.com/tablekeep/tablekeep/shared/objstore"
 )
 
@@ -23,7 +22,7 @@ import (
 func TestReadAgesListsOrHeads(t *testing.T) {
 	ctx := context.Background()
 	clk := fakeclock.New(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
-	st := fakeclock.NewStore(&memStore{objs: map[string][]byte{}}, clk)
+	st := fakeclock.NewStore(testkit.NewMemStore(), clk)
 	name := func(i int) string { return fmt.Sprintf("r/data/%05d", i) }
 	for i := range 2100 {
 		if i == 7 || i == 9 { // the two gone ones
@@ -66,70 +65,4 @@ func TestReadAgesListsOrHeads(t *testing.T) {
 		slices.Contains(del, "r/del/c") || len(del) != len(keys)-4 {
 		t.Errorf("delete %d of %d keys %v, kept %v", len(del), len(keys), del, kept)
 	}
-}
-
-// memStore is a minimal in-memory objstore.Store (no times: fakeclock.Store
-// dates what is written through it).
-type memStore struct {
-	mu   sync.Mutex
-	objs map[string][]byte
-}
-
-func (m *memStore) Get(_ context.Context, k string) ([]byte, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	b, ok := m.objs[k]
-	if !ok {
-		return nil, fmt.Errorf("%s: %w", k, objstore.ErrNotExist)
-	}
-	return b, nil
-}
-
-func (m *memStore) Head(ctx context.Context, k string) (objstore.ObjectInfo, error) {
-	b, err := m.Get(ctx, k)
-	return objstore.ObjectInfo{Key: k, Size: int64(len(b))}, err
-}
-
-func (m *memStore) Put(_ context.Context, k string, b []byte) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.objs[k] = b
-	return nil
-}
-
-func (m *memStore) PutIfAbsent(ctx context.Context, k string, b []byte) error {
-	if _, err := m.Get(ctx, k); err == nil {
-		return objstore.ErrExists
-	}
-	return m.Put(ctx, k, b)
-}
-
-func (m *memStore) List(_ context.Context, o objstore.ListOptions) (objstore.ListPage, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	var keys []string
-	for k := range m.objs {
-		if strings.HasPrefix(k, o.Prefix) && k > o.StartAfter {
-			keys = append(keys, k)
-		}
-	}
-	slices.Sort(keys)
-	var p objstore.ListPage
-	for _, k := range keys {
-		if len(p.Objects) == objstore.MaxListKeys {
-			p.Truncated = true
-			break
-		}
-		p.Objects = append(p.Objects, objstore.ObjectInfo{Key: k, Size: int64(len(m.objs[k]))})
-	}
-	return p, nil
-}
-
-func (m *memStore) Delete(_ context.Context, keys []string) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	for _, k := range keys {
-		delete(m.objs, k)
-	}
-	return nil
 }
