@@ -103,12 +103,7 @@ func TestCleanerKeepsUploadInFlight(t *testing.T) {
 		}
 		return nil
 	})
-	rec := kv("slow", "writer")
-	_, err = w.Upsert(ctx, rec)
-	rec.Release()
-	if err != nil {
-		t.Fatalf("writer: %v", err)
-	}
+	upsert(t, w, "slow", "writer")
 	if res == nil {
 		t.Fatal("writer never reached its manifest PUT")
 	}
