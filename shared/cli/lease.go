@@ -209,9 +209,10 @@ func printLease(app *App, tg *leaseTarget, l *table.Lease) error {
 }
 
 // leaseRows is one row per lease id (its latest name), live or not, lowest
-// version first; the pinning lease is marked.
-func leaseRows(tg string, set table.LeaseSet, now time.Time) []leaseJSON {
-	pin, pinned := set.Pin(now)
+// version first; the pinning lease (at or above floor: 0 when the floor
+// was not read) is marked.
+func leaseRows(tg string, set table.LeaseSet, now time.Time, floor uint64) []leaseJSON {
+	pin, pinned := set.Pin(now, floor)
 	latest := map[string]table.LeaseInfo{}
 	var order []string
 	for _, n := range set.Names {
@@ -234,7 +235,7 @@ func leaseRows(tg string, set table.LeaseSet, now time.Time) []leaseJSON {
 }
 
 func printLeases(app *App, tg *leaseTarget, set table.LeaseSet, now time.Time) error {
-	rows := leaseRows(tg.name, set, now)
+	rows := leaseRows(tg.name, set, now, 0)
 	if app.JSON() {
 		return printJSON(app.Stdout, map[string]any{"table": tg.name, "leases": rows, "malformed": len(set.Malformed)})
 	}

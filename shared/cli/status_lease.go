@@ -24,7 +24,7 @@ func (r *tableStatus) setLeases(ctx context.Context, store objstore.Store, ref m
 	if err != nil {
 		return err
 	}
-	r.Leases = leaseRows(ref.Name, set, now)
+	r.Leases = leaseRows(ref.Name, set, now, plan.OldFloor)
 	if by := plan.Leased.By; by != nil {
 		n, _ := plan.LeaseHeld()
 		r.LeaseHold = fmt.Sprintf("lease %s pins the floor at %d (would be %d): %d versions kept", by.ID, plan.Floor, plan.Leased.Wanted, n)

@@ -16,12 +16,14 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/tablekeep/tablekeep/shared/internal/fakeclock"
 	"github.com/tablekeep/tablekeep/shared/internal/faultproxy"
 	"github.com/tablekeep/tablekeep/shared/internal/testenv"
 	"github.com/tablekeep/tablekeep/shared/lance"
 	"github.com/tablekeep/tablekeep/shared/maintenance"
 	"github.com/tablekeep/tablekeep/shared/objstore"
 	"github.com/tablekeep/tablekeep/shared/queue"
+	"github.com/tablekeep/tablekeep/shared/table"
 )
 
 // BenchmarkLancePruneS3 is BenchmarkLancePrune on versitygw behind the
@@ -109,7 +111,8 @@ func BenchmarkLancePruneS3(b *testing.B) {
 			go func() {
 				defer wg.Done()
 				c := &maintenance.Cleaner{Store: cnt, Requeue: maintenance.QueueEnqueuer{Q: q}, Sources: openLance,
-					Tables: resolver{maintenance.TableRef{Name: "t", Root: root, Policy: p, Format: "lance"}}}
+					Tables:   resolver{maintenance.TableRef{Name: "t", Root: root, Policy: p, Format: "lance"}},
+					OpenOpts: table.Options{Clock: fakeclock.New(now)}}
 				if _, err := maintenance.DrainLocal(ctx, q, c, nil); err != nil {
 					b.Error(err)
 				}

@@ -10,11 +10,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tablekeep/tablekeep/shared/internal/fakeclock"
 	"github.com/tablekeep/tablekeep/shared/internal/testkit"
 	"github.com/tablekeep/tablekeep/shared/lance"
 	"github.com/tablekeep/tablekeep/shared/maintenance"
 	"github.com/tablekeep/tablekeep/shared/objstore"
 	"github.com/tablekeep/tablekeep/shared/queue"
+	"github.com/tablekeep/tablekeep/shared/table"
 )
 
 // BenchmarkLancePrune is issue 14's figures: a LanceDB dataset of
@@ -54,7 +56,8 @@ func BenchmarkLancePrune(b *testing.B) {
 			go func() {
 				defer wg.Done()
 				c := &maintenance.Cleaner{Store: cnt, Requeue: maintenance.QueueEnqueuer{Q: q}, Sources: openLance,
-					Tables: resolver{maintenance.TableRef{Name: "t", Root: "t.lance/", Policy: p, Format: "lance"}}}
+					Tables:   resolver{maintenance.TableRef{Name: "t", Root: "t.lance/", Policy: p, Format: "lance"}},
+					OpenOpts: table.Options{Clock: fakeclock.New(now)}}
 				if _, err := maintenance.DrainLocal(ctx, q, c, nil); err != nil {
 					b.Error(err)
 				}

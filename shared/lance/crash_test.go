@@ -9,10 +9,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tablekeep/tablekeep/shared/internal/fakeclock"
 	"github.com/tablekeep/tablekeep/shared/lance"
 	"github.com/tablekeep/tablekeep/shared/maintenance"
 	"github.com/tablekeep/tablekeep/shared/objstore"
 	"github.com/tablekeep/tablekeep/shared/queue"
+	"github.com/tablekeep/tablekeep/shared/table"
 )
 
 // prunePass is one maintenance pass over a Lance dataset through the
@@ -29,10 +31,11 @@ func prunePass(ctx context.Context, store objstore.Store, root string, p mainten
 		return err
 	}
 	c := &maintenance.Cleaner{
-		Store:   store,
-		Tables:  resolver{maintenance.TableRef{Name: "t", Root: root, Policy: p, Format: "lance"}},
-		Requeue: maintenance.QueueEnqueuer{Q: q},
-		Sources: openLance,
+		Store:    store,
+		Tables:   resolver{maintenance.TableRef{Name: "t", Root: root, Policy: p, Format: "lance"}},
+		Requeue:  maintenance.QueueEnqueuer{Q: q},
+		Sources:  openLance,
+		OpenOpts: table.Options{Clock: fakeclock.New(now)},
 	}
 	st, err := maintenance.DrainLocal(ctx, q, c, nil)
 	if err == nil && (st.Failed > 0 || st.DeadLettered > 0) {

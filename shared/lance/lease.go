@@ -37,27 +37,27 @@ func (s *Source) LeaseDirAt(clk clock.Clock, logger *slog.Logger) *table.LeaseDi
 	}
 }
 
-func (s *Source) checkLeaseVersion(ctx context.Context, v uint64, now time.Time) error {
+func (s *Source) checkLeaseVersion(ctx context.Context, v uint64, now time.Time) (uint64, error) {
 	if v == 0 {
-		return fmt.Errorf("%w: version 0", table.ErrInvalidLease)
+		return 0, fmt.Errorf("%w: version 0", table.ErrInvalidLease)
 	}
 	vfs, err := s.ds.ListVersions(ctx)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	if len(vfs) == 0 {
-		return fmt.Errorf("%s: no Lance manifest: %w", s.ds.root, table.ErrNotATable)
+		return 0, fmt.Errorf("%s: no Lance manifest: %w", s.ds.root, table.ErrNotATable)
 	}
 	floor, err := s.Floor(ctx)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	latest := vfs[len(vfs)-1].Version
 	if v > latest {
-		return fmt.Errorf("%w: version %d is in the future (latest %d)", table.ErrInvalidLease, v, latest)
+		return floor, fmt.Errorf("%w: version %d is in the future (latest %d)", table.ErrInvalidLease, v, latest)
 	}
 	if v < floor {
-		return fmt.Errorf("%s: %w: version %d is below the retention floor %d", s.ds.root, table.ErrVersionPruned, v, floor)
+		return floor, fmt.Errorf("%s: %w: version %d is below the retention floor %d", s.ds.root, table.ErrVersionPruned, v, floor)
 	}
 	for _, vf := range vfs {
 		if vf.Version != v {
@@ -65,10 +65,10 @@ func (s *Source) checkLeaseVersion(ctx context.Context, v uint64, now time.Time)
 		}
 		if v != latest {
 			if age := now.Sub(vf.LastModified); age > LeaseWindow {
-				return fmt.Errorf("%w: version %d was written %s ago (lease window %s): tag it to keep it", table.ErrLeaseWindow, v, age.Round(time.Second), LeaseWindow)
+				return floor, fmt.Errorf("%w: version %d was written %s ago (lease window %s): tag it to keep it", table.ErrLeaseWindow, v, age.Round(time.Second), LeaseWindow)
 			}
 		}
-		return nil
+		return floor, nil
 	}
-	return fmt.Errorf("%s: %w: version %d", s.ds.root, table.ErrVersionNotFound, v)
+	return floor, fmt.Errorf("%s: %w: version %d", s.ds.root, table.ErrVersionNotFound, v)
 }

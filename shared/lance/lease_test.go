@@ -41,7 +41,7 @@ func TestLanceLeaseChecks(t *testing.T) {
 		t.Fatal(err)
 	}
 	set, err := d.Read(ctx)
-	if pin, ok := set.Pin(clk.Now()); err != nil || !ok || pin.Version != first || pin.ID != l.ID() {
+	if pin, ok := set.Pin(clk.Now(), 0); err != nil || !ok || pin.Version != first || pin.ID != l.ID() {
 		t.Fatalf("pin %+v %v %v", pin, ok, err)
 	}
 	if _, err := d.Acquire(ctx, c.Latest+1, time.Hour); !errors.Is(err, table.ErrInvalidLease) {

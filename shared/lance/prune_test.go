@@ -19,6 +19,7 @@ import (
 	"github.com/tablekeep/tablekeep/shared/maintenance"
 	"github.com/tablekeep/tablekeep/shared/objstore"
 	"github.com/tablekeep/tablekeep/shared/queue"
+	"github.com/tablekeep/tablekeep/shared/table"
 )
 
 // resolver answers for one registered Lance dataset.
@@ -123,6 +124,10 @@ func pruneLance(t testing.TB, store objstore.Store, root string, p maintenance.P
 		Tables:  resolver{maintenance.TableRef{Name: "t", Root: root, Policy: p, Format: "lance"}},
 		Requeue: maintenance.QueueEnqueuer{Q: q},
 		Sources: openLance,
+		// The cleaner runs once every file, as the store dated it (on S3:
+		// when the test uploaded it, after the versions' own times), is
+		// past the age rule (the file grace).
+		OpenOpts: table.Options{Clock: fakeclock.New(time.Now().Add(src.Grace(p.Grace) + time.Second))},
 	}
 	st, err := maintenance.DrainLocal(ctx, q, c, nil)
 	if err != nil || st.Failed > 0 || st.DeadLettered > 0 {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/tablekeep/tablekeep/shared/maintenance"
 	"github.com/tablekeep/tablekeep/shared/objstore"
+	"github.com/tablekeep/tablekeep/shared/table"
 )
 
 // prefixCounting counts the requests whose key (or listing prefix) is
@@ -80,11 +81,11 @@ func TestActiveTableRequestsPerMaintenance(t *testing.T) {
 		before := pc.c.Counts()
 		rep, _ := f.pass(t)
 		run := pc.c.Counts().Sub(before)
-		cb := cleanCnt.c.Counts()
+		cb, files := cleanCnt.c.Counts(), dataFiles(t, f.store, "wh/t000/")
 		if _, err := maintenance.DrainLocal(ctx, f.q, f.clean, discard); err != nil {
 			t.Fatal(err)
 		}
-		cl := cleanCnt.c.Counts().Sub(cb)
+		cl, gone := cleanCnt.c.Counts().Sub(cb), int64(files-dataFiles(t, f.store, "wh/t000/"))
 		if pass < 12 || len(rep.Tables) == 0 {
 			if pass >= 12 && run != (objstore.Counts{List: 1}) {
 				t.Fatalf("pass %d skipped the table with %v, want 1 LIST", pass, run)
@@ -117,8 +118,8 @@ func TestActiveTableRequestsPerMaintenance(t *testing.T) {
 		// manifests; PUT the cleanup state.
 		r := tr.Prune.Ranges[0]
 		recs := int64(r.To - r.From + 1)
-		if cl.List != 2 || cl.Get != recs+1 || cl.Put != 1 || cl.DeleteRequests != 2 {
-			t.Errorf("pass %d cleaner for [%d, %d]: %v, want 2 LIST, %d GET, 1 PUT, 2 DELETE", pass, r.From, r.To, cl, recs+1)
+		if cl.List != 3 || cl.Get != recs+1 || cl.Head != 1 || gone < 12 || cl.Put != 1 || cl.DeleteRequests != 2 {
+			t.Errorf("pass %d cleaner for [%d, %d]: %v (%d data files deleted), want 3 LIST, %d GET, 1 HEAD, 1 PUT, 2 DELETE", pass, r.From, r.To, cl, gone, recs+1)
 		}
 		t.Logf("pass %d: pass %v; cleaner %v", pass, run, cl)
 		checked++
@@ -126,4 +127,10 @@ func TestActiveTableRequestsPerMaintenance(t *testing.T) {
 	if checked < 4 {
 		t.Fatalf("%d maintenances checked, want at least 4", checked)
 	}
+}
+
+// dataFiles is the number of data and deletion files under root.
+func dataFiles(t testing.TB, st objstore.Store, root string) int {
+	t.Helper()
+	return len(listing(t, st, root+table.DataPrefix)) + len(listing(t, st, root+table.DeletionsPrefix))
 }

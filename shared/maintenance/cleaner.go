@@ -35,12 +35,16 @@ type Resolver interface {
 
 // CleanResult reports one cleaner invocation.
 type CleanResult struct {
-	Table          string
-	From, To       uint64
-	ChangeRecords  int // change records read
-	DataKeys       int // data and deletion files deleted
-	ManifestKeys   int // manifests and change records deleted
-	KeptForTags    int // files kept because a tagged version references them
+	Table         string
+	From, To      uint64
+	ChangeRecords int // change records read
+	DataKeys      int // data and deletion files deleted
+	ManifestKeys  int // manifests and change records deleted
+	KeptForTags   int // files kept because a tagged version references them
+	// KeptYoung: files a change record named that were not older than the
+	// writers' window (Source.Grace: R >= W + SafetyMargin) when the
+	// cleaner read its clock, kept (left to the orphan sweep).
+	KeptYoung      int
 	DeleteRequests int
 	Continuation   *RangeMessage // the rest, if the invocation hit its key budget or StopBy
 	// Deferred: the message arrived after StopBy and was sent back
@@ -235,6 +239,10 @@ type rangeJob struct {
 	// listed, if set, is a Source whose readers list versions below the
 	// floor (Lance): manifests go first (manifestsFirst).
 	listed ListedBelowFloor
+	// fileGrace is how old a file must be before the cleaner deletes it
+	// (cleanage.go), given the policy's grace: read after the guard's
+	// load (a tablekeep table's W is its latest manifest's).
+	fileGrace func(policyGrace time.Duration) time.Duration
 }
 
 // cleanRange cleans one range, whatever the format: the records read (and
@@ -284,8 +292,29 @@ func (c *Cleaner) cleanRange(ctx context.Context, store objstore.Store, j rangeJ
 		all = append(all, rp.MetaKeys...)
 	}
 	guard := newLatestGuard(j.root, j.latest)
-	if err := j.beforeDelete(ctx, guard, all); err != nil {
+	// The age rule (cleanage.go): the clock read before the guard reads
+	// the latest version; the data keys' ages read beside it; a key not
+	// older than the file grace is kept (left to the sweep).
+	now := c.now()
+	var ages *keyAges
+	if err := inParallel(ctx,
+		func(ctx context.Context) error { return j.beforeDelete(ctx, guard, all) },
+		func(ctx context.Context) (err error) {
+			ages, err = readAges(ctx, store, rp.DataKeys, getLimit, lim.Reads, lim.Retries)
+			return err
+		}); err != nil {
 		return res, err
+	}
+	var young []string
+	rp.DataKeys, young = ages.old(now, j.fileGrace(p.Grace))
+	if res.KeptYoung = len(young); res.KeptYoung > 0 {
+		if sz != nil {
+			rp.DataBytes, _ = sz.dataBytes(rp.DataKeys)
+		}
+		if c.Logger != nil {
+			c.Logger.WarnContext(ctx, "files named by change records kept: younger than the file grace (a corrupt change record?)",
+				"table", msg.Table, "from", msg.From, "to", msg.To, "kept", len(young), "first", young[0], "grace", j.fileGrace(p.Grace))
+		}
 	}
 	store = guardedStore{store, guard}
 	// The range's manifests and change records are listed for their sizes
@@ -638,7 +667,7 @@ func (c *Cleaner) log(ctx context.Context, res CleanResult, err error) {
 		slog.Group("versions", slog.Uint64("from", res.From), slog.Uint64("to", res.To)),
 		slog.Int("change_records", res.ChangeRecords), slog.Int("data_keys", res.DataKeys),
 		slog.Int("manifest_keys", res.ManifestKeys), slog.Int("versions_deleted", res.VersionsDeleted),
-		slog.Int("kept_for_tags", res.KeptForTags), slog.Bool("continued", res.Continuation != nil),
+		slog.Int("kept_for_tags", res.KeptForTags), slog.Int("kept_young", res.KeptYoung), slog.Bool("continued", res.Continuation != nil),
 		telemetry.Requests(res.Requests), slog.Int64("bytes", res.Bytes), slog.Int64("duration_ms", res.Duration.Milliseconds()),
 	}
 	if err != nil {

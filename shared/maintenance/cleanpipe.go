@@ -307,26 +307,7 @@ func (rp *RangePlan) consume(ctx context.Context, rd rangeReader, r uint64, cr *
 // readChange reads change record r through rd, paced by lim, retrying a
 // SlowDown answer up to retries times with the rate lowered.
 func readChange(ctx context.Context, rd rangeReader, r uint64, lim *objstore.AIMDLimiter, retries int) (*dataset.ChangeRecord, error) {
-	for attempt := 0; ; attempt++ {
-		if lim != nil {
-			if err := lim.Wait(ctx, 1); err != nil {
-				return nil, err
-			}
-		}
-		cr, err := rd.record(ctx, r)
-		if lim != nil {
-			switch {
-			case err == nil || errors.Is(err, objstore.ErrNotExist):
-				lim.Success()
-			case errors.Is(err, objstore.ErrSlowDown):
-				lim.SlowDown()
-				if attempt < retries {
-					continue
-				}
-			}
-		}
-		return cr, err
-	}
+	return paced(ctx, lim, retries, func() (*dataset.ChangeRecord, error) { return rd.record(ctx, r) })
 }
 
 // deleteSwept deletes an orphan sweep's keys through the cleaner's paced

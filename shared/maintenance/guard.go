@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/tablekeep/tablekeep/shared/objstore"
 	"github.com/tablekeep/tablekeep/shared/table"
@@ -139,12 +140,21 @@ func (s guardedStore) Delete(ctx context.Context, keys []string) error {
 // max-keys 1 on the inverted manifest names, one GET of the latest
 // manifest), the manifest's key and its fragments' data and deletion files.
 func tableLatest(store objstore.Store, root string, opts table.Options) latestFunc {
+	return tableLatestGrace(store, root, opts, nil)
+}
+
+// tableLatestGrace is tableLatest that also sets *w (if w is not nil) to
+// the latest manifest's writer grace (the cleaner's age rule).
+func tableLatestGrace(store objstore.Store, root string, opts table.Options, w *time.Duration) latestFunc {
 	return func(ctx context.Context) (uint64, []string, error) {
 		t, err := table.Open(ctx, store, root, opts)
 		if err != nil {
 			return 0, nil, err
 		}
 		m := t.Cached()
+		if w != nil {
+			*w = t.WriterGrace()
+		}
 		return m.Version, manifestRefs(m), nil
 	}
 }

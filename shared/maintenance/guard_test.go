@@ -190,7 +190,7 @@ func TestGuardSweepRequests(t *testing.T) {
 	lp := planLance(t)
 	// Drain the ranges first: the sweep then finds the old orphans only.
 	st := lp.store(t)
-	c := &maintenance.Cleaner{Store: st, Tables: lp.cat, Requeue: &bodies{}, Logger: discard, Sources: formats.Open}
+	c := &maintenance.Cleaner{Store: st, Tables: lp.cat, Requeue: &bodies{}, Logger: discard, Sources: formats.Open, OpenOpts: lp.opts}
 	for _, b := range lp.bodies {
 		if _, err := c.Clean(ctx, b); err != nil {
 			t.Fatal(err)

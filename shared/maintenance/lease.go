@@ -53,7 +53,7 @@ func (plan *PrunePlan) holdForLeases(ctx context.Context, d *table.LeaseDir, now
 		return nil
 	}
 	set, err := d.Read(ctx)
-	stale := set.Stale(now)
+	stale := set.Stale(now, plan.OldFloor)
 	if len(stale) > maxLeaseDeletes {
 		stale = stale[:maxLeaseDeletes]
 	}
@@ -67,8 +67,10 @@ func (plan *PrunePlan) holdForLeases(ctx context.Context, d *table.LeaseDir, now
 		}
 		return fmt.Errorf("read leases: %w", err)
 	}
-	plan.Leased.Live = set.Live(now)
-	if pin, ok := set.Pin(now); ok && pin.Version < plan.Floor {
+	// A lease below the stored floor pins nothing (its acquire was
+	// refused, or its name was never a lease's): it would freeze the floor.
+	plan.Leased.Live = set.Pinning(now, plan.OldFloor)
+	if pin, ok := set.Pin(now, plan.OldFloor); ok && pin.Version < plan.Floor {
 		plan.Leased.By, plan.Leased.Wanted = &pin, plan.Floor
 		plan.Floor = max(pin.Version, plan.OldFloor)
 	}

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -194,10 +196,11 @@ func TestBadLeasesPinNothingBeyondBounds(t *testing.T) {
 	if set, err := tb.Leases(ctx); err != nil || len(set.Names)+len(set.Malformed) != 0 {
 		t.Fatalf("stale and malformed names not deleted: %+v %+v %v", set.Names, set.Malformed, err)
 	}
-	// A flood of lease objects: the planner refuses to raise the floor.
-	for i := range 4*table.MaxLeases + 1 {
-		put(fmt.Sprintf("flood-%05d", i), "")
-	}
+	// A flood of lease objects beyond the listing's bound (issue 29 item 6:
+	// 4,001 no longer stop it, TestUnparseableLeaseNamesPinNothing): the
+	// planner refuses to raise the floor.
+	flood := &floodStore{Store: e.faulty, prefix: dir, at: e.clock.Now(), n: table.MaxLeaseObjects + 1}
+	e.runner.Store = flood
 	upsert(t, tb, "d", "x")
 	e.clock.Advance(2 * time.Hour)
 	before := rep.Prune.Floor
@@ -219,9 +222,58 @@ func TestBadLeasesPinNothingBeyondBounds(t *testing.T) {
 	if err != nil || rep.Prune.Floor <= before {
 		t.Fatalf("second pass over the old flood: floor %d (was %d), %v", rep.Prune.Floor, before, err)
 	}
-	if set, err := tb.Leases(ctx); err != nil || len(set.Malformed) != 4*table.MaxLeases+1-2000 {
-		t.Fatalf("after two passes: %d malformed left, want %d (%v)", len(set.Malformed), 4*table.MaxLeases+1-2000, err)
+	if left := flood.left(); left != table.MaxLeaseObjects+1-2000 {
+		t.Fatalf("after two passes: %d malformed left, want %d", left, table.MaxLeaseObjects+1-2000)
 	}
+}
+
+// floodStore lists n - lo synthetic malformed names under prefix, dated
+// at, beside the inner store's objects; deleting them (in listing order)
+// removes them.
+type floodStore struct {
+	objstore.Store
+	prefix string
+	at     time.Time
+	mu     sync.Mutex
+	lo, n  int // flood-{lo..n-1} exist
+}
+
+func (s *floodStore) name(i int) string { return fmt.Sprintf("%sflood-%07d", s.prefix, i) }
+
+func (s *floodStore) left() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.n - s.lo
+}
+
+func (s *floodStore) List(ctx context.Context, opts objstore.ListOptions) (objstore.ListPage, error) {
+	if opts.Prefix != s.prefix {
+		return s.Store.List(ctx, opts)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	i := s.lo
+	var j int
+	if _, err := fmt.Sscanf(strings.TrimPrefix(opts.StartAfter, s.prefix), "flood-%07d", &j); err == nil {
+		i = max(i, j+1)
+	}
+	var p objstore.ListPage
+	for ; i < s.n && len(p.Objects) < objstore.MaxListKeys; i++ {
+		p.Objects = append(p.Objects, objstore.ObjectInfo{Key: s.name(i), LastModified: s.at})
+	}
+	p.Truncated = i < s.n
+	return p, nil
+}
+
+func (s *floodStore) Delete(ctx context.Context, keys []string) error {
+	s.mu.Lock()
+	for _, k := range keys {
+		if s.lo < s.n && k == s.name(s.lo) {
+			s.lo++
+		}
+	}
+	s.mu.Unlock()
+	return s.Store.Delete(ctx, keys)
 }
 
 // TestLeaseRequests pins what leases cost: an idle table's pass (floor

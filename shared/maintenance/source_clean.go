@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/tablekeep/tablekeep/shared/queue"
 	"github.com/tablekeep/tablekeep/shared/table"
@@ -18,6 +19,9 @@ import (
 // idempotent: a redelivery finds records missing and deletes what is left.
 func CleanSourceRange(ctx context.Context, src Source, msg RangeMessage, p Policy, lim CleanerLimits, requeue Enqueuer) (CleanResult, error) {
 	c := &Cleaner{Store: src.Store(), Requeue: requeue, Limits: lim}
+	if tb, ok := src.(TableBacked); ok {
+		c.OpenOpts.Clock = tb.Table().Options().Clock // the age rule's clock (else the real one)
+	}
 	ref := TableRef{Name: msg.Table, Root: src.Root(), Policy: p}
 	return c.cleanRange(ctx, src.Store(), sourceJob(src, ref, msg, "", false))
 }
@@ -60,9 +64,15 @@ func sourceJob(src Source, ref TableRef, msg RangeMessage, stateRoot string, siz
 		return versionSet(tags), err
 	}
 	j := rangeJob{ref: ref, msg: msg, reader: sourceReader{src}, ready: ready, stateRoot: stateRoot,
-		root: src.Root(), latest: src.LatestRefs, floor: &floor}
+		root: src.Root(), latest: src.LatestRefs, floor: &floor, fileGrace: src.Grace}
 	if lb, ok := src.(ListedBelowFloor); ok {
 		j.listed = lb
+	}
+	if ts, ok := src.(*TableSource); ok {
+		// The handle has read no manifest: W is the one the guard reads.
+		var w time.Duration
+		j.latest = tableLatestGrace(ts.T.Store(), ts.T.Root(), ts.T.Options(), &w)
+		j.fileGrace = func(p time.Duration) time.Duration { return table.RetentionGrace(p, w) }
 	}
 	if sl, ok := src.(SizeLister); ok && sizes {
 		j.sizes = sl.SizePrefixes()

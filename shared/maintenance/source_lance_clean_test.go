@@ -100,7 +100,8 @@ func TestLanceCleanerStopByAndSlowDown(t *testing.T) {
 	before := listing(t, refDisk, "wh/")
 	{
 		rec := &bodies{}
-		c := &maintenance.Cleaner{Store: refDisk, Tables: cat, Requeue: rec, Logger: discard, Sources: formats.Open}
+		c := &maintenance.Cleaner{Store: refDisk, Tables: cat, Requeue: rec, Logger: discard, Sources: formats.Open,
+			OpenOpts: table.Options{Clock: fakeclock.New(now)}} // the age rule: at the planner's time
 		if n := cleanAll(t, c, rec, bs); n != len(bs) {
 			t.Fatalf("the unbounded drain took %d messages for %d ranges", n, len(bs))
 		}
@@ -169,6 +170,62 @@ func TestLanceCleanerStopByAndSlowDown(t *testing.T) {
 		t.Logf("%d continuations", conts)
 	})
 
+	// A record forged to name a file just uploaded (issue 29 item 5): the
+	// cleaner keeps it (younger than P + SafetyMargin by its store time)
+	// and finishes the ranges; everything else goes as in the reference.
+	t.Run("YoungFile", func(t *testing.T) {
+		disk, _ := copyStore(t)
+		clock := fakeclock.New(now)
+		st := fakeclock.NewStore(disk, clock)
+		msg, err := maintenance.DecodeRangeMessage(bs[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		young := ref.Root + lance.DataDir + "young-upload.lance"
+		if err := st.Put(ctx, young, []byte("in flight")); err != nil {
+			t.Fatal(err)
+		}
+		key := fmt.Sprintf("%s%schanges/%020d.json", ref.Root, lance.SidecarDir, msg.From+1)
+		b, err := disk.Get(ctx, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var doc map[string]any
+		if err := json.Unmarshal(b, &doc); err != nil {
+			t.Fatal(err)
+		}
+		rec := doc["record"].(map[string]any)
+		removed, _ := rec["Removed"].([]any)
+		rec["Removed"] = append(removed, map[string]any{"Key": lance.DataDir + "young-upload.lance", "Since": msg.From})
+		if b, err = json.Marshal(doc); err != nil {
+			t.Fatal(err)
+		}
+		if err := disk.Put(ctx, key, b); err != nil {
+			t.Fatal(err)
+		}
+		q := &bodies{}
+		c := &maintenance.Cleaner{Store: st, Tables: cat, Requeue: q, Logger: discard, Sources: formats.Open,
+			OpenOpts: table.Options{Clock: clock}}
+		kept := 0
+		for b := bs; len(b) > 0; b = q.take() {
+			for _, body := range b {
+				res, err := c.Clean(ctx, body)
+				if err != nil {
+					t.Fatalf("clean %s: %v", body, err)
+				}
+				kept += res.KeptYoung
+			}
+		}
+		got := listing(t, disk, "wh/")
+		if _, ok := got[young]; !ok || kept != 1 {
+			t.Fatalf("the young file: listed %v, kept %d (want kept once)", ok, kept)
+		}
+		delete(got, young)
+		if err := sameListing(want, got); err != nil {
+			t.Fatalf("besides the young file, not what one unbounded drain leaves: %v", err)
+		}
+	})
+
 	// A forged record in the middle of a range: the records before it
 	// name real files, but nothing is deleted (every record of the slice
 	// is read and checked first), and the error is permanent.
@@ -199,7 +256,7 @@ func TestLanceCleanerStopByAndSlowDown(t *testing.T) {
 		}
 		files := listing(t, disk, "wh/")
 		c := &maintenance.Cleaner{Store: disk, Tables: cat, Requeue: &bodies{}, Logger: discard, Sources: formats.Open,
-			Limits: maintenance.CleanerLimits{Reads: 1}}
+			Limits: maintenance.CleanerLimits{Reads: 1}, OpenOpts: table.Options{Clock: fakeclock.New(now)}}
 		_, err = c.Clean(ctx, bs[0])
 		if !errors.Is(err, maintenance.ErrForeignKey) || !errors.Is(err, queue.ErrPermanent) {
 			t.Fatalf("forged record %d: %v, want a permanent ErrForeignKey", v, err)
@@ -225,6 +282,7 @@ func TestLanceCleanerStopByAndSlowDown(t *testing.T) {
 			c := &maintenance.Cleaner{
 				Store: st, Tables: cat, Requeue: rec, Logger: discard, Sources: formats.Open,
 				Limits: maintenance.CleanerLimits{Retries: 1000}, GetLimit: get, DeleteLimit: del,
+				OpenOpts: table.Options{Clock: fakeclock.New(now)}, // the age rule's clock (lclk paces)
 			}
 			getLow, delLow := false, false
 			for b := bs; len(b) > 0; b = rec.take() {

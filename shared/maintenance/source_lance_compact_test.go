@@ -16,6 +16,7 @@ import (
 	"github.com/tablekeep/tablekeep/shared/maintenance"
 	"github.com/tablekeep/tablekeep/shared/objstore"
 	"github.com/tablekeep/tablekeep/shared/queue"
+	"github.com/tablekeep/tablekeep/shared/table"
 )
 
 // TestRunnerCompactsLanceDataset: fleet.Scheduler.Run on a registered Lance dataset
@@ -66,7 +67,8 @@ func TestRunnerCompactsLanceDataset(t *testing.T) {
 	if tr.Prune.Latest != latest+1 || tr.Prune.Floor != latest+1 || tr.Token == 0 {
 		t.Fatalf("prune after the compaction: latest %d floor %d token %d", tr.Prune.Latest, tr.Prune.Floor, tr.Token)
 	}
-	cl := &maintenance.Cleaner{Store: store, Tables: cat, Requeue: maintenance.QueueEnqueuer{Q: q}, Sources: formats.Open}
+	cl := &maintenance.Cleaner{Store: store, Tables: cat, Requeue: maintenance.QueueEnqueuer{Q: q}, Sources: formats.Open,
+		OpenOpts: table.Options{Clock: clock}}
 	if st, err := maintenance.DrainLocal(ctx, q, cl, nil); err != nil || st.Failed > 0 {
 		t.Fatalf("drain %+v %v", st, err)
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/tablekeep/tablekeep/shared/maintenance"
 	"github.com/tablekeep/tablekeep/shared/objstore"
 	"github.com/tablekeep/tablekeep/shared/queue"
+	"github.com/tablekeep/tablekeep/shared/table"
 )
 
 // lancePlanned is a LanceDB dataset (24 rounds of the seed's churn) whose
@@ -31,6 +32,7 @@ type lancePlanned struct {
 	bodies [][]byte
 	floor  uint64
 	before lancetest.Dumped
+	opts   table.Options // the cleaners': the planner's clock (the age rule)
 }
 
 func planLance(t *testing.T) *lancePlanned {
@@ -49,7 +51,8 @@ func planLance(t *testing.T) *lancePlanned {
 	if err != nil {
 		t.Fatal(err)
 	}
-	plan, err := maintenance.PlanSourcePrune(ctx, src, ref.Name, p, time.Now().Add(2*time.Hour))
+	now := time.Now().Add(2 * time.Hour)
+	plan, err := maintenance.PlanSourcePrune(ctx, src, ref.Name, p, now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +65,7 @@ func planLance(t *testing.T) *lancePlanned {
 		t.Fatalf("nothing to clean: %+v", plan)
 	}
 	return &lancePlanned{dir: dir, wh: wh, ref: ref, cat: &memCatalog{refs: []maintenance.TableRef{ref}}, bodies: bs,
-		floor: plan.Floor, before: lancetest.Dump(t, wh, "ds")}
+		floor: plan.Floor, before: lancetest.Dump(t, wh, "ds"), opts: table.Options{Clock: fakeclock.New(now)}}
 }
 
 func (lp *lancePlanned) store(t *testing.T) objstore.Store {
@@ -119,7 +122,7 @@ func TestLanceRestoreWhileRangeQueued(t *testing.T) {
 			tc.after(t, lp, v)
 			st := lp.store(t)
 			files := listing(t, st, "wh/")
-			c := &maintenance.Cleaner{Store: st, Tables: lp.cat, Requeue: &bodies{}, Logger: discard, Sources: formats.Open}
+			c := &maintenance.Cleaner{Store: st, Tables: lp.cat, Requeue: &bodies{}, Logger: discard, Sources: formats.Open, OpenOpts: lp.opts}
 			var errs []error
 			for _, b := range lp.bodies {
 				_, err := c.Clean(ctx, b)
@@ -172,7 +175,7 @@ func testLanceRecreated(t *testing.T, commits int) {
 	st := lp.store(t)
 	{
 		// The old history's cleaning done, but its first message kept.
-		c := &maintenance.Cleaner{Store: st, Tables: lp.cat, Requeue: &bodies{}, Logger: discard, Sources: formats.Open}
+		c := &maintenance.Cleaner{Store: st, Tables: lp.cat, Requeue: &bodies{}, Logger: discard, Sources: formats.Open, OpenOpts: lp.opts}
 		for _, b := range lp.bodies {
 			if _, err := c.Clean(ctx, b); err != nil {
 				t.Fatal(err)
@@ -204,13 +207,13 @@ func testLanceRecreated(t *testing.T, commits int) {
 		if err := maintenance.ApplySourcePrune(ctx, src, &plan, rec); err != nil {
 			t.Fatal(err)
 		}
-		cl := &maintenance.Cleaner{Store: st, Tables: lp.cat, Requeue: rec, Logger: discard, Sources: formats.Open}
+		cl := &maintenance.Cleaner{Store: st, Tables: lp.cat, Requeue: rec, Logger: discard, Sources: formats.Open, OpenOpts: lp.opts}
 		for _, b := range rec.take() {
 			_, _ = cl.Clean(ctx, b)
 		}
 	}
 	// An old message redelivered.
-	cl := &maintenance.Cleaner{Store: st, Tables: lp.cat, Requeue: &bodies{}, Logger: discard, Sources: formats.Open}
+	cl := &maintenance.Cleaner{Store: st, Tables: lp.cat, Requeue: &bodies{}, Logger: discard, Sources: formats.Open, OpenOpts: lp.opts}
 	res, cerr := cl.Clean(ctx, lp.bodies[0])
 	if err := sameListing(files, listing(t, st, "wh/")); err != nil {
 		t.Fatalf("maintenance of the re-created dataset deleted (plan error %v): %v", perr, err)
@@ -279,7 +282,7 @@ func TestLanceCleanerGuardRequests(t *testing.T) {
 		// LanceDB's write is an upsert and a delete: two versions.
 		k := 2 * written
 		st := &kindCounting{Store: lp.store(t), n: map[string]int{}}
-		c := &maintenance.Cleaner{Store: st, Tables: lp.cat, Requeue: &bodies{}, Logger: discard, Sources: formats.Open}
+		c := &maintenance.Cleaner{Store: st, Tables: lp.cat, Requeue: &bodies{}, Logger: discard, Sources: formats.Open, OpenOpts: lp.opts}
 		if _, err := c.Clean(ctx, lp.bodies[0]); err != nil {
 			t.Fatal(err)
 		}
@@ -307,7 +310,7 @@ func TestLanceCleanerManyTempManifests(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	c := &maintenance.Cleaner{Store: st, Tables: lp.cat, Requeue: &bodies{}, Logger: discard, Sources: formats.Open}
+	c := &maintenance.Cleaner{Store: st, Tables: lp.cat, Requeue: &bodies{}, Logger: discard, Sources: formats.Open, OpenOpts: lp.opts}
 	for _, b := range lp.bodies {
 		res, err := c.Clean(ctx, b)
 		if err != nil || res.VersionsDeleted == 0 {

@@ -17,6 +17,7 @@ import (
 	"github.com/tablekeep/tablekeep/shared/maintenance"
 	"github.com/tablekeep/tablekeep/shared/objstore"
 	"github.com/tablekeep/tablekeep/shared/queue"
+	"github.com/tablekeep/tablekeep/shared/table"
 )
 
 // TestRunnerMaintainsLanceDataset: a registered Lance dataset (Format
@@ -99,7 +100,8 @@ func testRunnerLance(t *testing.T, scheme string) {
 		t.Fatalf("stats written %d, marks %d", rep.StatsWritten, rep.MarksWritten)
 	}
 
-	cl := &maintenance.Cleaner{Store: store, Tables: cat, Requeue: maintenance.QueueEnqueuer{Q: q}, Sources: formats.Open}
+	cl := &maintenance.Cleaner{Store: store, Tables: cat, Requeue: maintenance.QueueEnqueuer{Q: q}, Sources: formats.Open,
+		OpenOpts: table.Options{Clock: clock}}
 	st, err := maintenance.DrainLocal(ctx, q, cl, nil)
 	if err != nil || st.Failed > 0 || st.Succeeded < len(tr.Prune.Ranges) {
 		t.Fatalf("drain %+v %v", st, err)
@@ -181,7 +183,8 @@ func TestUnknownFormatDeletesNothing(t *testing.T) {
 		if len(rep.Tables) != 1 || !strings.Contains(rep.Tables[0].Skipped, maintenance.ErrUnknownFormat.Error()) {
 			t.Fatalf("%s: run %+v", tc.format, rep)
 		}
-		cl := &maintenance.Cleaner{Store: store, Tables: cat, Requeue: maintenance.QueueEnqueuer{Q: q}, Sources: tc.sources}
+		cl := &maintenance.Cleaner{Store: store, Tables: cat, Requeue: maintenance.QueueEnqueuer{Q: q}, Sources: tc.sources,
+			OpenOpts: table.Options{Clock: clock}}
 		msg := maintenance.RangeMessage{V: 1, Table: "ds", Root: ref.Root, From: 1, To: 3}
 		if _, err := cl.Clean(ctx, msg.Encode()); !errors.Is(err, maintenance.ErrUnknownFormat) || !errors.Is(err, queue.ErrPermanent) {
 			t.Fatalf("%s: clean: %v, want a permanent ErrUnknownFormat", tc.format, err)

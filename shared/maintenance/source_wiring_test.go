@@ -14,6 +14,7 @@ import (
 	"github.com/tablekeep/tablekeep/shared/maintenance"
 	"github.com/tablekeep/tablekeep/shared/objstore"
 	"github.com/tablekeep/tablekeep/shared/queue"
+	"github.com/tablekeep/tablekeep/shared/table"
 )
 
 // TestConstructorsWireFormats: a runner, cleaner and sweep built by the
@@ -50,7 +51,8 @@ func TestConstructorsWireFormats(t *testing.T) {
 	if err != nil || rep.Skipped != "" || rep.Prune.Latest == 0 || len(rep.Prune.Ranges) == 0 {
 		t.Fatalf("constructed runner: %+v %v", rep, err)
 	}
-	cl := formats.NewCleaner(&maintenance.Cleaner{Store: store, Tables: cat, Requeue: maintenance.QueueEnqueuer{Q: q}})
+	cl := formats.NewCleaner(&maintenance.Cleaner{Store: store, Tables: cat, Requeue: maintenance.QueueEnqueuer{Q: q},
+		OpenOpts: table.Options{Clock: clock}})
 	if st, err := maintenance.DrainLocal(ctx, q, cl, nil); err != nil || st.Failed > 0 || st.Succeeded == 0 {
 		t.Fatalf("constructed cleaner: %+v %v", st, err)
 	}

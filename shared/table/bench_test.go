@@ -20,8 +20,6 @@ import (
 	"fmt"
 	"os"
 	"sort"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -29,6 +27,7 @@ import (
 
 	"github.com/tablekeep/tablekeep/shared/internal/fakeclock"
 	"github.com/tablekeep/tablekeep/shared/internal/testenv"
+	"github.com/tablekeep/tablekeep/shared/internal/testkit"
 	"github.com/tablekeep/tablekeep/shared/objstore"
 )
 
@@ -473,81 +472,7 @@ func medianUS(ds []time.Duration) float64 {
 	return float64(s[len(s)/2].Microseconds())
 }
 
-// memStore is an in-memory objstore.Store for benchmarks that measure the
-// format's own cost without file-system latency.
-type memStore struct {
-	mu   sync.Mutex
-	objs map[string][]byte
-}
-
-func newMemStore() *memStore { return &memStore{objs: map[string][]byte{}} }
-
-func (m *memStore) Get(_ context.Context, key string) ([]byte, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	b, ok := m.objs[key]
-	if !ok {
-		return nil, fmt.Errorf("get %s: %w", key, objstore.ErrNotExist)
-	}
-	return b, nil
-}
-
-func (m *memStore) Head(_ context.Context, key string) (objstore.ObjectInfo, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	b, ok := m.objs[key]
-	if !ok {
-		return objstore.ObjectInfo{}, fmt.Errorf("head %s: %w", key, objstore.ErrNotExist)
-	}
-	return objstore.ObjectInfo{Key: key, Size: int64(len(b))}, nil
-}
-
-func (m *memStore) Put(_ context.Context, key string, data []byte) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.objs[key] = append([]byte(nil), data...)
-	return nil
-}
-
-func (m *memStore) PutIfAbsent(_ context.Context, key string, data []byte) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if _, ok := m.objs[key]; ok {
-		return fmt.Errorf("put-if-absent %s: %w", key, objstore.ErrExists)
-	}
-	m.objs[key] = append([]byte(nil), data...)
-	return nil
-}
-
-func (m *memStore) List(_ context.Context, opts objstore.ListOptions) (objstore.ListPage, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	max := opts.MaxKeys
-	if max <= 0 || max > objstore.MaxListKeys {
-		max = objstore.MaxListKeys
-	}
-	var keys []string
-	for k := range m.objs {
-		if strings.HasPrefix(k, opts.Prefix) && k > opts.StartAfter {
-			keys = append(keys, k)
-		}
-	}
-	sort.Strings(keys)
-	page := objstore.ListPage{}
-	if len(keys) > max {
-		keys, page.Truncated = keys[:max], true
-	}
-	for _, k := range keys {
-		page.Objects = append(page.Objects, objstore.ObjectInfo{Key: k, Size: int64(len(m.objs[k]))})
-	}
-	return page, nil
-}
-
-func (m *memStore) Delete(_ context.Context, keys []string) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	for _, k := range keys {
-		delete(m.objs, k)
-	}
-	return nil
-}
+// newMemStore is an in-memory store (testkit.MemStore) for tests and
+// benchmarks that measure the format's own cost without file-system
+// latency.
+func newMemStore() *testkit.MemStore { return testkit.NewMemStore() }

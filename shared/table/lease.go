@@ -36,19 +36,22 @@ const (
 	// LeasesPrefix holds a tablekeep table's reader leases (relative to
 	// its root).
 	LeasesPrefix = "_leases/"
-	// MaxLeases bounds the live leases of one table: creating one more is
-	// refused (ErrTooManyLeases).
+	// MaxLeases bounds the live leases at or above the floor of one
+	// table: creating one more is refused (ErrTooManyLeases).
 	MaxLeases = 1000
 	// MaxLeaseTTL bounds a lease's ttl (create and renew). A lease whose
 	// name claims a later expiry (forged, or written by a broken client)
 	// is taken to expire MaxLeaseTTL + MaxClockSkew after its object was
 	// written: no lease pins a table for longer than that without renewal.
 	MaxLeaseTTL = 7 * 24 * time.Hour
-	// maxLeaseKeys bounds a lease listing (bounded memory): beyond it the
-	// listing fails (ErrTooManyLeases) and the planner does not raise the
-	// floor.
-	maxLeaseKeys = 4 * MaxLeases
-	leaseNameLen = 20 + 1 + 20 + 1 + 16
+	// MaxLeaseObjects bounds a lease listing (bounded memory, at most 100
+	// LISTs): beyond it the listing fails (ErrTooManyLeases) and the
+	// planner does not raise the floor. Every object counts, as the
+	// listing must see them all to find the pin; the names that pin
+	// nothing (malformed, expired, below the floor) are deleted by the
+	// planner, so a bound far above MaxLeases is reached only by a flood.
+	MaxLeaseObjects = 100 * objstore.MaxListKeys
+	leaseNameLen    = 20 + 1 + 20 + 1 + 16
 )
 
 // Lease errors.
@@ -206,22 +209,31 @@ func (s LeaseSet) Live(now time.Time) []LeaseInfo {
 	return out
 }
 
-// Pin is the live lease on the lowest version at now: the floor may not
-// rise above its version.
-func (s LeaseSet) Pin(now time.Time) (LeaseInfo, bool) {
-	live := s.Live(now)
+// Pinning is the live leases at now on versions at or above floor, as
+// Live: a lease below the floor protects nothing (its version may be
+// deleted already) and pins nothing.
+func (s LeaseSet) Pinning(now time.Time, floor uint64) []LeaseInfo {
+	return slices.DeleteFunc(s.Live(now), func(l LeaseInfo) bool { return l.Version < floor })
+}
+
+// Pin is the live lease on the lowest version at or above floor at now:
+// the floor may not rise above its version.
+func (s LeaseSet) Pin(now time.Time, floor uint64) (LeaseInfo, bool) {
+	live := s.Pinning(now, floor)
 	if len(live) == 0 {
 		return LeaseInfo{}, false
 	}
 	return live[0], true
 }
 
-// Stale is the keys the sweep deletes at now: names no longer live, and
-// malformed names older than MaxLeaseTTL + MaxClockSkew.
-func (s LeaseSet) Stale(now time.Time) []string {
+// Stale is the keys the planner deletes at now, given the stored floor:
+// names no longer live, names below the floor (live or not: they pin
+// nothing, and no holder can renew them), and malformed names older than
+// MaxLeaseTTL + MaxClockSkew.
+func (s LeaseSet) Stale(now time.Time, floor uint64) []string {
 	var out []string
 	for _, l := range s.Names {
-		if !l.Live(now) {
+		if !l.Live(now) || l.Version < floor {
 			out = append(out, l.Key)
 		}
 	}
@@ -235,18 +247,18 @@ func (s LeaseSet) Stale(now time.Time) []string {
 
 // ReadLeases lists the lease directory dir (a full key prefix ending in
 // "/"): List requests only, one per 1,000 names. Malformed names are
-// logged and returned apart. More than 4 x MaxLeases objects is
-// ErrTooManyLeases (with the set read so far).
+// logged (the first few) and returned apart. More than MaxLeaseObjects
+// objects is ErrTooManyLeases (with the set read so far).
 func ReadLeases(ctx context.Context, store objstore.Store, dir string, logger *slog.Logger) (LeaseSet, error) {
 	var s LeaseSet
 	n := 0
 	err := objstore.ListAll(ctx, store, dir, "", func(o objstore.ObjectInfo) error {
-		if n++; n > maxLeaseKeys {
-			return fmt.Errorf("%s: %w: more than %d lease objects", dir, ErrTooManyLeases, maxLeaseKeys)
+		if n++; n > MaxLeaseObjects {
+			return fmt.Errorf("%s: %w: more than %d lease objects", dir, ErrTooManyLeases, MaxLeaseObjects)
 		}
 		l, err := ParseLeaseName(strings.TrimPrefix(o.Key, dir))
 		if err != nil {
-			if logger != nil {
+			if logger != nil && len(s.Malformed) < maxMalformedLogged {
 				logger.WarnContext(ctx, "malformed lease name ignored", "key", o.Key, "err", err)
 			}
 			s.Malformed = append(s.Malformed, o)
@@ -259,6 +271,9 @@ func ReadLeases(ctx context.Context, store objstore.Store, dir string, logger *s
 	return s, err
 }
 
+// maxMalformedLogged bounds the malformed names one listing logs.
+const maxMalformedLogged = 10
+
 // LeaseDir is where one dataset's leases live and what taking one checks.
 // A tablekeep table's is Table.LeaseDir; a Lance dataset's is
 // lance.Source.LeaseDir.
@@ -270,8 +285,8 @@ type LeaseDir struct {
 	// Check refuses a version that cannot be leased at now (before the
 	// lease is written): one that does not exist yet (in the future),
 	// below the floor (ErrVersionPruned), or whose retention window may
-	// be over (ErrLeaseWindow).
-	Check func(ctx context.Context, v uint64, now time.Time) error
+	// be over (ErrLeaseWindow). It returns the floor it read.
+	Check func(ctx context.Context, v uint64, now time.Time) (floor uint64, err error)
 	// Floor reads the retention floor (after the lease is written).
 	Floor func(ctx context.Context) (uint64, error)
 }
@@ -334,12 +349,13 @@ func (l *Lease) take(ctx context.Context, ttl time.Duration, count bool) error {
 	c0 := d.Now()
 	var set LeaseSet
 	var setErr, checkErr error
+	var floor0 uint64
 	var wg sync.WaitGroup
 	if count {
 		wg.Add(1)
 		go func() { defer wg.Done(); set, setErr = d.Read(ctx) }()
 	}
-	checkErr = d.Check(ctx, l.version, c0)
+	floor0, checkErr = d.Check(ctx, l.version, c0)
 	wg.Wait()
 	if checkErr != nil {
 		return checkErr
@@ -348,7 +364,7 @@ func (l *Lease) take(ctx context.Context, ttl time.Duration, count bool) error {
 		return setErr
 	}
 	if count {
-		if live := set.Live(c0); len(live) >= MaxLeases {
+		if live := set.Pinning(c0, floor0); len(live) >= MaxLeases {
 			return fmt.Errorf("%s: %w: %d live leases (at most %d)", d.Dir, ErrTooManyLeases, len(live), MaxLeases)
 		}
 	}
@@ -358,7 +374,7 @@ func (l *Lease) take(ctx context.Context, ttl time.Duration, count bool) error {
 		return err
 	}
 	withdraw := func(e error) error {
-		_ = d.Store.Delete(context.WithoutCancel(ctx), []string{key})
+		d.withdraw(ctx, key)
 		return e
 	}
 	if el := d.Now().Sub(c0); el > MaxCommitDuration {
@@ -373,11 +389,29 @@ func (l *Lease) take(ctx context.Context, ttl time.Duration, count bool) error {
 	}
 	l.rotate(key, exp)
 	if count {
-		if stale := set.Stale(c0); len(stale) > 0 {
+		if stale := set.Stale(c0, floor0); len(stale) > 0 {
 			_ = d.Store.Delete(ctx, stale)
 		}
 	}
 	return nil
+}
+
+// withdrawAttempts is how often a refused lease's name is deleted before
+// it is left (below the floor it pins nothing, Find refuses to renew it,
+// and the next raising pass deletes it).
+const withdrawAttempts = 3
+
+// withdraw deletes the name of a refused lease, retried.
+func (d *LeaseDir) withdraw(ctx context.Context, key string) {
+	var err error
+	for range withdrawAttempts {
+		if err = d.Store.Delete(context.WithoutCancel(ctx), []string{key}); err == nil {
+			return
+		}
+	}
+	if d.Logger != nil {
+		d.Logger.WarnContext(ctx, "refused lease not withdrawn", "key", key, "err", err)
+	}
 }
 
 func (l *Lease) put(ctx context.Context, exp time.Time) (string, error) {
@@ -412,6 +446,9 @@ type Lease struct {
 	key     string // current name (full key)
 	prev    string // the name before it, deleted at the next renewal
 	expires time.Time
+	// below is set by Find for a lease below the floor: it pins nothing,
+	// and Renew refuses it.
+	below error
 }
 
 // ID is the lease's id (16 hex digits).
@@ -440,6 +477,9 @@ const renewMargin = MaxCommitDuration + 2*MaxClockSkew
 func (l *Lease) Renew(ctx context.Context, ttl time.Duration) error {
 	if err := checkTTL(ttl); err != nil {
 		return err
+	}
+	if l.below != nil {
+		return l.below
 	}
 	now := l.dir.Now()
 	if now.Add(renewMargin).Before(l.Expires()) {
@@ -507,12 +547,23 @@ func (l *Lease) Release(ctx context.Context) error {
 // Find returns the lease with id (for a holder in another process: the
 // CLI's renew and release), from its name of latest expiry; every other
 // name of the id becomes its previous name(s), deleted by its next renewal
-// or release.
+// or release. The floor is read beside the listing: a lease below it
+// (its acquire was refused and its withdrawal failed, or its name was
+// written by hand) pins nothing, and its Renew is refused with
+// ErrVersionPruned (Release still deletes its names).
 func (d *LeaseDir) Find(ctx context.Context, id string) (*Lease, error) {
 	if !isLeaseID(id) {
 		return nil, fmt.Errorf("%w: id %q is not 16 lowercase hex digits", ErrInvalidLease, id)
 	}
+	var floor uint64
+	var floorErr error
+	var wg sync.WaitGroup
+	wg.Go(func() { floor, floorErr = d.Floor(ctx) })
 	set, err := d.Read(ctx)
+	wg.Wait()
+	if err == nil {
+		err = floorErr
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -528,6 +579,9 @@ func (d *LeaseDir) Find(ctx context.Context, id string) (*Lease, error) {
 	slices.SortFunc(mine, func(a, b LeaseInfo) int { return a.Expires.Compare(b.Expires) })
 	cur := mine[len(mine)-1]
 	l := &Lease{dir: d, id: id, version: cur.Version, key: cur.Key, expires: cur.EffectiveExpiry()}
+	if cur.Version < floor {
+		l.below = fmt.Errorf("%s: lease %s: %w: version %d is below the retention floor %d", d.Dir, id, ErrVersionPruned, cur.Version, floor)
+	}
 	if len(mine) > 1 {
 		l.prev = mine[len(mine)-2].Key
 		// Older names still: deleted now (best effort).
@@ -561,9 +615,9 @@ func LeaseWindow(writerGrace time.Duration) time.Duration {
 	return max(writerGrace-SafetyMargin, 0)
 }
 
-func (t *Table) checkLeaseVersion(ctx context.Context, v uint64, now time.Time) error {
+func (t *Table) checkLeaseVersion(ctx context.Context, v uint64, now time.Time) (uint64, error) {
 	if v == 0 {
-		return fmt.Errorf("%w: version 0", ErrInvalidLease)
+		return 0, fmt.Errorf("%w: version 0", ErrInvalidLease)
 	}
 	var vs []dataset.VersionInfo
 	var floor uint64
@@ -578,17 +632,17 @@ func (t *Table) checkLeaseVersion(ctx context.Context, v uint64, now time.Time) 
 		err = ferr
 	}
 	if err != nil {
-		return err
+		return floor, err
 	}
 	if len(vs) == 0 {
-		return fmt.Errorf("%s: %w", t.name(), ErrNotATable)
+		return floor, fmt.Errorf("%s: %w", t.name(), ErrNotATable)
 	}
 	latest := vs[len(vs)-1].Version
 	if v > latest {
-		return fmt.Errorf("%w: version %d is in the future (latest %d)", ErrInvalidLease, v, latest)
+		return floor, fmt.Errorf("%w: version %d is in the future (latest %d)", ErrInvalidLease, v, latest)
 	}
 	if v < floor {
-		return objErr(t.key(manifestKey(v)), ErrVersionPruned, fmt.Sprintf("version %d is below the retention floor %d", v, floor))
+		return floor, objErr(t.key(manifestKey(v)), ErrVersionPruned, fmt.Sprintf("version %d is below the retention floor %d", v, floor))
 	}
 	i, found := slices.BinarySearchFunc(vs, v, func(x dataset.VersionInfo, v uint64) int {
 		switch {
@@ -600,20 +654,20 @@ func (t *Table) checkLeaseVersion(ctx context.Context, v uint64, now time.Time) 
 		return 0
 	})
 	if !found {
-		return objErr(t.key(manifestKey(v)), ErrVersionNotFound, fmt.Sprintf("version %d", v))
+		return floor, objErr(t.key(manifestKey(v)), ErrVersionNotFound, fmt.Sprintf("version %d", v))
 	}
 	if i+1 < len(vs) {
 		if m, _ := t.cached(); m == nil {
 			if _, err := t.Refresh(ctx); err != nil {
-				return err
+				return floor, err
 			}
 		}
 		w := LeaseWindow(t.WriterGrace())
 		if age := now.Sub(vs[i+1].Time); age > w {
-			return fmt.Errorf("%w: version %d was superseded %s ago (lease window %s): tag it to keep it", ErrLeaseWindow, v, age.Round(time.Second), w)
+			return floor, fmt.Errorf("%w: version %d was superseded %s ago (lease window %s): tag it to keep it", ErrLeaseWindow, v, age.Round(time.Second), w)
 		}
 	}
-	return nil
+	return floor, nil
 }
 
 // Lease takes a reader lease on version v for ttl (at most MaxLeaseTTL):

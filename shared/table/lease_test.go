@@ -81,7 +81,7 @@ func leaseLifecycle(t *testing.T, inner objstore.Store) {
 		t.Fatal(err)
 	}
 	set := must(tbl.Leases(ctx))
-	pin, ok := set.Pin(clk.Now())
+	pin, ok := set.Pin(clk.Now(), 0)
 	if !ok || pin.Version != 2 || pin.ID != l.ID() {
 		t.Fatalf("pin %+v %v", pin, ok)
 	}
@@ -104,7 +104,7 @@ func leaseLifecycle(t *testing.T, inner objstore.Store) {
 	if len(set.Names) != 2 || len(set.Live(clk.Now())) != 1 {
 		t.Fatalf("after a renewal: %d names, %d live", len(set.Names), len(set.Live(clk.Now())))
 	}
-	if p, _ := set.Pin(clk.Now()); !p.Expires.Equal(clk.Now().Add(time.Hour)) {
+	if p, _ := set.Pin(clk.Now(), 0); !p.Expires.Equal(clk.Now().Add(time.Hour)) {
 		t.Fatalf("pin takes the latest expiry of the id: %v", p.Expires)
 	}
 	for range 3 {
@@ -178,7 +178,9 @@ func TestLeaseBadInput(t *testing.T) {
 	}
 	// Too many: MaxLeases live leases (written directly), then one more.
 	dir := tbl.LeaseDir().Dir
-	for i := range MaxLeases - 2 { // the MaxLeaseTTL and v3 leases are live
+	// The v3 lease is live; the MaxLeaseTTL one, on v2, is below the
+	// floor: it pins nothing and does not count (issue 29 item 6).
+	for i := range MaxLeases - 1 {
 		if err := st.Put(ctx, dir+LeaseName(3, clk.Now().Add(time.Hour), fmt.Sprintf("%016x", i+1)), nil); err != nil {
 			t.Fatal(err)
 		}
@@ -209,16 +211,16 @@ func TestForgedLeaseBounded(t *testing.T) {
 		t.Fatalf("names %d malformed %d", len(set.Names), len(set.Malformed))
 	}
 	bound := t0.Add(MaxLeaseTTL + 2*MaxClockSkew)
-	if _, ok := set.Pin(bound); !ok {
+	if _, ok := set.Pin(bound, 0); !ok {
 		t.Fatal("forged lease not honoured within its bound")
 	}
-	if _, ok := set.Pin(bound.Add(time.Millisecond)); ok {
+	if _, ok := set.Pin(bound.Add(time.Millisecond), 0); ok {
 		t.Fatal("forged lease pins past MaxLeaseTTL + 2 x MaxClockSkew after it was written")
 	}
-	if n := len(set.Stale(t0.Add(MaxLeaseTTL + MaxClockSkew))); n != 0 {
+	if n := len(set.Stale(t0.Add(MaxLeaseTTL+MaxClockSkew), 0)); n != 0 {
 		t.Fatalf("%d stale at the bound", n)
 	}
-	if n := len(set.Stale(bound.Add(time.Millisecond))); n != 3 {
+	if n := len(set.Stale(bound.Add(time.Millisecond), 0)); n != 3 {
 		t.Fatalf("%d stale past the bound, want 3", n)
 	}
 }
@@ -247,7 +249,7 @@ func TestSnapshotHoldRenewsInBackground(t *testing.T) {
 	if !l.Expires().After(first) {
 		t.Fatalf("not renewed: expires %v, first %v", l.Expires(), first)
 	}
-	if pin, ok := must(tbl.Leases(ctx)).Pin(time.Now()); !ok || pin.ID != l.ID() || pin.Version != snap.Version() {
+	if pin, ok := must(tbl.Leases(ctx)).Pin(time.Now(), 0); !ok || pin.ID != l.ID() || pin.Version != snap.Version() {
 		t.Fatalf("pin after %s: %+v %v", 2*ttl, pin, ok)
 	}
 	if err := stop(ctx); err != nil {
@@ -290,5 +292,65 @@ func TestSlowRenewalIsCheckedAsNew(t *testing.T) {
 	set := must(tbl.Leases(ctx))
 	if len(set.Names) != 1 || set.Names[0].Expires.After(l.Expires()) {
 		t.Fatalf("names after a refused slow renewal: %+v (want only the old one)", set.Names)
+	}
+}
+
+// TestRefusedLeaseLeavesNothingLive (issue 29 item 6): an acquire finds,
+// after writing its name, that the floor passed its version, and its
+// withdrawal (DELETE) fails. The withdrawal is retried (a first failure
+// leaves no name); when every DELETE fails, the name that stays cannot be
+// renewed by id: Find, then Renew, is refused with ErrVersionPruned and
+// writes nothing (before the fix the renewal wrote a new name a week
+// long).
+func TestRefusedLeaseLeavesNothingLive(t *testing.T) {
+	for _, failures := range []int{1, 1 << 30} {
+		t.Run(fmt.Sprint("delete failures ", failures), func(t *testing.T) {
+			ctx := context.Background()
+			clk := fakeclock.New(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+			inner := fakeclock.NewStore(testkit.DiskStore(t), clk)
+			f := objstore.NewFaulty(inner)
+			tbl := must(Create(ctx, f, "t", regSchema, "name", Options{Clock: fakeclock.NoSleep(clk)}))
+			must(tbl.Append(ctx, regBatch(row{"a", "1", 1}))) // v2
+			must(tbl.Append(ctx, regBatch(row{"b", "1", 1}))) // v3
+			raised, failed := false, 0
+			f.SetBefore(func(_ int64, op objstore.Op) error {
+				switch {
+				case op.Kind == objstore.KindPut && strings.Contains(op.Key, LeasesPrefix) && !raised:
+					// A planner raises the floor past 2 between the check and the PUT.
+					raised = true
+					must0(t, Handle(inner, "t", Options{Clock: fakeclock.NoSleep(clk)}).SetFloor(ctx, 3))
+				case op.Kind == objstore.KindDelete && strings.Contains(op.Key+strings.Join(op.Keys, ","), LeasesPrefix) && failed < failures:
+					failed++
+					return errors.New("injected: delete failed")
+				}
+				return nil
+			})
+			if _, err := tbl.Lease(ctx, 2, time.Hour); !errors.Is(err, ErrVersionPruned) {
+				t.Fatalf("acquire below the floor: %v, want ErrVersionPruned", err)
+			}
+			set := must(tbl.Leases(ctx))
+			if failures == 1 {
+				if len(set.Names) != 0 {
+					t.Fatalf("withdrawal failed once: %+v left", set.Names)
+				}
+				return
+			}
+			if len(set.Names) != 1 {
+				t.Fatalf("names after the refused acquire: %+v", set.Names)
+			}
+			f.SetBefore(nil)
+			id := set.Names[0].ID
+			clk.Advance(time.Minute)
+			l, err := tbl.LeaseDir().Find(ctx, id)
+			if err == nil {
+				err = l.Renew(ctx, MaxLeaseTTL)
+			}
+			if !errors.Is(err, ErrVersionPruned) {
+				t.Fatalf("renewal by id below the floor: %v, want ErrVersionPruned", err)
+			}
+			if after := must(tbl.Leases(ctx)); len(after.Names) != 1 || after.Names[0].Key != set.Names[0].Key {
+				t.Fatalf("a refused renewal wrote %+v", after.Names)
+			}
+		})
 	}
 }

@@ -1,6 +1,6 @@
 // Package testkit holds the helpers that tests of several packages share,
 // written once instead of copied into each package's *_test.go: a disk
-// store in a temporary directory, DynamoDB and SQS clients for the local
+// store in a temporary directory, an in-memory store, DynamoDB and SQS clients for the local
 // moto_server built as the functions build theirs, a queue's depth.
 //
 // Floor 3 of the layering (a package's floor is one above the highest floor
