@@ -9,10 +9,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tablekeep/tablekeep/shared/internal/fakeclock"
 	"github.com/tablekeep/tablekeep/shared/lance"
 	"github.com/tablekeep/tablekeep/shared/maintenance"
 	"github.com/tablekeep/tablekeep/shared/objstore"
 	"github.com/tablekeep/tablekeep/shared/queue"
+	"github.com/tablekeep/tablekeep/shared/table"
 )
 
 // killFrom fails request n and every request after it: the process was
@@ -130,6 +132,8 @@ func TestKillAtEveryRequestOfLanceCleanup(t *testing.T) {
 					Tables:  resolver{maintenance.TableRef{Name: "t", Root: "t.lance/", Policy: p, Format: "lance"}},
 					Requeue: maintenance.QueueEnqueuer{Q: q},
 					Sources: openLance,
+					// The age rule (issue 29 item 5): at the planner's time.
+					OpenOpts: table.Options{Clock: fakeclock.New(now)},
 				}
 				_, _ = maintenance.DrainLocal(ctx, q, cl, nil)
 				reached := faulty.Requests() >= n

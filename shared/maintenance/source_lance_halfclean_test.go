@@ -9,10 +9,12 @@ import (
 	"time"
 
 	"github.com/tablekeep/tablekeep/shared/formats"
+	"github.com/tablekeep/tablekeep/shared/internal/fakeclock"
 	"github.com/tablekeep/tablekeep/shared/lance"
 	"github.com/tablekeep/tablekeep/shared/lance/lancetest"
 	"github.com/tablekeep/tablekeep/shared/maintenance"
 	"github.com/tablekeep/tablekeep/shared/objstore"
+	"github.com/tablekeep/tablekeep/shared/table"
 )
 
 // halfCleanFixture is a LanceDB dataset pruned once: the floor raised and
@@ -71,7 +73,8 @@ func TestLanceHalfCleanedRangeResentByNextPass(t *testing.T) {
 		return nil
 	})
 	rec := &bodies{}
-	c := &maintenance.Cleaner{Store: faulty, Tables: cat, Requeue: rec, Logger: discard, Sources: formats.Open}
+	c := &maintenance.Cleaner{Store: faulty, Tables: cat, Requeue: rec, Logger: discard, Sources: formats.Open,
+		OpenOpts: table.Options{Clock: fakeclock.New(now)}} // the age rule: at the planner's time
 	if _, err := c.Clean(ctx, bs[0]); err == nil {
 		t.Fatal("the cut-off cleanup succeeded")
 	}
@@ -91,7 +94,8 @@ func TestLanceHalfCleanedRangeResentByNextPass(t *testing.T) {
 	if err := maintenance.ApplySourcePrune(ctx, src, &plan, rec); err != nil {
 		t.Fatal(err)
 	}
-	c = &maintenance.Cleaner{Store: disk, Tables: cat, Requeue: rec, Logger: discard, Sources: formats.Open}
+	c = &maintenance.Cleaner{Store: disk, Tables: cat, Requeue: rec, Logger: discard, Sources: formats.Open,
+		OpenOpts: table.Options{Clock: fakeclock.New(now)}} // the age rule: at the planner's time
 	cleanAll(t, c, rec, rec.take())
 	src, _ = formats.Open(ctx, disk, ref)
 	if err := src.Prepare(ctx); err != nil {
