@@ -119,3 +119,27 @@ func TestSetFloorStamps(t *testing.T) {
 		t.Fatalf("readers' floor %d, proof %+v; want 9, trusted 2, unproven 9", r.Floor, p)
 	}
 }
+
+// TestFloorStampListAndHead: a manifest's stamp is the same from a LIST
+// (the planner's) and from a HEAD (the cleaner's), on disk and on S3
+// (versitygw: a LIST may date objects below the second, a HEAD to the
+// second; the stamp truncates both), so a stamped marker SetFloor wrote
+// is trusted by either.
+func TestFloorStampListAndHead(t *testing.T) {
+	storeKinds(t, func(t *testing.T, newStore func(*testing.T) objstore.Store) {
+		ctx := context.Background()
+		st := newStore(t)
+		clk := fakeclock.New(time.Now())
+		tb := must(Create(ctx, st, "t", regSchema, "name", Options{Clock: clk}))
+		upsertRows(t, tb, regRow(1))
+		clk.Advance(time.Minute) // the manifests are FloorStampAge old by the writer's clock
+		noErr(t, tb.SetFloor(ctx, 2))
+		r := must(tb.ReadFloor(ctx))
+		head := must(ManifestInfoAt(ctx, st, "t", 2))
+		p := r.Prove(func(v uint64) (int64, time.Time, bool) { return head.Size, head.LastModified, v == 2 })
+		vs := must(tb.Versions(ctx))
+		if p.Floor != 2 || p.Other != "" || StampOf(head) != StampOfListed(vs[1].ManifestBytes, vs[1].Time) {
+			t.Fatalf("proof %+v; HEAD %v, LIST %v", p, head, vs[1])
+		}
+	})
+}
