@@ -99,16 +99,7 @@ func testRecreatedKeeps(t *testing.T, kind string) {
 	e.clock.Advance(10 * time.Minute) // every version inside its grace window
 	before := listing(t, e.disk, root)
 
-	plan, err := maintenance.PlanPrune(ctx, tb, tblName, p, e.clock.Now())
-	if err != nil {
-		t.Fatalf("plan: %v", err)
-	}
-	if err := maintenance.ApplyPrune(ctx, tb, &plan, maintenance.QueueEnqueuer{Q: e.q}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := maintenance.DrainLocal(ctx, e.q, clean, discard); err != nil {
-		t.Fatal(err)
-	}
+	plan := prunePass(t, e, tb, clean, p)
 	// A range of the old history, still queued.
 	old1 := maintenance.RangeMessage{V: 1, Table: tblName, Root: root, From: 1, To: 3}
 	_, cerr := clean.Clean(ctx, old1.Encode())
@@ -128,18 +119,8 @@ func testRecreatedKeeps(t *testing.T, kind string) {
 
 	// Later passes: the stamped marker is trusted and pruning proceeds.
 	e.clock.Advance(3 * time.Hour)
-	plan, err = maintenance.PlanPrune(ctx, tb, tblName, p, e.clock.Now())
-	if err != nil {
-		t.Fatalf("second plan: %v", err)
-	}
-	if plan.OldFloor != 1 || plan.Floor != 28 {
+	if plan = prunePass(t, e, tb, clean, p); plan.OldFloor != 1 || plan.Floor != 28 {
 		t.Fatalf("second plan: floor %d from %d, want 28 from 1 (the stamped marker)", plan.Floor, plan.OldFloor)
-	}
-	if err := maintenance.ApplyPrune(ctx, tb, &plan, maintenance.QueueEnqueuer{Q: e.q}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := maintenance.DrainLocal(ctx, e.q, clean, discard); err != nil {
-		t.Fatal(err)
 	}
 	vs, err := tb.Versions(ctx)
 	if err != nil {
@@ -151,6 +132,24 @@ func testRecreatedKeeps(t *testing.T, kind string) {
 	if err := diffRows(latestRows(t, e.open(t)), want); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// prunePass is one maintenance's prune of tb at now: plan, apply, drain
+// (with clean, over the fake-clock store).
+func prunePass(t *testing.T, e *env, tb *table.Table, clean *maintenance.Cleaner, p maintenance.Policy) maintenance.PrunePlan {
+	t.Helper()
+	ctx := context.Background()
+	plan, err := maintenance.PlanPrune(ctx, tb, tblName, p, e.clock.Now())
+	if err != nil {
+		t.Fatalf("plan: %v", err)
+	}
+	if err := maintenance.ApplyPrune(ctx, tb, &plan, maintenance.QueueEnqueuer{Q: e.q}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := maintenance.DrainLocal(ctx, e.q, clean, discard); err != nil {
+		t.Fatal(err)
+	}
+	return plan
 }
 
 // keptAll reports the keys of before (the table's versions, records and
@@ -217,21 +216,7 @@ func TestLegacyFloorUpgrade(t *testing.T) {
 	}
 	want := latestRows(t, tb)
 	e.clock.Advance(2 * time.Hour) // versions 20-27 out of their grace window
-	pass := func() maintenance.PrunePlan {
-		t.Helper()
-		plan, err := maintenance.PlanPrune(ctx, tb, tblName, p, e.clock.Now())
-		if err != nil {
-			t.Fatalf("plan: %v", err)
-		}
-		if err := maintenance.ApplyPrune(ctx, tb, &plan, maintenance.QueueEnqueuer{Q: e.q}); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := maintenance.DrainLocal(ctx, e.q, clean, discard); err != nil {
-			t.Fatal(err)
-		}
-		return plan
-	}
-	plan := pass()
+	plan := prunePass(t, e, tb, clean, p)
 	if plan.OldFloor != 0 || plan.Unproven != 20 || plan.Floor != 28 || plan.Prunable != 8 {
 		t.Fatalf("first pass: floor %d from %d, unproven %d, %d prunable; want 28 from 0, unproven 20, 8 (versions 20-27)",
 			plan.Floor, plan.OldFloor, plan.Unproven, plan.Prunable)
@@ -246,7 +231,7 @@ func TestLegacyFloorUpgrade(t *testing.T) {
 		want["k"+strconv.Itoa(i)] = "late"
 	}
 	e.clock.Advance(2 * time.Hour)
-	plan = pass()
+	plan = prunePass(t, e, tb, clean, p)
 	if plan.OldFloor != 28 || plan.Unproven != 0 || plan.Floor != 30 {
 		t.Fatalf("second pass: floor %d from %d, unproven %d; want 30 from 28, none", plan.Floor, plan.OldFloor, plan.Unproven)
 	}

@@ -407,14 +407,15 @@ func (plan *PrunePlan) trustFloor(root string, vs []dataset.VersionInfo, fast bo
 // planner's clock), which keeps more. So the old and the new history's
 // manifests of one version are never dated in the same second: their
 // stamps differ whatever their sizes. If no version above OldFloor
-// qualifies the floor stays.
+// qualifies the floor stays, except that floor 1 needs no proof (nothing
+// is below it: trusting it deletes nothing).
 func (plan *PrunePlan) stampableFloor(vs []dataset.VersionInfo, now time.Time) {
 	if plan.Floor <= plan.OldFloor {
 		return
 	}
 	i, _ := slices.BinarySearchFunc(vs, plan.Floor, versionCmp)
 	i = min(i, len(vs)-1)
-	for i >= 0 && vs[i].Version > plan.OldFloor && !table.Stampable(vs[i].Time, now) {
+	for i >= 0 && vs[i].Version > max(plan.OldFloor, 1) && !table.Stampable(vs[i].Time, now) {
 		i--
 	}
 	if i < 0 || vs[i].Version <= plan.OldFloor {

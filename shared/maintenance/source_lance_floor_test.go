@@ -27,13 +27,7 @@ func TestLanceFloorWithoutHeadNotTrusted(t *testing.T) {
 	ctx := context.Background()
 	lp := planLance(t)
 	st := lp.store(t)
-	ds := filepath.Join(lp.wh, "ds.lance")
-	for _, d := range []string{"data", "_versions", "_transactions", "_indices", "_deletions", "_refs", "_tablekeep/head.json"} {
-		if err := os.RemoveAll(filepath.Join(ds, d)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	c := lancetest.Create(t, lp.wh, "ds", 30, "")
+	c := lp.recreate(t, 30, "_tablekeep/head.json")
 	if c.Latest <= lp.floor {
 		t.Fatalf("the new dataset has %d versions, the old floor is %d", c.Latest, lp.floor)
 	}
@@ -59,4 +53,19 @@ func TestLanceFloorWithoutHeadNotTrusted(t *testing.T) {
 	}
 	t.Logf("plan: %v", perr)
 	lancetest.CheckRetained(t, before, lancetest.Dump(t, lp.wh, "ds"), func(uint64) bool { return true })
+}
+
+// recreate removes the dataset by other means than LanceDB's dropTable
+// (its Lance prefixes and the paths also, relative to the dataset; the
+// rest of _tablekeep/ stays) and has LanceDB create it again with commits
+// commits.
+func (lp *lancePlanned) recreate(t *testing.T, commits int, also ...string) lancetest.Created {
+	t.Helper()
+	ds := filepath.Join(lp.wh, "ds.lance")
+	for _, d := range append([]string{"data", "_versions", "_transactions", "_indices", "_deletions", "_refs"}, also...) {
+		if err := os.RemoveAll(filepath.Join(ds, d)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return lancetest.Create(t, lp.wh, "ds", commits, "")
 }
