@@ -387,10 +387,8 @@ type FloorRead struct {
 }
 
 // MarkerTime is the store time of the floor marker the floor was read
-// from (zero if it came from the legacy object, or there is none). A
-// marker for floor f is written after version f's manifest, so a marker
-// older than that manifest belongs to another history of the root (a
-// table removed and created again there).
+// from, stamped or not (zero if it came from the legacy object, or there
+// is none). Prove applies the trust rules (docs/format.md 2.4).
 func (r FloorRead) MarkerTime() time.Time {
 	if len(r.markers) == 0 {
 		return time.Time{}
@@ -525,10 +523,11 @@ func (t *Table) readLegacyFloor(ctx context.Context) (*uint64, error) {
 // lower what a newer holder set. The marker is stamped with version
 // floor's manifest as listed (one LIST more: docs/format.md 2.4), or
 // unstamped if that manifest is not stored or not older than
-// FloorStampAge (a floor readers honour and the planner never trusts). It then deletes lower markers (and the
-// legacy object, whose value is now covered by a stamped marker), best
-// effort. Maintenance raises the floor with SetFloorFrom instead, from its
-// plan's reads, under the table's lock before enqueueing prunable ranges.
+// FloorStampAge (a floor readers honour and the planner never trusts).
+// It then deletes lower markers (and the legacy object, whose value is
+// now covered by a stamped marker), best effort. Maintenance raises the
+// floor with SetFloorFrom instead, from its plan's reads, under the
+// table's lock before enqueueing prunable ranges.
 func (t *Table) SetFloor(ctx context.Context, floor uint64) error {
 	r, err := t.ReadFloor(ctx)
 	if err != nil {
