@@ -238,14 +238,25 @@ func (s *Source) Prepare(ctx context.Context) error {
 // path (ErrOtherHistory): a head or a floor above the latest listed
 // version, or a head version whose manifest has another timestamp than the
 // one the head recorded for it (one GET; the dataset was created again and
-// has reached that version anew).
+// has reached that version anew). The floor is trusted only through the
+// head (the floor is at most the head's version, written after it): a
+// floor with no head, or with a head that recorded no timestamp for its
+// version, proves nothing and is refused too.
 func (s *Source) checkHistory(ctx context.Context, vs []VersionFile, h *head, floor uint64) error {
 	last := vs[len(vs)-1].Version
 	if floor > last {
 		return otherHistory(s.ds.root, "floor", floor, last)
 	}
 	if h == nil {
+		if floor > 0 {
+			// The floor is trusted only through the head that vouches for
+			// it (below): a floor no head proves may be another history's.
+			return unprovenFloor(s.ds.root, floor, "there is no sidecar head ("+s.ds.root+headKey+")")
+		}
 		return nil
+	}
+	if _, ok := h.Times[strconv.FormatUint(h.Version, 10)]; !ok && floor > 0 {
+		return unprovenFloor(s.ds.root, floor, fmt.Sprintf("the sidecar's head records no manifest timestamp for its version %d", h.Version))
 	}
 	if h.Version > last {
 		return otherHistory(s.ds.root, "head", h.Version, last)
@@ -255,6 +266,14 @@ func (s *Source) checkHistory(ctx context.Context, vs []VersionFile, h *head, fl
 		return nil // removed by LanceDB's own cleanup since: nothing to compare
 	}
 	return s.checkHeadManifest(ctx, h, vs[i])
+}
+
+// unprovenFloor is ErrOtherHistory for a floor marker no sidecar head
+// proves belongs to this history (docs/lance.md, "The sidecar").
+func unprovenFloor(root string, floor uint64, why string) error {
+	return fmt.Errorf("%s: %w: floor %d, but %s, so nothing proves the floor belongs to this dataset's history; nothing is pruned from it. "+
+		"To reset, delete every object under %s%s; the next maintenance derives it again from the manifests",
+		root, ErrOtherHistory, floor, why, root, SidecarDir)
 }
 
 // checkHeadManifest reads the manifest of the head's version (vf; one GET)

@@ -186,30 +186,31 @@ func (c *Cleaner) clean(ctx context.Context, store objstore.Store, body []byte) 
 	return c.cleanRange(ctx, store, sourceJob(src, ref, msg, src.StateRoot(), !c.SkipSizes))
 }
 
-// floorOfThisHistory is the planner's stale-marker rule (planPrune) at the
-// cleaner, just before deleting: a floor marker for floor f is written
-// after version f's manifest, so a marker older than that manifest by more
-// than MaxClockSkew belongs to another history of the root (the table was
-// removed and created again there, and grew past the old floor). A range
-// of that history would delete the new history's versions: ErrStaleFloor,
-// nothing deleted. One HEAD, run beside the guard's read (no added round
-// trip); a floor without a marker (the legacy object) or a manifest no
-// longer stored is left to the guard's floor > latest check.
+// floorOfThisHistory is the planner's trust rule (trustFloor) at the
+// cleaner, just before deleting: the floor the range was checked against
+// is the highest stamped marker's (sourceJob), and it is trusted only when
+// its version's manifest still has the marker's stamp (docs/format.md 2.4).
+// A manifest with another stamp is another history's version, written
+// when the table was removed and created again at the root: ErrStaleFloor.
+// A manifest no longer stored proves nothing: ErrStaleFloor too (retried:
+// the next delivery reads the floor again). Nothing is deleted either way.
+// One HEAD, run beside the guard's read (no added round trip).
 func floorOfThisHistory(ctx context.Context, store objstore.Store, root string, fr table.FloorRead) error {
-	mt := fr.MarkerTime()
-	if mt.IsZero() {
-		return nil
+	sf, _, ok := fr.StampedFloor()
+	if !ok {
+		return fmt.Errorf("%w: %s: no stamped floor marker; nothing deleted", ErrFloorUnproven, root)
 	}
-	info, err := table.ManifestInfoAt(ctx, store, root, fr.Floor)
+	info, err := table.ManifestInfoAt(ctx, store, root, sf)
 	if errors.Is(err, objstore.ErrNotExist) {
-		return nil
+		return fmt.Errorf("%w: %s: the manifest of the floor's version %d is not stored (another history's floor, or the floor rose and that version was pruned since it was read); nothing deleted",
+			ErrStaleFloor, root, sf)
 	}
 	if err != nil {
 		return err
 	}
-	if mt.Before(info.LastModified.Add(-table.MaxClockSkew)) {
-		return fmt.Errorf("%w (its marker, written %s, is older than version %d's manifest, written %s)",
-			staleFloor(root, fr.Floor, 0), mt.UTC().Format(time.RFC3339), fr.Floor, info.LastModified.UTC().Format(time.RFC3339))
+	proof := fr.Prove(func(v uint64) (int64, time.Time, bool) { return info.Size, info.LastModified, v == sf })
+	if proof.Other != "" || proof.Floor != sf {
+		return fmt.Errorf("%w (%s)", staleFloor(root, sf, 0), proof.Other)
 	}
 	return nil
 }

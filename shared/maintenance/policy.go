@@ -153,5 +153,9 @@ var (
 	ErrInvalidMessage = errors.New("invalid cleanup message")
 	ErrForeignKey     = errors.New("key outside the table")
 	ErrAboveFloor     = errors.New("range not below the retention floor")
-	ErrIntegrity      = errors.New("integrity check failed")
+	// ErrFloorUnproven: a range below the readers' floor but not below a
+	// floor trusted for deletion (a stamped marker whose manifest has its
+	// stamp: docs/format.md 2.4). Nothing is deleted; not permanent.
+	ErrFloorUnproven = errors.New("range not below a floor trusted for deletion")
+	ErrIntegrity     = errors.New("integrity check failed")
 )

@@ -99,9 +99,13 @@ func (m RangeMessage) Encode() []byte {
 
 // PrunePlan is what the prune planner decided.
 type PrunePlan struct {
-	Latest    uint64
-	Floor     uint64 // new retention floor: versions below it are prunable
-	OldFloor  uint64
+	Latest   uint64
+	Floor    uint64 // new retention floor: versions below it are prunable
+	OldFloor uint64 // the floor trusted for deletion the plan started from (trustFloor)
+	// Unproven is the highest floor read that is not trusted (a legacy
+	// _refs/floor.json or an unstamped marker of an earlier release), if
+	// above OldFloor: readers honour it, the plan does not.
+	Unproven  uint64
 	Tagged    []uint64
 	Ranges    []RangeMessage
 	Versions  int // versions stored before pruning
@@ -314,18 +318,8 @@ func planPrune(ctx context.Context, src Source, name string, p Policy, now time.
 		return plan, fmt.Errorf("%s: %w", src.Root(), table.ErrNotATable)
 	}
 	plan.Versions = len(vs)
-	if latest := vs[len(vs)-1].Version; plan.OldFloor > latest {
-		return plan, staleFloor(src.Root(), plan.OldFloor, latest)
-	}
-	// A marker is written after its version's manifest: one older than it
-	// (by more than the skew of the store's own timestamps) is another
-	// history's, left when the table was created again and grew past it.
-	if mt := plan.floorRead.MarkerTime(); !mt.IsZero() {
-		i, found := slices.BinarySearchFunc(vs, plan.OldFloor, func(v dataset.VersionInfo, f uint64) int { return cmp.Compare(v.Version, f) })
-		if found && mt.Before(vs[i].Time.Add(-table.MaxClockSkew)) {
-			return plan, fmt.Errorf("%w (its marker, written %s, is older than version %d's manifest, written %s)",
-				staleFloor(src.Root(), plan.OldFloor, vs[len(vs)-1].Version), mt.UTC().Format(time.RFC3339), plan.OldFloor, vs[i].Time.UTC().Format(time.RFC3339))
-		}
+	if err := plan.trustFloor(src.Root(), vs, fast); err != nil {
+		return plan, err
 	}
 	vs = withCommits(vs, commits, now)
 	plan.vs = vs
@@ -350,6 +344,7 @@ func planPrune(ctx context.Context, src Source, name string, p Policy, now time.
 			return plan, err
 		}
 	}
+	plan.stampableFloor(vs, now)
 	// With no stored version below the floor (an idle, cleaned table)
 	// nothing can be enqueued and the state is not needed: skip reading it.
 	var more []func(context.Context) error
@@ -371,6 +366,79 @@ func planPrune(ctx context.Context, src Source, name string, p Policy, now time.
 	}
 	plan.planRanges(src.Root(), tags)
 	return plan, nil
+}
+
+func versionCmp(v dataset.VersionInfo, f uint64) int { return cmp.Compare(v.Version, f) }
+
+// trustFloor decides the floor the plan starts from (plan.OldFloor): a
+// floor is trusted only when it provably belongs to this history
+// (docs/format.md 2.4, "Which floor is trusted"; docs/reliability.md). A
+// FloorReader's (tablekeep's) is its highest marker's, when that marker is
+// stamped with the stamp its version's manifest is listed with in vs (the
+// plan's own listing: no request more). The legacy object and markers
+// without a stamp (earlier releases) are not trusted: the plan starts from
+// floor 0, that is from the versions' own times, and readers keep
+// honouring them (plan.Unproven) until a trusted floor passes them.
+// Evidence of another history is ErrStaleFloor, nothing planned: the
+// readers' floor above the latest version, the highest stamped marker's
+// version listed with another stamp, or an unstamped marker older than
+// its version's manifest by more than MaxClockSkew. Other Sources (Lance)
+// prove their floor in Prepare (the sidecar's head against its manifest).
+func (plan *PrunePlan) trustFloor(root string, vs []dataset.VersionInfo, fast bool) error {
+	latest := vs[len(vs)-1].Version
+	if plan.OldFloor > latest {
+		return staleFloor(root, plan.OldFloor, latest)
+	}
+	if !fast {
+		return nil
+	}
+	proof := plan.floorRead.Prove(func(v uint64) (int64, time.Time, bool) {
+		i, found := slices.BinarySearchFunc(vs, v, versionCmp)
+		if !found {
+			return 0, time.Time{}, false
+		}
+		return vs[i].ManifestBytes, vs[i].Time, true
+	})
+	if proof.Other != "" {
+		return fmt.Errorf("%w (%s)", staleFloor(root, plan.OldFloor, latest), proof.Other)
+	}
+	plan.OldFloor, plan.Unproven = proof.Floor, proof.Unproven
+	return nil
+}
+
+// stampableFloor moves a raised floor onto a version whose manifest its
+// marker can name (docs/format.md 2.4): a floor on a version not stored (a
+// gap) first moves up to the next stored one, which deletes nothing more;
+// then down to the highest stored version whose manifest was written more
+// than table.FloorStampAge before now (by the store's time against the
+// planner's clock), which keeps more. So the old and the new history's
+// manifests of one version are never dated in the same second: their
+// stamps differ whatever their sizes. If no version above OldFloor
+// qualifies the floor stays, except that floor 1 needs no proof (nothing
+// is below it: trusting it deletes nothing).
+func (plan *PrunePlan) stampableFloor(vs []dataset.VersionInfo, now time.Time) {
+	if plan.Floor <= plan.OldFloor {
+		return
+	}
+	i, _ := slices.BinarySearchFunc(vs, plan.Floor, versionCmp)
+	i = min(i, len(vs)-1)
+	for i >= 0 && vs[i].Version > max(plan.OldFloor, 1) && !table.Stampable(vs[i].Time, now) {
+		i--
+	}
+	if i < 0 || vs[i].Version <= plan.OldFloor {
+		plan.Floor = plan.OldFloor
+		return
+	}
+	plan.Floor = vs[i].Version
+}
+
+// floorStamp is the stamp of version v's manifest as the plan listed it.
+func (plan *PrunePlan) floorStamp(v uint64) (table.ManifestStamp, error) {
+	i, found := slices.BinarySearchFunc(plan.vs, v, versionCmp)
+	if !found {
+		return table.ManifestStamp{}, fmt.Errorf("floor %d: %w: its manifest is not in the plan's listing", v, table.ErrVersionNotFound)
+	}
+	return table.StampOfListed(plan.vs[i].ManifestBytes, plan.vs[i].Time), nil
 }
 
 // planRanges fills the tag-dependent part of the plan: the prunable

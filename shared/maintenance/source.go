@@ -108,7 +108,13 @@ func ApplySourcePrune(ctx context.Context, src Source, plan *PrunePlan, q Enqueu
 	}
 	if fr, ok := src.(FloorReader); ok {
 		// The plan's floor read stands in for SetFloor's own (same lock).
-		at.setFloor = func(ctx context.Context, f uint64) error { return fr.SetFloorFrom(ctx, f, plan.floorRead) }
+		at.setFloor = func(ctx context.Context, f uint64) error {
+			stamp, err := plan.floorStamp(f)
+			if err != nil {
+				return err
+			}
+			return fr.SetFloorFrom(ctx, f, stamp, plan.floorRead)
+		}
 	}
 	if rl, ok := src.(RecordLister); ok {
 		var have [][]uint64

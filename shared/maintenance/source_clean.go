@@ -28,8 +28,9 @@ func CleanSourceRange(ctx context.Context, src Source, msg RangeMessage, p Polic
 
 // sourceJob is the rangeJob of a range of src: ready reads the floor (the
 // range must be below it), then the tags, while the first records are
-// read. A FloorReader's floor read is checked again before deleting: a
-// marker older than its version's manifest is another history's
+// read. A FloorReader's floor is its highest stamped marker's (the range
+// must be below that too, else ErrFloorUnproven, retried), and the stamp
+// is checked against its version's manifest before deleting
 // (floorOfThisHistory). sizes: a SizeLister's deleted bytes are measured.
 func sourceJob(src Source, ref TableRef, msg RangeMessage, stateRoot string, sizes bool) rangeJob {
 	var floor uint64
@@ -57,6 +58,18 @@ func sourceJob(src Source, ref TableRef, msg RangeMessage, stateRoot string, siz
 		}
 		if msg.To >= floor {
 			return nil, fmt.Errorf("%w: %w: [%d, %d] with floor %d", queue.ErrPermanent, ErrAboveFloor, msg.From, msg.To, floor)
+		}
+		if fast {
+			// Only a stamped marker's floor is trusted for deletion (its
+			// stamp is checked against its manifest before deleting:
+			// floorOfThisHistory); the readers' floor may be a legacy
+			// object's or an unstamped marker's (docs/format.md 2.4).
+			sf, _, ok := fr.StampedFloor()
+			if !ok || msg.To >= sf {
+				return nil, fmt.Errorf("%w: %s: [%d, %d] is below the floor %d read but not below the highest stamped marker's (%d); nothing deleted (retried: a maintenance pass raises the stamped floor if the range is prunable)",
+					ErrFloorUnproven, src.Root(), msg.From, msg.To, floor, sf)
+			}
+			floor = sf
 		}
 		if tags == nil {
 			tags, err = src.Tags(ctx)

@@ -183,12 +183,7 @@ func testLanceRecreated(t *testing.T, commits int) {
 		}
 	}
 	ds := filepath.Join(lp.wh, "ds.lance")
-	for _, d := range []string{"data", "_versions", "_transactions", "_indices", "_deletions", "_refs"} {
-		if err := os.RemoveAll(filepath.Join(ds, d)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	c := lancetest.Create(t, lp.wh, "ds", commits, "")
+	c := lp.recreate(t, commits)
 	if (commits == 2) != (c.Latest < lp.floor) || (commits == 30 && c.Latest <= lp.floor+1) {
 		t.Fatalf("the new dataset has %d versions, the old floor is %d", c.Latest, lp.floor)
 	}

@@ -50,7 +50,9 @@ func OpenTableSource(_ context.Context, store objstore.Store, ref TableRef) (Sou
 // another history's), which the cleaner checks again before deleting.
 type FloorReader interface {
 	ReadFloor(ctx context.Context) (table.FloorRead, error)
-	SetFloorFrom(ctx context.Context, floor uint64, read table.FloorRead) error
+	// SetFloorFrom raises the floor to floor, its marker stamped with at
+	// (the stamp of version floor's manifest in the plan's listing).
+	SetFloorFrom(ctx context.Context, floor uint64, at table.ManifestStamp, read table.FloorRead) error
 }
 
 // RefsReader is a FloorReader that reads the floor and the tags in one
@@ -133,8 +135,8 @@ func (s *TableSource) SetFloor(ctx context.Context, f uint64) error {
 func (s *TableSource) ReadFloor(ctx context.Context) (table.FloorRead, error) {
 	return s.T.ReadFloor(ctx)
 }
-func (s *TableSource) SetFloorFrom(ctx context.Context, f uint64, r table.FloorRead) error {
-	return s.T.SetFloorFrom(ctx, f, r)
+func (s *TableSource) SetFloorFrom(ctx context.Context, f uint64, at table.ManifestStamp, r table.FloorRead) error {
+	return s.T.SetFloorFrom(ctx, f, at, r)
 }
 func (s *TableSource) Tags(ctx context.Context) (map[string]uint64, error) { return s.T.Tags(ctx) }
 func (s *TableSource) ReadRefs(ctx context.Context) (table.FloorRead, map[string]uint64, error) {

@@ -75,7 +75,9 @@ func TestFloorNeverDecreases(t *testing.T) {
 	if got := must(fresh.Floor(ctx)); got != 35 {
 		t.Fatalf("floor with legacy 35: %d", got)
 	}
-	if err := fresh.SetFloor(ctx, 30); err != nil {
+	// (Stamped markers, as maintenance writes them: only those settle.)
+	stamp := ManifestStamp{Size: 100, Unix: 1}
+	if err := fresh.SetFloorFrom(ctx, 30, stamp, must(fresh.ReadFloor(ctx))); err != nil {
 		t.Fatal(err)
 	}
 	if got := must(fresh.Floor(ctx)); got != 35 {
@@ -84,7 +86,7 @@ func TestFloorNeverDecreases(t *testing.T) {
 	// Lower markers and the legacy object go once a higher marker has
 	// existed for floorMarkerKeep (a concurrent reader's List may predate it).
 	clk.Advance(floorMarkerKeep + time.Minute)
-	if err := fresh.SetFloor(ctx, 40); err != nil {
+	if err := fresh.SetFloorFrom(ctx, 40, stamp, must(fresh.ReadFloor(ctx))); err != nil {
 		t.Fatal(err)
 	}
 	if got := must(stale.Floor(ctx)); got != 40 {
@@ -357,7 +359,7 @@ func TestSetFloorFromPlanRead(t *testing.T) {
 		clk.Advance(floorMarkerKeep + time.Minute)
 		r := must(tb.ReadFloor(ctx))
 		c.Reset()
-		noErr(t, tb.SetFloorFrom(ctx, f, r))
+		noErr(t, tb.SetFloorFrom(ctx, f, ManifestStamp{Size: 100, Unix: int64(f)}, r))
 		got := c.Counts()
 		if got.List != 0 || got.Put != 1 || got.Total() > 2 {
 			t.Fatalf("raise to %d: %s, want 1 PUT (+1 DELETE), no LIST", f, got)
@@ -370,14 +372,14 @@ func TestSetFloorFromPlanRead(t *testing.T) {
 	r := must(tb.ReadFloor(ctx))
 	other := must(Open(ctx, inner, "t", Options{Clock: clk}))
 	noErr(t, other.SetFloor(ctx, 100))
-	noErr(t, tb.SetFloorFrom(ctx, 70, r))
+	noErr(t, tb.SetFloorFrom(ctx, 70, ManifestStamp{Size: 100, Unix: 70}, r))
 	if got := must(tb.Floor(ctx)); got != 100 {
 		t.Fatalf("floor %d after a stale SetFloorFrom(70) below 100", got)
 	}
 	// Later raises (with their own reads) clean the lower markers up.
 	for f := uint64(110); f <= 130; f += 10 {
 		clk.Advance(floorMarkerKeep + time.Minute)
-		noErr(t, tb.SetFloorFrom(ctx, f, must(tb.ReadFloor(ctx))))
+		noErr(t, tb.SetFloorFrom(ctx, f, ManifestStamp{Size: 100, Unix: int64(f)}, must(tb.ReadFloor(ctx))))
 	}
 	if n := markers(); n > 2 {
 		t.Fatalf("%d markers left after three raises, want at most 2", n)

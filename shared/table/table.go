@@ -380,8 +380,12 @@ func (t *Table) Floor(ctx context.Context) (uint64, error) {
 // FloorRead is one read of the floor: the floor, and what the listing saw
 // (SetFloorFrom uses it instead of reading the floor again).
 type FloorRead struct {
-	Floor  uint64
-	legacy bool
+	// Floor is the readers' floor: the highest of every marker (stamped
+	// or not) and the legacy object. It is not trusted for deletion:
+	// Prove says which floor is.
+	Floor       uint64
+	legacy      bool
+	legacyFloor uint64 // the legacy object's value, when legacy
 	// markers are the floor markers the listing returned, highest first;
 	// complete when that was every marker (one page, not truncated, no
 	// stray key).
@@ -390,16 +394,14 @@ type FloorRead struct {
 }
 
 // MarkerTime is the store time of the floor marker the floor was read
-// from (zero if it came from the legacy object, or there is none). A
-// marker for floor f is written after version f's manifest, so a marker
-// older than that manifest belongs to another history of the root (a
-// table removed and created again there).
+// from, stamped or not (zero if it came from the legacy object, or there
+// is none). Prove applies the trust rules (docs/format.md 2.4).
 func (r FloorRead) MarkerTime() time.Time {
 	if len(r.markers) == 0 {
 		return time.Time{}
 	}
 	k := r.markers[0].Key
-	if f, ok := parseFloorMarker(k[max(0, strings.LastIndex(k, floorDir)):]); !ok || f != r.Floor {
+	if m, ok := parseMarkerName(k[max(0, strings.LastIndex(k, floorDir)):]); !ok || m.floor != r.Floor {
 		return time.Time{}
 	}
 	return r.markers[0].LastModified
@@ -466,9 +468,9 @@ func (s *floorScan) add(ctx context.Context, t *Table, o objstore.ObjectInfo) er
 		s.r.legacy = true
 		return nil
 	}
-	if f, ok := parseFloorMarker(rel); ok {
+	if m, ok := parseMarkerName(rel); ok {
 		if !s.found {
-			s.marker, s.found = f, true
+			s.marker, s.found = m.floor, true
 		}
 		s.r.markers = append(s.r.markers, o)
 		return nil
@@ -499,7 +501,7 @@ func (s *floorScan) finish(ctx context.Context, t *Table) (FloorRead, error) {
 	}
 	r.legacy = legacy != nil // nil: removed since the list
 	if legacy != nil {
-		r.Floor = max(s.marker, *legacy)
+		r.Floor, r.legacyFloor = max(s.marker, *legacy), *legacy
 	}
 	return r, nil
 }
@@ -523,36 +525,61 @@ func (t *Table) readLegacyFloor(ctx context.Context) (*uint64, error) {
 }
 
 // SetFloor raises the retention floor; it never lowers it, whoever calls it
-// and in whatever order: it only ever adds a marker (PutIfAbsent) at or
-// above the floor it read, and the floor is the highest marker. So a stale
-// lease holder's SetFloor cannot lower what a newer holder set. It then
-// deletes lower markers (and the legacy object, whose value is now covered
-// by a marker), best effort. Maintenance calls it under the table's lock
-// before enqueueing prunable ranges.
+// and in whatever order: it only ever adds a marker (PutIfAbsent), and the
+// floor is the highest marker. So a stale lease holder's SetFloor cannot
+// lower what a newer holder set. The marker is stamped with version
+// floor's manifest as listed (one LIST more: docs/format.md 2.4), or
+// unstamped if that manifest is not stored or not older than
+// FloorStampAge (a floor readers honour and the planner never trusts).
+// It then deletes lower markers (and the legacy object, whose value is
+// now covered by a stamped marker), best effort. Maintenance raises the
+// floor with SetFloorFrom instead, from its plan's reads, under the
+// table's lock before enqueueing prunable ranges.
 func (t *Table) SetFloor(ctx context.Context, floor uint64) error {
 	r, err := t.ReadFloor(ctx)
 	if err != nil {
 		return err
 	}
-	return t.SetFloorFrom(ctx, floor, r)
-}
-
-// SetFloorFrom is SetFloor with the floor already read (r, e.g. by the
-// prune plan under the same lock): no second read. A stale r is harmless,
-// as for a stale lease holder: the marker written is at least r.Floor, at
-// worst below the highest, which changes nothing. When r's listing held
-// every marker, the lower markers are deleted from it without listing
-// them again.
-func (t *Table) SetFloorFrom(ctx context.Context, floor uint64, r FloorRead) error {
-	cur, legacy := r.Floor, r.legacy
-	if floor <= cur && !legacy {
+	if floor <= r.Floor && !r.legacy {
 		return nil
 	}
-	floor = max(floor, cur)
-	b, _ := json.Marshal(map[string]uint64{"floor": floor})
-	mk := t.key(floorMarkerKey(floor))
-	if err := t.store.PutIfAbsent(ctx, mk, b); err != nil && !errors.Is(err, objstore.ErrExists) {
+	mk := t.key(manifestKey(floor))
+	page, err := t.store.List(ctx, objstore.ListOptions{Prefix: mk, MaxKeys: 1})
+	if err != nil {
 		return fmt.Errorf("set floor of %s to %d: %w", t.name(), floor, err)
+	}
+	if o := page.Objects; len(o) == 1 && o[0].Key == mk && Stampable(o[0].LastModified, t.opts.Clock.Now()) {
+		s := StampOf(o[0])
+		return t.setFloor(ctx, floor, &s, r)
+	}
+	return t.setFloor(ctx, floor, nil, r)
+}
+
+// SetFloorFrom raises the floor to floor, its marker stamped with at (the
+// stamp of version floor's manifest as the caller listed it), with the
+// floor already read (r, e.g. by the prune plan under the same lock): no
+// second read. It writes nothing when r holds a stamped marker at least
+// as high, and no legacy object. A stale r is harmless, as for a stale
+// lease holder: the marker written is then below the highest, which
+// changes nothing. When r's listing held every marker, the lower markers
+// are deleted from it without listing them again.
+func (t *Table) SetFloorFrom(ctx context.Context, floor uint64, at ManifestStamp, r FloorRead) error {
+	return t.setFloor(ctx, floor, &at, r)
+}
+
+func (t *Table) setFloor(ctx context.Context, floor uint64, at *ManifestStamp, r FloorRead) error {
+	hi, _, stamped := r.StampedFloor()
+	if write := !stamped || floor > hi; write {
+		b, _ := json.Marshal(map[string]uint64{"floor": floor})
+		mk := t.key(floorMarkerKey(floor))
+		if at != nil && at.valid() {
+			mk = t.key(stampedMarkerKey(floor, *at))
+		}
+		if err := t.store.PutIfAbsent(ctx, mk, b); err != nil && !errors.Is(err, objstore.ErrExists) {
+			return fmt.Errorf("set floor of %s to %d: %w", t.name(), floor, err)
+		}
+	} else if !r.legacy {
+		return nil
 	}
 	markers := r.markers
 	if !r.complete {
@@ -562,7 +589,7 @@ func (t *Table) SetFloorFrom(ctx context.Context, floor uint64, r FloorRead) err
 		}
 		markers = page.Objects
 	}
-	t.dropLowerFloors(ctx, markers, legacy, cur)
+	t.dropLowerFloors(ctx, markers, r.legacy, r.legacyFloor)
 	return nil
 }
 
@@ -574,26 +601,28 @@ func (t *Table) SetFloorFrom(ctx context.Context, floor uint64, r FloorRead) err
 const floorMarkerKeep = 10 * time.Minute
 
 // dropLowerFloors deletes, best effort, the markers (of the listing
-// markers, highest first) below the highest marker written more than
-// floorMarkerKeep ago, and the legacy object if its value (legacy) is at
-// most that marker.
-func (t *Table) dropLowerFloors(ctx context.Context, markers []objstore.ObjectInfo, legacy bool, legacyAtMost uint64) {
+// markers, highest first; stamped or not) whose floor is below the highest
+// stamped marker written more than floorMarkerKeep ago, and the legacy
+// object if its value (legacyFloor) is at most that marker's. A marker
+// without a stamp, or the legacy object, never settles: only a floor a
+// planner can trust replaces them.
+func (t *Table) dropLowerFloors(ctx context.Context, markers []objstore.ObjectInfo, legacy bool, legacyFloor uint64) {
 	cutoff := t.opts.Clock.Now().Add(-floorMarkerKeep - MaxClockSkew)
 	var lower []string
 	var settled uint64
 	found := false
 	for _, o := range markers { // highest first
-		f, ok := parseFloorMarker(strings.TrimPrefix(o.Key, t.root))
+		m, ok := parseMarkerName(strings.TrimPrefix(o.Key, t.root))
 		if !ok {
 			continue
 		}
-		if found {
+		if found && m.floor < settled {
 			lower = append(lower, o.Key)
-		} else if o.LastModified.Before(cutoff) {
-			settled, found = f, true
+		} else if !found && m.stamped && o.LastModified.Before(cutoff) {
+			settled, found = m.floor, true
 		}
 	}
-	if legacy && found && legacyAtMost <= settled {
+	if legacy && found && legacyFloor <= settled {
 		lower = append(lower, t.key(legacyFloorKey))
 	}
 	if len(lower) > 0 {
