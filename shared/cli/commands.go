@@ -776,16 +776,28 @@ func newStatsCmd(app *App) *cobra.Command {
 
 // StatsLines renders table stats as label/value pairs (shared with the demo).
 func StatsLines(s dataset.Stats) [][2]string {
-	return [][2]string{
-		{"latest version", strconv.FormatUint(s.Version, 10)},
+	pairs := [][2]string{{"latest version", strconv.FormatUint(s.Version, 10)}}
+	if s.FormatVersion != 0 {
+		pairs = append(pairs, [2]string{"format version", strconv.FormatUint(s.FormatVersion, 10)})
+	}
+	return append(pairs, [][2]string{
 		{"versions stored", strconv.Itoa(s.Versions)},
 		{"fragments", strconv.Itoa(s.Fragments)},
-		{"rows", strconv.FormatUint(s.Rows, 10)},
+		{"rows", rowsText(s.Rows, s.InlineRows)},
 		{"deleted rows", fmt.Sprintf("%d (in %d deletion files)", s.DeletedRows, s.DeletionFiles)},
 		{"manifest bytes", HumanBytes(s.ManifestBytes) + " all versions"},
 		{"latest manifest", HumanBytes(s.LatestManifestBytes)},
 		{"data bytes", HumanBytes(int64(s.DataBytes)) + " referenced by the latest version"},
+	}...)
+}
+
+// rowsText is a row count, with the inline rows among them (format 3:
+// in the manifest, in no data file) when there are any.
+func rowsText(rows, inline uint64) string {
+	if inline == 0 {
+		return strconv.FormatUint(rows, 10)
 	}
+	return fmt.Sprintf("%d (%d inline in the manifest)", rows, inline)
 }
 
 // PrintKV prints label/value pairs aligned (shared with the demo).
