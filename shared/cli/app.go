@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/tablekeep/tablekeep/shared/objstore"
+	"github.com/tablekeep/tablekeep/shared/progress"
 	"github.com/tablekeep/tablekeep/shared/table"
 	"github.com/tablekeep/tablekeep/shared/warehouse"
 )
@@ -38,6 +39,7 @@ type App struct {
 	Logger *slog.Logger // discards unless --verbose
 
 	counting *objstore.Counting // set by OpenStore with --verbose
+	bars     progress.Func      // tests: the bars a terminal would show
 }
 
 // JSON reports whether --output json was given.
@@ -220,6 +222,9 @@ func NewRoot(app *App) *cobra.Command {
 			if app.Verbose {
 				app.Logger = slog.New(slog.NewTextHandler(app.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 			}
+			// The long phases of the library calls (a sweep reading 20,000
+			// manifests) tick on the terminal's bars.
+			cmd.SetContext(progress.WithBars(cmd.Context(), app.progress()))
 			return nil
 		},
 	}

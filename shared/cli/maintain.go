@@ -20,6 +20,9 @@ import (
 // progress is the progress-bar constructor for long local operations: bars
 // on stderr when it is a terminal, none otherwise.
 func (a *App) progress() func(desc string, total int) progress.Bar {
+	if a.bars != nil {
+		return a.bars
+	}
 	return progress.For(a.Stderr)
 }
 

@@ -255,6 +255,7 @@ func rfc3339(t time.Time) string {
 
 func statusOf(ctx context.Context, store objstore.Store, ref maintenance.TableRef, old maintenance.TableStats, clock clock.Clock, lag time.Duration) tableStatus {
 	r := tableStatus{Table: ref.Name, Root: ref.Root, Health: "ok", Policy: policyOf(ref)}
+	ctx = progress.Named(ctx, ref.Name) // its long phases' bars name it
 	fail := func(err error) tableStatus {
 		r.Error = oneLine(sdkOneLine(err))
 		r.Health, r.Reason = "unreadable", r.Error
@@ -276,7 +277,7 @@ func statusOf(ctx context.Context, store objstore.Store, ref maintenance.TableRe
 	// dataset reads every stored manifest: `tablekeep sweep --dry-run`
 	// shows it).
 	if tb, ok := src.(maintenance.TableBacked); ok {
-		sr, err := maintenance.Sweep(ctx, tb.Table(), ref.Policy, now, 0, true)
+		sr, err := maintenance.Sweep(progress.Named(ctx, "sweep"), tb.Table(), ref.Policy, now, 0, true)
 		if err != nil {
 			return fail(err)
 		}
