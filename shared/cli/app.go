@@ -10,9 +10,11 @@ import (
 	"os"
 	"regexp"
 	"runtime/debug"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/tablekeep/tablekeep/shared/objstore"
 	"github.com/tablekeep/tablekeep/shared/progress"
@@ -237,6 +239,9 @@ func NewRoot(app *App) *cobra.Command {
 	pf.StringVarP(&app.Output, "output", "o", "table", "output format: table or json (scan and get: also csv)")
 	pf.BoolVarP(&app.Verbose, "verbose", "v", false, "log to stderr")
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		if msg := numberFlagError(err); msg != "" {
+			return Usagef("%s: %s", c.CommandPath(), msg)
+		}
 		return Usagef("%s: %v (usage: %s; see %s --help)", c.CommandPath(), err, c.UseLine(), c.CommandPath())
 	})
 
@@ -338,3 +343,24 @@ var newlines = regexp.MustCompile(`\s*\n\s*`)
 var didYouMean = regexp.MustCompile(`(?s)^(unknown command .*?)\s+Did you mean this\?\s+(.*?)\s*$`)
 
 func oneLine(s string) string { return newlines.ReplaceAllString(strings.TrimSpace(s), " ") }
+
+// numberFlagError says what a numeric flag takes when its value is not one
+// ("--target-rows -5: want a whole number >= 0; --target-rows: ..."), not
+// strconv's "parsing "-5": invalid syntax"; "" for any other error.
+func numberFlagError(err error) string {
+	var iv *pflag.InvalidValueError
+	var ne *strconv.NumError
+	if !errors.As(err, &iv) || !errors.As(err, &ne) {
+		return ""
+	}
+	f := iv.GetFlag()
+	want := map[string]string{"uint": "a whole number >= 0", "uint64": "a whole number >= 0", "uint32": "a whole number >= 0",
+		"int": "a whole number", "int64": "a whole number", "float64": "a number"}[f.Value.Type()]
+	if want == "" {
+		return ""
+	}
+	if errors.Is(ne.Err, strconv.ErrRange) {
+		want += " in range"
+	}
+	return fmt.Sprintf("--%s %s: want %s; --%s: %s", f.Name, iv.GetValue(), want, f.Name, f.Usage)
+}

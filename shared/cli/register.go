@@ -129,9 +129,9 @@ timestamp, tags). See docs/lance.md.`,
 	f := cmd.Flags()
 	f.StringVar(&format, "format", formatTablekeep, "the table's format: tablekeep, or lance (a Lance dataset: compacted by page splicing and pruned; see docs/lance.md)")
 	f.IntVar(&p.KeepLast, "keep-last", p.KeepLast, "newest versions always kept (at least 1)")
-	f.DurationVar(&p.Grace, "grace", p.Grace, "keep versions superseded less than this long ago, and unreferenced files younger than this (at least the writers' 1h, at most 100 years)")
+	f.Var((*dayDuration)(&p.Grace), "grace", "keep versions superseded less than this long ago, and unreferenced files younger than this, e.g. 6h, 1d (at least the writers' 1h, at most 100 years)")
 	f.Uint64Var(&p.TargetRows, "target-rows", p.TargetRows, "compaction target rows per fragment (at least 1)")
-	f.Float64Var(&p.DeletedThreshold, "deleted-threshold", p.DeletedThreshold, "rewrite fragments with more than this share of deleted rows, in (0, 1] (a Lance dataset too, by Lance's rule: more than this share, the fragment is rewritten without them)")
+	f.Float64Var(&p.DeletedThreshold, "deleted-threshold", p.DeletedThreshold, "rewrite fragments with more than this share of deleted rows, in [0.001, 1] (a Lance dataset too, by Lance's rule: more than this share, the fragment is rewritten without them)")
 	return cmd
 }
 

@@ -188,7 +188,7 @@ monitoring.`,
 	}
 	addWarehouseFlags(cmd, &wf, false)
 	clockAheadFlag(cmd, &wf.ahead)
-	cmd.Flags().DurationVar(&lag, "max-lag", 0, "a backlog waiting longer than this is unhealthy (0: the policy's re-plan interval plus 1h)")
+	cmd.Flags().Var((*dayDuration)(&lag), "max-lag", "a backlog waiting longer than this is unhealthy, e.g. 12h, 1d (0: the policy's re-plan interval plus 1h)")
 	cmd.Flags().IntVar(&parallel, "parallel", defaultStatusParallel, "tables read at once (each sends at most "+strconv.Itoa(maintenance.DefaultConcurrency)+" requests at once)")
 	return cmd
 }

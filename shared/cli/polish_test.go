@@ -1,0 +1,44 @@
+package cli
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestLeaseDaysAndUnknownID (issue 32 section 5): --ttl and --grace take
+// days (Go's durations stop at hours: `unknown unit "d"`), and releasing a
+// lease the table does not hold names the table.
+func TestLeaseDaysAndUnknownID(t *testing.T) {
+	tbl, _ := newRegistry(t)
+	if out := ok(t, "", "lease", "create", tbl, "--ttl", "7d"); !strings.Contains(out, "expires") {
+		t.Fatalf("create --ttl 7d: %q", out)
+	}
+	fails(t, 2, "ttl 192h0m0s not in (0, 168h0m0s]", "", "lease", "create", tbl, "--ttl", "8d")
+	loc := strings.TrimPrefix(tbl, "--table=")
+	fails(t, 1, "lease 0123456789abcdef on "+loc+": lease not found", "", "lease", "release", "0123456789abcdef", tbl)
+	dir := filepath.Dir(loc)
+	if out := ok(t, "", "register", "reg", filepath.Base(loc), "--warehouse", dir, "--grace", "1d12h"); !strings.Contains(out, "grace 36h") {
+		t.Fatalf("register --grace 1d12h: %q", out)
+	}
+	for in, want := range map[string]time.Duration{"7d": 7 * 24 * time.Hour, "1.5d": 36 * time.Hour, "1d30m": 24*time.Hour + 30*time.Minute, "90m": 90 * time.Minute} {
+		if got, err := parseDays(in); err != nil || got != want {
+			t.Errorf("parseDays(%q) = %v, %v; want %v", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"d", "-1d", "1d-1h", "xd", "1dd"} {
+		if _, err := parseDays(in); err == nil {
+			t.Errorf("parseDays(%q): no error", in)
+		}
+	}
+}
+
+// TestNumberFlagErrors: a numeric flag given something else says what it
+// takes, not strconv's `strconv.ParseUint: parsing "-5": invalid syntax`.
+func TestNumberFlagErrors(t *testing.T) {
+	tbl, _ := newRegistry(t)
+	fails(t, 2, "register: --target-rows -5: want a whole number >= 0; --target-rows: compaction target rows per fragment (at least 1)", "",
+		"register", "x", "registry", "--warehouse", filepath.Dir(strings.TrimPrefix(tbl, "--table=")), "--target-rows", "-5")
+	fails(t, 2, "scan: --limit x: want a whole number; --limit: ", "", "scan", tbl, "--limit", "x")
+}
