@@ -221,6 +221,11 @@ func NewRoot(app *App) *cobra.Command {
 			if !cmd.Flags().Changed("table") && cmd.Annotations[annotWarehouse] == "" {
 				app.TableURI = os.Getenv(EnvTable)
 			}
+			// Versions start at 1 (docs/format.md): --version 0 is not "the
+			// latest" (which is --version left out).
+			if f := cmd.Flags().Lookup("version"); f != nil && f.Changed && f.Value.String() == "0" {
+				return Usagef("--version 0: versions start at 1 (leave --version out for the latest)")
+			}
 			if app.Verbose {
 				app.Logger = slog.New(slog.NewTextHandler(app.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 			}

@@ -319,9 +319,12 @@ func newScanCmd(app *App) *cobra.Command {
 					names = append(names, f.Name)
 				}
 			}
-			for _, n := range names {
+			for i, n := range names {
 				if len(schema.FieldIndices(n)) != 1 {
 					return Usagef("--columns: unknown column %q (table columns: %s)", n, strings.Join(fieldNames(schema), ", "))
+				}
+				if slices.Contains(names[:i], n) {
+					return Usagef("--columns: %q given twice", n)
 				}
 			}
 			// The filter is checked before the printer writes a header.
@@ -395,6 +398,9 @@ func keyFilter(m *table.Manifest, names []string, prefix, rng string) (func(arro
 				return nil, nil, nil, Usagef("--key-range: %v", err)
 			}
 		}
+		if lo != nil && hi != nil && bytes.Compare(lo, hi) >= 0 {
+			return nil, nil, nil, Usagef("--key-range %q: no key is >= %q and < %q (LO must sort before HI)", rng, l, h)
+		}
 	}
 	scan := append([]string{}, names...)
 	keyCol := slices.Index(scan, m.KeyColumn)
@@ -456,7 +462,7 @@ func newGetCmd(app *App) *cobra.Command {
 			}
 			rec, err := snap.Get(ctx, key)
 			if errors.Is(err, table.ErrNotFound) {
-				return fmt.Errorf("key %q not found at version %d: %w", args[0], snap.Version(), table.ErrNotFound)
+				return &sayErr{fmt.Sprintf("key %q not found at version %d", args[0], snap.Version()), table.ErrNotFound}
 			}
 			if err != nil {
 				return err

@@ -172,3 +172,14 @@ func s3Error(uri string, err error) error {
 	}
 	return fmt.Errorf("%s: %s", uri, ae.ErrorCode())
 }
+
+// sayErr is an error whose message says it all: it wraps err (for
+// errors.Is) without repeating err's text ("key "nope" not found at
+// version 2", not "...: key not found").
+type sayErr struct {
+	msg string
+	err error
+}
+
+func (e *sayErr) Error() string { return e.msg }
+func (e *sayErr) Unwrap() error { return e.err }

@@ -42,3 +42,22 @@ func TestNumberFlagErrors(t *testing.T) {
 		"register", "x", "registry", "--warehouse", filepath.Dir(strings.TrimPrefix(tbl, "--table=")), "--target-rows", "-5")
 	fails(t, 2, "scan: --limit x: want a whole number; --limit: ", "", "scan", tbl, "--limit", "x")
 }
+
+// TestReadFlagMistakes (issue 32 section 5, earlier items still open):
+// each is a clear usage error now, where --columns name,name printed NAME
+// twice, --version 0 silently meant the latest, --key-range z..a printed
+// an empty table, and get of a missing key said "not found" twice.
+func TestReadFlagMistakes(t *testing.T) {
+	tbl, _ := newRegistry(t)
+	ok(t, threeRows, "upsert", tbl)
+	fails(t, 2, `--columns: "name" given twice`, "", "scan", tbl, "--columns", "name,name")
+	for _, cmd := range [][]string{{"files"}, {"scan"}, {"get", "a"}, {"export", "--out", "x.parquet"}, {"tag", "t"}} {
+		fails(t, 2, "--version 0: versions start at 1 (leave --version out for the latest)", "", append(append(cmd, tbl), "--version", "0")...)
+	}
+	fails(t, 2, `--key-range "z..a": no key is >= "z" and < "a" (LO must sort before HI)`, "", "scan", tbl, "--key-range", "z..a")
+	fails(t, 2, `--key-range "a..a"`, "", "scan", tbl, "--key-range", "a..a")
+	r := run(t, "", "get", "nope", tbl)
+	if r.code != 1 || r.err != "tablekeep: key \"nope\" not found at version 2\n" {
+		t.Fatalf("get nope: exit %d, %q", r.code, r.err)
+	}
+}
