@@ -42,6 +42,7 @@ type App struct {
 
 	counting *objstore.Counting // set by OpenStore with --verbose
 	bars     progress.Func      // tests: the bars a terminal would show
+	warnings []string           // printed after a command that succeeded
 }
 
 // JSON reports whether --output json was given.
@@ -221,6 +222,11 @@ func NewRoot(app *App) *cobra.Command {
 			if !cmd.Flags().Changed("table") && cmd.Annotations[annotWarehouse] == "" {
 				app.TableURI = os.Getenv(EnvTable)
 			}
+			cmd.Flags().Visit(func(f *pflag.Flag) {
+				if to := f.Annotations[annotDeprecatedFor]; len(to) == 1 {
+					app.warnings = append(app.warnings, fmt.Sprintf("--%s is deprecated here: use --%s", f.Name, to[0]))
+				}
+			})
 			// Versions start at 1 (docs/format.md): --version 0 is not "the
 			// latest" (which is --version left out).
 			if f := cmd.Flags().Lookup("version"); f != nil && f.Changed && f.Value.String() == "0" {
@@ -323,6 +329,9 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		app.Logger.Info("object store requests", "counts", app.counting.Counts().String())
 	}
 	if err == nil {
+		for _, w := range app.warnings { // on failure the error line says it all
+			fmt.Fprintf(stderr, "tablekeep: warning: %s\n", w)
+		}
 		return ExitOK
 	}
 	msg := styled(err, app.TableURI).Error()

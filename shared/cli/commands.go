@@ -18,15 +18,15 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/tablekeep/tablekeep/shared/dataset"
+	"github.com/tablekeep/tablekeep/shared/formats"
 	"github.com/tablekeep/tablekeep/shared/maintenance"
 	"github.com/tablekeep/tablekeep/shared/table"
 )
 
 func newCreateCmd(app *App) *cobra.Command {
-	var spec, key string
-	var format uint64
+	var spec, key, tableFormat string
 	cmd := &cobra.Command{
-		Use:   "create --schema SPEC [--key COLUMN] [--format 3|2]",
+		Use:   "create --schema SPEC [--key COLUMN] [--table-format 3|2]",
 		Short: "Create an empty table (version 1)",
 		Long: `Create an empty table (version 1).
 
@@ -40,7 +40,7 @@ timestamp is microseconds, UTC. A column is required unless its type ends in
 --key names the key column (utf8 or int64, required): upsert, delete and
 get work by key. Without --key the table is append-only.
 
---format is the table format: 3 (the default: small writes inline in the
+--table-format is the table format: 3 (the default: small writes inline in the
 manifest, docs/format.md 4.7; releases before format 3 refuse the table)
 or 2 (one data file per write; what older releases read and write).`,
 		Args: cobra.NoArgs,
@@ -62,8 +62,9 @@ or 2 (one data file per write; what older releases read and write).`,
 					return Usagef("--key %q must not be nullable", key)
 				}
 			}
-			if format != 2 && format != table.FormatVersion {
-				return Usagef("--format must be 2 or %d, not %d", table.FormatVersion, format)
+			format, err := parseTableFormat(tableFormat)
+			if err != nil {
+				return err
 			}
 			ctx := cmd.Context()
 			store, root, err := app.OpenStore(ctx, false)
@@ -97,10 +98,38 @@ or 2 (one data file per write; what older releases read and write).`,
 	}
 	cmd.Flags().StringVar(&spec, "schema", "", "columns, e.g. 'name:utf8,uri:utf8,created_at:timestamp' (required)")
 	cmd.Flags().StringVar(&key, "key", "", "key column (utf8 or int64)")
-	cmd.Flags().Uint64Var(&format, "format", table.FormatVersion, "table format: 3 (inline small writes) or 2 (a data file per write, for older releases)")
+	def := strconv.Itoa(table.FormatVersion)
+	cmd.Flags().StringVar(&tableFormat, "table-format", def, "table format: 3 (inline small writes) or 2 (a data file per write, for older releases)")
+	deprecatedAlias(cmd, &tableFormat, "format", "table-format", def)
 	_ = cmd.MarkFlagRequired("schema")
 	return cmd
 }
+
+// parseTableFormat is create's --table-format: 3 or 2.
+func parseTableFormat(s string) (uint64, error) {
+	switch strings.TrimSpace(s) {
+	case "3":
+		return 3, nil
+	case "2":
+		return 2, nil
+	case formats.Lance:
+		return 0, Usagef("--table-format lance: create makes tablekeep tables (3 or 2); LanceDB creates a Lance dataset, then `tablekeep register NAME PATH --table-format lance` maintains it")
+	}
+	return 0, Usagef("--table-format %q: want 3 (the default) or 2", s)
+}
+
+// deprecatedAlias adds --old as a deprecated alias of --name, on the same
+// variable (it was --name's spelling in earlier releases): hidden from the
+// help, and its use warned of on stderr (NewRoot; pflag's own deprecation
+// notice goes to stdout).
+func deprecatedAlias(cmd *cobra.Command, v *string, old, name, def string) {
+	cmd.Flags().StringVar(v, old, def, "deprecated: --"+name)
+	_ = cmd.Flags().MarkHidden(old)
+	_ = cmd.Flags().SetAnnotation(old, annotDeprecatedFor, []string{name})
+}
+
+// annotDeprecatedFor marks a deprecated alias flag with the flag it stands for.
+const annotDeprecatedFor = "tablekeep.deprecated-for"
 
 func newAppendCmd(app *App) *cobra.Command { return newWriteCmd(app, "append") }
 func newUpsertCmd(app *App) *cobra.Command { return newWriteCmd(app, "upsert") }

@@ -36,12 +36,12 @@ var ErrWrongFormat = errors.New("wrong format")
 // lanceNotTable is the error of a table command (or a tablekeep
 // registration) on a Lance dataset at path.
 func lanceNotTable(path string) error {
-	return fmt.Errorf("%s is a Lance dataset: register it with --format lance; table commands read tablekeep tables (use LanceDB)%w", path, quiet{ErrWrongFormat})
+	return fmt.Errorf("%s is a Lance dataset: register it with --table-format lance; table commands read tablekeep tables (use LanceDB)%w", path, quiet{ErrWrongFormat})
 }
 
 // tableNotLance is its mirror: --format lance on a tablekeep table.
 func tableNotLance(path string) error {
-	return fmt.Errorf("%s is a tablekeep table, not a Lance dataset: register it without --format lance (--format tablekeep)%w", path, quiet{ErrWrongFormat})
+	return fmt.Errorf("%s is a tablekeep table, not a Lance dataset: register it without --table-format lance (--table-format tablekeep)%w", path, quiet{ErrWrongFormat})
 }
 
 // quiet wraps a sentinel so that it matches errors.Is without adding to

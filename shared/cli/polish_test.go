@@ -61,3 +61,22 @@ func TestReadFlagMistakes(t *testing.T) {
 		t.Fatalf("get nope: exit %d, %q", r.code, r.err)
 	}
 }
+
+// TestTableFormatFlag: the table format has its own flag name,
+// --table-format (create: 3|2; register: tablekeep|lance), where --format
+// meant four things; --format still works there, deprecated, and
+// `create --format lance` says what to do instead of a strconv error.
+func TestTableFormatFlag(t *testing.T) {
+	dir := t.TempDir()
+	ok(t, "", "create", "--table", filepath.Join(dir, "t2"), "--schema", "name:utf8", "--key", "name", "--table-format", "2")
+	r := run(t, "", "create", "--table", filepath.Join(dir, "old"), "--schema", "name:utf8", "--format", "2")
+	if r.code != 0 || r.err != "tablekeep: warning: --format is deprecated here: use --table-format\n" {
+		t.Fatalf("create --format 2: exit %d, stderr %q", r.code, r.err)
+	}
+	fails(t, 2, "--table-format lance: create makes tablekeep tables (3 or 2); LanceDB creates a Lance dataset", "", "create", "--table", filepath.Join(dir, "l"), "--schema", "name:utf8", "--format", "lance")
+	fails(t, 2, `--table-format "4": want 3 (the default) or 2`, "", "create", "--table", filepath.Join(dir, "l"), "--schema", "name:utf8", "--table-format", "4")
+	if out := ok(t, "", "describe", "--table", filepath.Join(dir, "t2")); !strings.Contains(out, "tablekeep 2") {
+		t.Fatalf("describe: %q", out)
+	}
+	fails(t, 2, `--table-format "delta"`, "", "register", "t2", "t2", "--warehouse", dir, "--table-format", "delta")
+}
