@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"encoding/json"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -79,4 +81,45 @@ func TestTableFormatFlag(t *testing.T) {
 		t.Fatalf("describe: %q", out)
 	}
 	fails(t, 2, `--table-format "delta"`, "", "register", "t2", "t2", "--warehouse", dir, "--table-format", "delta")
+}
+
+// TestStatusPrunableLeases: status PRUNABLE says what a lease holds
+// ("+19 held by lease ID until T"), where it counted the leased versions
+// as prunable once their grace ended ("+28 at T", the lease ignored).
+func TestStatusPrunableLeases(t *testing.T) {
+	t.Setenv("TABLEKEEP_WAREHOUSE", "")
+	t.Setenv(EnvAllowClockAhead, "test")
+	dir := t.TempDir()
+	tbl := "--table=" + filepath.Join(dir, "ev")
+	ok(t, "", "create", tbl, "--schema", "name:utf8,v:utf8", "--key", "name")
+	for i := range 30 {
+		ok(t, fmt.Sprintf("{\"name\":\"k%d\",\"v\":\"%d\"}\n", i%4, i), "upsert", tbl) // v2..v31
+	}
+	ok(t, "", "register", "ev", "ev", "--warehouse", dir, "--keep-last", "3")
+	id := strings.Fields(ok(t, "", "lease", "create", tbl, "--version", "10", "--ttl", "2h"))[1]
+	type row struct {
+		Now    int    `json:"prunable_versions"`
+		Later  int    `json:"prunable_later"`
+		Leased int    `json:"prunable_leased"`
+		By     string `json:"prunable_leased_by"`
+		Until  string `json:"prunable_leased_until"`
+	}
+	for _, c := range []struct {
+		ahead            string
+		now, later, held int
+	}{{"0s", 0, 9, 19}, {"61m", 9, 0, 19}} { // versions 10-28 held: from the lease's to the newest 3
+		var st struct{ Tables []row }
+		r := run(t, "", "status", "--warehouse", dir, "--table", "ev", "--clock-ahead", c.ahead, "-o", "json")
+		if err := json.Unmarshal([]byte(r.out), &st); err != nil || len(st.Tables) != 1 {
+			t.Fatalf("status: %v %q", err, r.out)
+		}
+		g := st.Tables[0]
+		if g.Now != c.now || g.Later != c.later || g.Leased != c.held || g.By != id || g.Until == "" {
+			t.Errorf("clock ahead %s: %+v, want %d now, %d later, %d held by %s", c.ahead, g, c.now, c.later, c.held, id)
+		}
+		out := run(t, "", "status", "--warehouse", dir, "--table", "ev", "--clock-ahead", c.ahead).out
+		if !strings.Contains(out, fmt.Sprintf("%d (+19 held by lease %s until ", c.now, id)) {
+			t.Errorf("clock ahead %s: PRUNABLE does not say what the lease holds:\n%s", c.ahead, out)
+		}
+	}
 }

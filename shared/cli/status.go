@@ -39,6 +39,11 @@ type tableStatus struct {
 	PrunableSince string `json:"prunable_since,omitempty"`
 	PrunableLater int    `json:"prunable_later"`
 	PrunableAt    string `json:"prunable_at,omitempty"`
+	// PrunableLeased more are held by lease PrunableLeasedBy, until
+	// PrunableLeasedTill at the latest (status_lease.go).
+	PrunableLeased     int    `json:"prunable_leased,omitempty"`
+	PrunableLeasedBy   string `json:"prunable_leased_by,omitempty"`
+	PrunableLeasedTill string `json:"prunable_leased_until,omitempty"`
 	// Unreclaimed: stored versions below the floor already set.
 	Unreclaimed int    `json:"unreclaimed_versions"`
 	Rows        uint64 `json:"rows"`
@@ -96,6 +101,7 @@ func newStatusCmd(app *App) *cobra.Command {
                (a Lance dataset after a LanceDB restore); unreadable. The
                reasons follow the table, one line per table
   PRUNABLE     versions the next pass deletes (the prune planner's rule),
+               "+N held by lease ID until T": more a reader lease holds,
                and "+N at T": more once their grace window ends at T
   COMPACTABLE  fragments the compaction planner would fold (its rule)
   GARBAGE      unreferenced data and deletion files older than the grace
@@ -207,10 +213,7 @@ func printStatus(app *App, rows []tableStatus) error {
 			cells = append(cells, []string{r.Table, r.Policy.Format, health, "", "", "", "", "", "", ""})
 			continue
 		}
-		prunable := strconv.Itoa(r.PrunableNow)
-		if r.PrunableLater > 0 {
-			prunable += fmt.Sprintf(" (+%d at %s)", r.PrunableLater, r.PrunableAt)
-		}
+		prunable := prunableText(r)
 		compactable, garbage := fmt.Sprintf("%d of %d", r.Compactable, r.Fragments), shortBytes(r.GarbageBytes)
 		if r.Policy.Format != formatTablekeep {
 			compactable, garbage = "-", "-" // it compacts and sweeps itself
