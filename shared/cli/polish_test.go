@@ -123,3 +123,18 @@ func TestStatusPrunableLeases(t *testing.T) {
 		}
 	}
 }
+
+// TestDryRunSkipsIdleSystemTables: a dry run over the warehouse prints no
+// section for _stats and _registry when they have nothing to do (only why
+// they keep their versions), as docs/cli.md shows; the tables' rows stay.
+func TestDryRunSkipsIdleSystemTables(t *testing.T) {
+	t.Setenv("TABLEKEEP_WAREHOUSE", "")
+	dir := t.TempDir()
+	ok(t, "", "create", "--table", filepath.Join(dir, "ev"), "--schema", "name:utf8", "--key", "name")
+	ok(t, "", "register", "ev", "ev", "--warehouse", dir)
+	out := ok(t, "", "maintain", "--warehouse", dir, "--dry-run")
+	if strings.Contains(out, "\n_stats:\n") || strings.Contains(out, "\n_registry:\n") || !strings.Contains(out, "\nev:\n") ||
+		!strings.Contains(out, "\n_stats ") || !strings.Contains(out, "\n_registry ") {
+		t.Fatalf("maintain --dry-run:\n%s", out)
+	}
+}
