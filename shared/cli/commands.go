@@ -75,6 +75,8 @@ or 2 (one data file per write; what older releases read and write).`,
 			opts.Format = format
 			t, err := table.Create(ctx, store, root, schema, key, opts)
 			switch {
+			case errors.Is(err, table.ErrTableExists) && isLanceDataset(ctx, store, root):
+				return fmt.Errorf("%s is a Lance dataset, not a place for a new table: choose another --table (register --table-format lance maintains it)%w", app.TableURI, quiet{table.ErrTableExists})
 			case errors.Is(err, table.ErrTableExists):
 				return fmt.Errorf("%s: %w", app.TableURI, table.ErrTableExists)
 			case errors.Is(err, table.ErrInvalidSchema):

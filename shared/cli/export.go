@@ -24,9 +24,9 @@ import (
 type describeJSON struct {
 	Table       string      `json:"table"`
 	Version     uint64      `json:"version"`
-	Schema      string      `json:"schema"`
+	Schema      string      `json:"schema,omitempty"` // tablekeep (a Lance dataset's is LanceDB's)
 	Key         string      `json:"key_column,omitempty"`
-	WriterGrace string      `json:"writer_grace"`
+	WriterGrace string      `json:"writer_grace,omitempty"` // tablekeep: the writers' grace window
 	Fragments   int         `json:"fragments"`
 	Rows        uint64      `json:"rows"`
 	Registered  string      `json:"registered_as,omitempty"`

@@ -62,7 +62,7 @@ func TestLanceFormatTagsAndRestore(t *testing.T) {
 	w := "--warehouse=" + dir
 
 	// Medium 4.
-	want := ds + " is a Lance dataset: register it with --table-format lance; table commands read tablekeep tables (use LanceDB)"
+	want := ds + " is a Lance dataset: table commands read tablekeep tables; read it with LanceDB (describe, files and lease take it; register --table-format lance maintains it)"
 	for _, cmd := range [][]string{{"scan"}, {"versions", "--long"}, {"get", "x"}, {"stats"}, {"tags"}, {"export", "--out", filepath.Join(dir, "x.parquet")}} {
 		fails(t, 1, want, "", append(cmd, "--table", ds)...)
 	}
@@ -70,6 +70,13 @@ func TestLanceFormatTagsAndRestore(t *testing.T) {
 	fails(t, 1, "tk is a tablekeep table, not a Lance dataset: register it without --table-format lance", "", "register", "tk", "tk", w, "--table-format", "lance")
 	if out := ok(t, "", "describe", "--table", ds); !strings.Contains(out, "lance") {
 		t.Fatalf("describe:\n%s", out)
+	}
+	// Issue 32: create on a Lance dataset says what is there (it said
+	// "table already exists"), and describe -o json has no empty schema
+	// and writer grace (tablekeep's notions).
+	fails(t, 1, ds+" is a Lance dataset, not a place for a new table", "", "create", "--table", ds, "--schema", "name:utf8")
+	if out := ok(t, "", "describe", "--table", ds, "-o", "json"); strings.Contains(out, `"schema"`) || strings.Contains(out, `"writer_grace"`) {
+		t.Fatalf("describe -o json of a Lance dataset: %s", out)
 	}
 	// files lists the latest version's data files; their live rows are
 	// the dataset's rows.

@@ -112,7 +112,7 @@ timestamp, tags). See docs/lance.md.`,
 			}
 			if err != nil && !errors.Is(err, catalog.ErrAlreadyRegistered) && !errors.Is(err, catalog.ErrNestedRoot) &&
 				isLanceDataset(ctx, w.Store, w.Catalog.TableRoot(args[1])) {
-				return fmt.Errorf("register %s in %s: %w", args[0], w.URI, lanceNotTable(strings.Trim(args[1], "/")))
+				return fmt.Errorf("register %s in %s: %w", args[0], w.URI, lanceNotRegistered(strings.Trim(args[1], "/")))
 			}
 			if err != nil {
 				return fmt.Errorf("register %s in %s: %w", args[0], w.URI, err)

@@ -96,7 +96,7 @@ func TestS3ReadOnlyRootsLanceAndRestore(t *testing.T) {
 		t.Fatalf("files on a Lance dataset: %v", fj)
 	}
 	for _, cmd := range [][]string{{"scan"}, {"versions", "--long"}, {"get", "x"}} {
-		fails(t, 1, ds+" is a Lance dataset: register it with --table-format lance; table commands read tablekeep tables (use LanceDB)", "", append(cmd, "--table", ds)...)
+		fails(t, 1, ds+" is a Lance dataset: table commands read tablekeep tables; read it with LanceDB (describe, files and lease take it; register --table-format lance maintains it)", "", append(cmd, "--table", ds)...)
 	}
 	fails(t, 1, "ds.lance is a Lance dataset: register it with --table-format lance", "", "register", "ds", "ds.lance", "--warehouse", wh)
 	fails(t, 1, "t is a tablekeep table, not a Lance dataset", "", "register", "prod", "t", "--warehouse", wh, "--table-format", "lance")
