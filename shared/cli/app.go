@@ -110,6 +110,23 @@ func (a *App) OpenTable(ctx context.Context) (*table.Table, error) {
 	return t, err
 }
 
+// OpenTableAt opens the table for reading version v (0: the latest). A
+// corrupt latest manifest does not keep an older, intact version from
+// being read: with v set, the table is then a handle that has read nothing
+// (Snapshot checks out v by name).
+func (a *App) OpenTableAt(ctx context.Context, v uint64) (*table.Table, error) {
+	t, err := a.OpenTable(ctx)
+	if v == 0 || !errors.Is(err, table.ErrCorruptManifest) {
+		return t, err
+	}
+	store, root, serr := a.OpenStore(ctx, true)
+	if serr != nil {
+		return nil, err
+	}
+	a.Logger.Warn("latest manifest unreadable; reading the version asked for", "version", v, "err", err)
+	return table.Handle(store, root, a.TableOptions()), nil
+}
+
 // Snapshot opens the table at version v, or at its latest version if v is 0
 // (the one OpenTable just loaded: no further requests).
 func (a *App) Snapshot(ctx context.Context, t *table.Table, v uint64) (*table.Snapshot, error) {

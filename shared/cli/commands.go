@@ -334,7 +334,7 @@ func newScanCmd(app *App) *cobra.Command {
 				return Usagef("--limit must be >= 0")
 			}
 			ctx := cmd.Context()
-			t, err := app.OpenTable(ctx)
+			t, err := app.OpenTableAt(ctx, version)
 			if err != nil {
 				return err
 			}
@@ -475,7 +475,7 @@ func newGetCmd(app *App) *cobra.Command {
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			t, err := app.OpenTable(ctx)
+			t, err := app.OpenTableAt(ctx, version)
 			if err != nil {
 				return err
 			}

@@ -148,7 +148,7 @@ func newExportCmd(app *App) *cobra.Command {
 				return fmt.Errorf("export: %s exists: choose another --out, or --force to overwrite it", out)
 			}
 			ctx := cmd.Context()
-			t, err := app.OpenTable(ctx)
+			t, err := app.OpenTableAt(ctx, version)
 			if err != nil {
 				return err
 			}
@@ -229,7 +229,7 @@ Reads every file's deletion vector (and, to do so, the file).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
-			t, err := app.OpenTable(ctx)
+			t, err := app.OpenTableAt(ctx, version)
 			if errors.Is(err, ErrWrongFormat) {
 				return lanceFiles(ctx, app, version) // a Lance dataset, read-only
 			}

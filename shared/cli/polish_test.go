@@ -3,10 +3,13 @@ package cli
 import (
 	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tablekeep/tablekeep/shared/table"
 )
 
 // TestLeaseDaysAndUnknownID (issue 32 section 5): --ttl and --grace take
@@ -136,5 +139,29 @@ func TestDryRunSkipsIdleSystemTables(t *testing.T) {
 	if strings.Contains(out, "\n_stats:\n") || strings.Contains(out, "\n_registry:\n") || !strings.Contains(out, "\nev:\n") ||
 		!strings.Contains(out, "\n_stats ") || !strings.Contains(out, "\n_registry ") {
 		t.Fatalf("maintain --dry-run:\n%s", out)
+	}
+}
+
+// TestCorruptLatestAllowsTimeTravel: a corrupt latest manifest is an
+// error for the latest, but reading an intact older version by --version
+// works (scan, get, export, files), where every read failed on the latest.
+func TestCorruptLatestAllowsTimeTravel(t *testing.T) {
+	tbl, dir := newRegistry(t)
+	ok(t, threeRows, "upsert", tbl) // v2
+	ok(t, `{"name":"a","uri":"u2","created_at":"2026-01-01T00:00:00Z"}`, "upsert", tbl)
+	latest := filepath.Join(dir, "registry", table.ManifestKey(3))
+	if err := os.WriteFile(latest, []byte("garbage, not a manifest"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fails(t, 1, "corrupt manifest", "", "scan", tbl)
+	if rows := jsonLines(t, ok(t, "", "scan", tbl, "--version", "2", "-o", "json")); len(rows) != 3 {
+		t.Fatalf("scan --version 2: %v", rows)
+	}
+	if out := ok(t, "", "get", "a", tbl, "--version", "2", "-o", "json"); !strings.Contains(out, `"uri":"s3://r/a"`) {
+		t.Fatalf("get --version 2: %q", out)
+	}
+	ok(t, "", "export", tbl, "--version", "2", "--format", "parquet", "--out", filepath.Join(dir, "v2.parquet"))
+	if out := ok(t, "", "files", tbl, "--version", "2"); !strings.Contains(out, "3 rows are inline") {
+		t.Fatalf("files --version 2: %q", out)
 	}
 }
