@@ -301,6 +301,7 @@ func NewRoot(app *App) *cobra.Command {
 			c.Annotations = map[string]string{annotCSV: "1"}
 		}
 	}
+	addCompletions(app, root)
 	markRunErrors(root)
 	return root
 }

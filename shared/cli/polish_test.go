@@ -165,3 +165,29 @@ func TestCorruptLatestAllowsTimeTravel(t *testing.T) {
 		t.Fatalf("files --version 2: %q", out)
 	}
 }
+
+// TestCompletion: the shells complete --table with the names registered
+// in --warehouse, and the values of -o, --table-format and --format.
+func TestCompletion(t *testing.T) {
+	t.Setenv("TABLEKEEP_WAREHOUSE", "")
+	dir := t.TempDir()
+	ok(t, "", "create", "--table", filepath.Join(dir, "ev"), "--schema", "name:utf8", "--key", "name")
+	ok(t, "", "register", "events", "ev", "--warehouse", dir)
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"status", "--warehouse", dir, "--table", ""}, "events\n"},
+		{[]string{"lease", "list", "--warehouse", dir, "--table", ""}, "events\n"},
+		{[]string{"scan", "-o", ""}, "table\njson\ncsv\n"},
+		{[]string{"create", "--table-format", ""}, "3\n2\n"},
+		{[]string{"register", "--table-format", ""}, "tablekeep\nlance\n"},
+		{[]string{"upsert", "--format", ""}, "jsonl\ncsv\n"},
+		{[]string{"export", "--format", ""}, "parquet\n"},
+	} {
+		r := run(t, "", append([]string{"__complete"}, c.args...)...)
+		if !strings.Contains(r.out, c.want) {
+			t.Errorf("complete %v: %q, want %q", c.args, r.out, c.want)
+		}
+	}
+}
