@@ -3,6 +3,9 @@ package cli
 import (
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -189,5 +192,53 @@ func TestCompletion(t *testing.T) {
 		if !strings.Contains(r.out, c.want) {
 			t.Errorf("complete %v: %q, want %q", c.args, r.out, c.want)
 		}
+	}
+}
+
+// TestNotS3Endpoint: an endpoint that answers, but not as S3 (a web
+// server), says so with its address and the variable to check, instead of
+// the SDK's "error while deserializing xml error response : XML syntax
+// error on line 6".
+func TestNotS3Endpoint(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.WriteHeader(http.StatusNotFound)
+		_, _ = io.WriteString(w, "<html><head><meta charset=utf-8></head><body>not here</body></html>")
+	}))
+	defer srv.Close()
+	for k, v := range map[string]string{"AWS_ENDPOINT_URL_S3": srv.URL, "AWS_ACCESS_KEY_ID": "x", "AWS_SECRET_ACCESS_KEY": "y", "AWS_REGION": "us-east-1", EnvStackS3Endpoint: "", "TABLEKEEP_WAREHOUSE": ""} {
+		t.Setenv(k, v)
+	}
+	want := "the endpoint " + srv.URL + " does not answer as S3 (HTTP 404, a reply that is not S3's XML): check AWS_ENDPOINT_URL_S3"
+	fails(t, 1, "s3://bucket/t: "+want, "", "scan", "--table", "s3://bucket/t")
+	fails(t, 1, want, "", "status", "--warehouse", "s3://bucket/wh")
+}
+
+// TestNoCredentialsOneLine: with no credentials and an instance metadata
+// service that refuses tokens, the one line says so, with no SDK warning
+// ("WARN falling back to IMDSv1") before it.
+func TestNoCredentialsOneLine(t *testing.T) {
+	imds := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusForbidden)
+	}))
+	defer imds.Close()
+	for _, k := range []string{"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE", "AWS_ENDPOINT_URL_S3", EnvStackS3Endpoint, "TABLEKEEP_WAREHOUSE"} {
+		t.Setenv(k, "")
+	}
+	t.Setenv("AWS_REGION", "us-east-1")
+	t.Setenv("AWS_CONFIG_FILE", filepath.Join(t.TempDir(), "none"))
+	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", filepath.Join(t.TempDir(), "none"))
+	t.Setenv("AWS_EC2_METADATA_SERVICE_ENDPOINT", imds.URL)
+	// The SDK's default logger writes to the process's stderr.
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stderr := os.Stderr
+	os.Stderr = pw
+	fails(t, 1, "s3://bucket/t: no AWS credentials found", "", "scan", "--table", "s3://bucket/t")
+	os.Stderr = stderr
+	pw.Close()
+	if sdk, _ := io.ReadAll(pr); len(sdk) > 0 {
+		t.Fatalf("the SDK wrote to stderr before the error line: %q", sdk)
 	}
 }
