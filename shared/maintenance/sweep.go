@@ -188,12 +188,13 @@ func retainedReferences(ctx context.Context, t *table.Table) (map[string]bool, [
 	if m.Version >= first {
 		records = int(m.Version - first + 1)
 	}
-	// On format 3 most versions have no record (docs/format.md 4.7): one
-	// listing of the records in (floor, latest] says which have one, so
-	// that a version without one costs one GET (below), not a GET that
-	// fails and then two.
+	// On format 3 most versions have no record (docs/format.md 4.7): where
+	// the latest manifest's record index does not cover (floor, latest],
+	// one listing of the records says which have one, so that a version
+	// without one costs one GET (below), not a GET that fails and then two.
+	// (A range the index covers costs no listing: it names every record.)
 	var listed map[uint64]bool
-	if m.Format >= 3 && records > 0 {
+	if _, known := m.HasRecord(first); m.Format >= 3 && records > 0 && !known {
 		_, present, err := missingChangeRecords(ctx, t, first, m.Version)
 		if err != nil {
 			return nil, nil, err
