@@ -25,17 +25,17 @@ func styled(err error, loc string) error {
 	var de *smithy.DeserializationError
 	var re *smithyhttp.ResponseError
 	switch {
-	case !noCredentials(err.Error()) && (errors.As(err, &de) || (errors.As(err, &re) && !errors.As(err, &ae))):
-		// A reply, but not one S3 sends (no S3 error code in it).
-		if loc == "" {
-			loc = "aws"
-		}
-		return notS3Error(loc, err)
 	case errors.As(err, &oe):
 		if loc == "" {
 			loc = "aws"
 		}
 		return endpointError(loc, err, oe)
+	case !noCredentials(err.Error()) && (errors.As(err, &de) || (errors.As(err, &re) && re.HTTPStatusCode() != 0 && !errors.As(err, &ae))):
+		// A reply, but not one S3 sends (no S3 error code in it).
+		if loc == "" {
+			loc = "aws"
+		}
+		return notS3Error(loc, err)
 	case errors.As(err, &ae) || noCredentials(err.Error()):
 		if loc == "" {
 			loc = "aws"
