@@ -132,17 +132,24 @@ func TestSAMTemplateSchedulesAndFunctions(t *testing.T) {
 			t.Errorf("%s: RecursiveLoop is not Allow (it sends continuations or table jobs to the queue that triggers it)", id)
 		}
 	}
-	// The compactor's reserved concurrency leaves room for its fan-out.
-	if rc, mc := jsonOf(obj(doc, "Parameters", "CompactorReservedConcurrency", "Default")), jsonOf(obj(doc, "Parameters", "CompactionMaxConcurrency", "Default")); func() bool {
-		r, _ := strconv.Atoi(rc)
+	// No reserved concurrency by default: a new account's quota of 10
+	// leaves none to reserve (Lambda keeps 10 unreserved), and `sam deploy
+	// --guided` must succeed first time (issue 32). Its description names
+	// the value that leaves room for the fan-out.
+	for _, p := range []string{"CompactorReservedConcurrency", "SweeperReservedConcurrency"} {
+		if d := jsonOf(obj(doc, "Parameters", p, "Default")); d != "0" {
+			t.Errorf("%s default %s: want 0 (none), or a new account's deploy fails", p, d)
+		}
+	}
+	if mc := jsonOf(obj(doc, "Parameters", "CompactionMaxConcurrency", "Default")); func() bool {
 		m, _ := strconv.Atoi(mc)
-		return r < m+1
+		return !strings.Contains(jsonOf(obj(doc, "Parameters", "CompactorReservedConcurrency", "Description")), "CompactionMaxConcurrency + 1") || m+1 != 11
 	}() {
-		t.Errorf("CompactorReservedConcurrency default %s < CompactionMaxConcurrency default %s + 1: the fan-out would be throttled", rc, mc)
+		t.Errorf("CompactorReservedConcurrency's description does not give CompactionMaxConcurrency (%s) + 1 = 11", mc)
 	}
 	for _, id := range []string{"CompactorFunction", "SweeperFunction"} {
-		if obj(fns[id], "Properties", "ReservedConcurrentExecutions") == nil {
-			t.Errorf("%s: no reserved concurrency", id)
+		if rc := jsonOf(obj(fns[id], "Properties", "ReservedConcurrentExecutions")); !strings.Contains(rc, "AWS::NoValue") {
+			t.Errorf("%s: reserved concurrency %s, want it only when its parameter is set (Fn::If ... AWS::NoValue)", id, rc)
 		}
 		found := false
 		for _, c := range resourcesOfType(doc, "AWS::Lambda::EventInvokeConfig") {

@@ -41,7 +41,7 @@ func Write(r *Results) error {
 	path := filepath.Join(r.Cfg.DocsDir, "benchmarks.md")
 	md := Markdown(r)
 	if old, err := os.ReadFile(path); err == nil {
-		md = keepLanceThroughput(md, string(old))
+		md = keepSection(keepLanceThroughput(md, string(old)), string(old), HandBegin, HandEnd)
 	}
 	return os.WriteFile(path, []byte(md), 0o644)
 }
@@ -54,18 +54,30 @@ const (
 	LanceThroughputEnd   = "<!-- lance-throughput-bench: end -->"
 )
 
+// The hand-measured sections (a command's time on a large table, timed by
+// hand) sit between these markers at the end; a tkbench run keeps them.
+const (
+	HandBegin = "<!-- hand-measured: begin -->"
+	HandEnd   = "<!-- hand-measured: end -->"
+)
+
 func keepLanceThroughput(md, old string) string {
-	_, rest, ok := strings.Cut(old, LanceThroughputBegin)
-	body, _, ok2 := strings.Cut(rest, LanceThroughputEnd)
+	return keepSection(md, old, LanceThroughputBegin, LanceThroughputEnd)
+}
+
+// keepSection puts into md, between begin and end, what old had there.
+func keepSection(md, old, begin, end string) string {
+	_, rest, ok := strings.Cut(old, begin)
+	body, _, ok2 := strings.Cut(rest, end)
 	if !ok || !ok2 {
 		return md
 	}
-	before, rest, ok := strings.Cut(md, LanceThroughputBegin)
-	_, after, ok2 := strings.Cut(rest, LanceThroughputEnd)
+	before, rest, ok := strings.Cut(md, begin)
+	_, after, ok2 := strings.Cut(rest, end)
 	if !ok || !ok2 {
 		return md
 	}
-	return before + LanceThroughputBegin + body + LanceThroughputEnd + after
+	return before + begin + body + end + after
 }
 
 func n(v int64) string { return commas(v) }
@@ -322,6 +334,7 @@ func Markdown(r *Results) string {
 	if r.Fleet != nil {
 		p("\n%s", MarkdownFleet(*r.Fleet))
 	}
+	p("\n%s\n%s\n", HandBegin, HandEnd)
 	return b.String()
 }
 

@@ -10,11 +10,14 @@ import (
 	"os"
 	"regexp"
 	"runtime/debug"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/tablekeep/tablekeep/shared/objstore"
+	"github.com/tablekeep/tablekeep/shared/progress"
 	"github.com/tablekeep/tablekeep/shared/table"
 	"github.com/tablekeep/tablekeep/shared/warehouse"
 )
@@ -38,6 +41,8 @@ type App struct {
 	Logger *slog.Logger // discards unless --verbose
 
 	counting *objstore.Counting // set by OpenStore with --verbose
+	bars     progress.Func      // tests: the bars a terminal would show
+	warnings []string           // printed after a command that succeeded
 }
 
 // JSON reports whether --output json was given.
@@ -103,6 +108,23 @@ func (a *App) OpenTable(ctx context.Context) (*table.Table, error) {
 		return nil, fmt.Errorf("%s: %w (no manifests under %s)", a.TableURI, table.ErrNotATable, table.VersionsPrefix)
 	}
 	return t, err
+}
+
+// OpenTableAt opens the table for reading version v (0: the latest). A
+// corrupt latest manifest does not keep an older, intact version from
+// being read: with v set, the table is then a handle that has read nothing
+// (Snapshot checks out v by name).
+func (a *App) OpenTableAt(ctx context.Context, v uint64) (*table.Table, error) {
+	t, err := a.OpenTable(ctx)
+	if v == 0 || !errors.Is(err, table.ErrCorruptManifest) {
+		return t, err
+	}
+	store, root, serr := a.OpenStore(ctx, true)
+	if serr != nil {
+		return nil, err
+	}
+	a.Logger.Warn("latest manifest unreadable; reading the version asked for", "version", v, "err", err)
+	return table.Handle(store, root, a.TableOptions()), nil
 }
 
 // Snapshot opens the table at version v, or at its latest version if v is 0
@@ -217,9 +239,22 @@ func NewRoot(app *App) *cobra.Command {
 			if !cmd.Flags().Changed("table") && cmd.Annotations[annotWarehouse] == "" {
 				app.TableURI = os.Getenv(EnvTable)
 			}
+			cmd.Flags().Visit(func(f *pflag.Flag) {
+				if to := f.Annotations[annotDeprecatedFor]; len(to) == 1 {
+					app.warnings = append(app.warnings, fmt.Sprintf("--%s is deprecated here: use --%s", f.Name, to[0]))
+				}
+			})
+			// Versions start at 1 (docs/format.md): --version 0 is not "the
+			// latest" (which is --version left out).
+			if f := cmd.Flags().Lookup("version"); f != nil && f.Changed && f.Value.String() == "0" {
+				return Usagef("--version 0: versions start at 1 (leave --version out for the latest)")
+			}
 			if app.Verbose {
 				app.Logger = slog.New(slog.NewTextHandler(app.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 			}
+			// The long phases of the library calls (a sweep reading 20,000
+			// manifests) tick on the terminal's bars.
+			cmd.SetContext(progress.WithBars(cmd.Context(), app.progress()))
 			return nil
 		},
 	}
@@ -232,6 +267,9 @@ func NewRoot(app *App) *cobra.Command {
 	pf.StringVarP(&app.Output, "output", "o", "table", "output format: table or json (scan and get: also csv)")
 	pf.BoolVarP(&app.Verbose, "verbose", "v", false, "log to stderr")
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		if msg := numberFlagError(err); msg != "" {
+			return Usagef("%s: %s", c.CommandPath(), msg)
+		}
 		return Usagef("%s: %v (usage: %s; see %s --help)", c.CommandPath(), err, c.UseLine(), c.CommandPath())
 	})
 
@@ -263,6 +301,7 @@ func NewRoot(app *App) *cobra.Command {
 			c.Annotations = map[string]string{annotCSV: "1"}
 		}
 	}
+	addCompletions(app, root)
 	markRunErrors(root)
 	return root
 }
@@ -308,6 +347,9 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		app.Logger.Info("object store requests", "counts", app.counting.Counts().String())
 	}
 	if err == nil {
+		for _, w := range app.warnings { // on failure the error line says it all
+			fmt.Fprintf(stderr, "tablekeep: warning: %s\n", w)
+		}
 		return ExitOK
 	}
 	msg := styled(err, app.TableURI).Error()
@@ -333,3 +375,24 @@ var newlines = regexp.MustCompile(`\s*\n\s*`)
 var didYouMean = regexp.MustCompile(`(?s)^(unknown command .*?)\s+Did you mean this\?\s+(.*?)\s*$`)
 
 func oneLine(s string) string { return newlines.ReplaceAllString(strings.TrimSpace(s), " ") }
+
+// numberFlagError says what a numeric flag takes when its value is not one
+// ("--target-rows -5: want a whole number >= 0; --target-rows: ..."), not
+// strconv's "parsing "-5": invalid syntax"; "" for any other error.
+func numberFlagError(err error) string {
+	var iv *pflag.InvalidValueError
+	var ne *strconv.NumError
+	if !errors.As(err, &iv) || !errors.As(err, &ne) {
+		return ""
+	}
+	f := iv.GetFlag()
+	want := map[string]string{"uint": "a whole number >= 0", "uint64": "a whole number >= 0", "uint32": "a whole number >= 0",
+		"int": "a whole number", "int64": "a whole number", "float64": "a number"}[f.Value.Type()]
+	if want == "" {
+		return ""
+	}
+	if errors.Is(ne.Err, strconv.ErrRange) {
+		want += " in range"
+	}
+	return fmt.Sprintf("--%s %s: want %s; --%s: %s", f.Name, iv.GetValue(), want, f.Name, f.Usage)
+}

@@ -314,7 +314,7 @@ func TestVersionsTagsRestore(t *testing.T) {
 
 func TestStats(t *testing.T) {
 	tbl := "--table=" + filepath.Join(t.TempDir(), "registry")
-	ok(t, "", "create", tbl, "--schema", regSpec, "--key", "name", "--format", "2") // format-2 layout asserted
+	ok(t, "", "create", tbl, "--schema", regSpec, "--key", "name", "--table-format", "2") // format-2 layout asserted
 	ok(t, threeRows, "upsert", tbl)
 	ok(t, `{"name":"a","uri":"u2","created_at":"2026-01-01T00:00:00Z"}`, "upsert", tbl)
 	var s map[string]any
@@ -377,7 +377,7 @@ func TestErrors(t *testing.T) {
 		{"bad output", 2, "--output must be table, json or csv", "", []string{"scan", tbl, "-o", "yaml"}},
 		{"unknown command", 2, `unknown command "frobnicate"`, "", []string{"frobnicate"}},
 		{"unknown flag", 2, "unknown flag: --bogus", "", []string{"scan", tbl, "--bogus"}},
-		{"bad flag value", 2, `invalid argument "x" for "--limit"`, "", []string{"scan", tbl, "--limit", "x"}},
+		{"bad flag value", 2, `scan: --limit x: want a whole number; --limit: print at most N rows`, "", []string{"scan", tbl, "--limit", "x"}},
 		{"missing arg", 2, "accepts 1 arg(s), received 0", "", []string{"get", tbl}},
 		{"extra arg", 2, "unknown command", "", []string{"scan", tbl, "extra"}},
 	}
@@ -412,7 +412,7 @@ func TestRegisterAndMaintain(t *testing.T) {
 	t.Setenv(EnvAllowClockAhead, "test") // --clock-ahead below
 	dir := t.TempDir()
 	tbl := filepath.Join(dir, "reg")
-	ok(t, "", "create", "--table", tbl, "--schema", "name:utf8,uri:utf8", "--key", "name", "--format", "2")
+	ok(t, "", "create", "--table", tbl, "--schema", "name:utf8,uri:utf8", "--key", "name", "--table-format", "2")
 	for i := range 25 {
 		ok(t, fmt.Sprintf("{\"name\":\"k%d\",\"uri\":\"u%d\"}\n", i%6, i), "upsert", "--table", tbl, "--format", "jsonl")
 	}

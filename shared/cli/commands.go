@@ -18,15 +18,15 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/tablekeep/tablekeep/shared/dataset"
+	"github.com/tablekeep/tablekeep/shared/formats"
 	"github.com/tablekeep/tablekeep/shared/maintenance"
 	"github.com/tablekeep/tablekeep/shared/table"
 )
 
 func newCreateCmd(app *App) *cobra.Command {
-	var spec, key string
-	var format uint64
+	var spec, key, tableFormat string
 	cmd := &cobra.Command{
-		Use:   "create --schema SPEC [--key COLUMN] [--format 3|2]",
+		Use:   "create --schema SPEC [--key COLUMN] [--table-format 3|2]",
 		Short: "Create an empty table (version 1)",
 		Long: `Create an empty table (version 1).
 
@@ -40,7 +40,7 @@ timestamp is microseconds, UTC. A column is required unless its type ends in
 --key names the key column (utf8 or int64, required): upsert, delete and
 get work by key. Without --key the table is append-only.
 
---format is the table format: 3 (the default: small writes inline in the
+--table-format is the table format: 3 (the default: small writes inline in the
 manifest, docs/format.md 4.7; releases before format 3 refuse the table)
 or 2 (one data file per write; what older releases read and write).`,
 		Args: cobra.NoArgs,
@@ -62,8 +62,9 @@ or 2 (one data file per write; what older releases read and write).`,
 					return Usagef("--key %q must not be nullable", key)
 				}
 			}
-			if format != 2 && format != table.FormatVersion {
-				return Usagef("--format must be 2 or %d, not %d", table.FormatVersion, format)
+			format, err := parseTableFormat(tableFormat)
+			if err != nil {
+				return err
 			}
 			ctx := cmd.Context()
 			store, root, err := app.OpenStore(ctx, false)
@@ -74,6 +75,8 @@ or 2 (one data file per write; what older releases read and write).`,
 			opts.Format = format
 			t, err := table.Create(ctx, store, root, schema, key, opts)
 			switch {
+			case errors.Is(err, table.ErrTableExists) && isLanceDataset(ctx, store, root):
+				return fmt.Errorf("%s is a Lance dataset, not a place for a new table: choose another --table (register --table-format lance maintains it)%w", app.TableURI, quiet{table.ErrTableExists})
 			case errors.Is(err, table.ErrTableExists):
 				return fmt.Errorf("%s: %w", app.TableURI, table.ErrTableExists)
 			case errors.Is(err, table.ErrInvalidSchema):
@@ -97,10 +100,38 @@ or 2 (one data file per write; what older releases read and write).`,
 	}
 	cmd.Flags().StringVar(&spec, "schema", "", "columns, e.g. 'name:utf8,uri:utf8,created_at:timestamp' (required)")
 	cmd.Flags().StringVar(&key, "key", "", "key column (utf8 or int64)")
-	cmd.Flags().Uint64Var(&format, "format", table.FormatVersion, "table format: 3 (inline small writes) or 2 (a data file per write, for older releases)")
+	def := strconv.Itoa(table.FormatVersion)
+	cmd.Flags().StringVar(&tableFormat, "table-format", def, "table format: 3 (inline small writes) or 2 (a data file per write, for older releases)")
+	deprecatedAlias(cmd, &tableFormat, "format", "table-format", def)
 	_ = cmd.MarkFlagRequired("schema")
 	return cmd
 }
+
+// parseTableFormat is create's --table-format: 3 or 2.
+func parseTableFormat(s string) (uint64, error) {
+	switch strings.TrimSpace(s) {
+	case "3":
+		return 3, nil
+	case "2":
+		return 2, nil
+	case formats.Lance:
+		return 0, Usagef("--table-format lance: create makes tablekeep tables (3 or 2); LanceDB creates a Lance dataset, then `tablekeep register NAME PATH --table-format lance` maintains it")
+	}
+	return 0, Usagef("--table-format %q: want 3 (the default) or 2", s)
+}
+
+// deprecatedAlias adds --old as a deprecated alias of --name, on the same
+// variable (it was --name's spelling in earlier releases): hidden from the
+// help, and its use warned of on stderr (NewRoot; pflag's own deprecation
+// notice goes to stdout).
+func deprecatedAlias(cmd *cobra.Command, v *string, old, name, def string) {
+	cmd.Flags().StringVar(v, old, def, "deprecated: --"+name)
+	_ = cmd.Flags().MarkHidden(old)
+	_ = cmd.Flags().SetAnnotation(old, annotDeprecatedFor, []string{name})
+}
+
+// annotDeprecatedFor marks a deprecated alias flag with the flag it stands for.
+const annotDeprecatedFor = "tablekeep.deprecated-for"
 
 func newAppendCmd(app *App) *cobra.Command { return newWriteCmd(app, "append") }
 func newUpsertCmd(app *App) *cobra.Command { return newWriteCmd(app, "upsert") }
@@ -303,7 +334,7 @@ func newScanCmd(app *App) *cobra.Command {
 				return Usagef("--limit must be >= 0")
 			}
 			ctx := cmd.Context()
-			t, err := app.OpenTable(ctx)
+			t, err := app.OpenTableAt(ctx, version)
 			if err != nil {
 				return err
 			}
@@ -319,9 +350,12 @@ func newScanCmd(app *App) *cobra.Command {
 					names = append(names, f.Name)
 				}
 			}
-			for _, n := range names {
+			for i, n := range names {
 				if len(schema.FieldIndices(n)) != 1 {
 					return Usagef("--columns: unknown column %q (table columns: %s)", n, strings.Join(fieldNames(schema), ", "))
+				}
+				if slices.Contains(names[:i], n) {
+					return Usagef("--columns: %q given twice", n)
 				}
 			}
 			// The filter is checked before the printer writes a header.
@@ -395,6 +429,9 @@ func keyFilter(m *table.Manifest, names []string, prefix, rng string) (func(arro
 				return nil, nil, nil, Usagef("--key-range: %v", err)
 			}
 		}
+		if lo != nil && hi != nil && bytes.Compare(lo, hi) >= 0 {
+			return nil, nil, nil, Usagef("--key-range %q: no key is >= %q and < %q (LO must sort before HI)", rng, l, h)
+		}
 	}
 	scan := append([]string{}, names...)
 	keyCol := slices.Index(scan, m.KeyColumn)
@@ -438,7 +475,7 @@ func newGetCmd(app *App) *cobra.Command {
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			t, err := app.OpenTable(ctx)
+			t, err := app.OpenTableAt(ctx, version)
 			if err != nil {
 				return err
 			}
@@ -456,7 +493,7 @@ func newGetCmd(app *App) *cobra.Command {
 			}
 			rec, err := snap.Get(ctx, key)
 			if errors.Is(err, table.ErrNotFound) {
-				return fmt.Errorf("key %q not found at version %d: %w", args[0], snap.Version(), table.ErrNotFound)
+				return &sayErr{fmt.Sprintf("key %q not found at version %d", args[0], snap.Version()), table.ErrNotFound}
 			}
 			if err != nil {
 				return err
@@ -776,16 +813,28 @@ func newStatsCmd(app *App) *cobra.Command {
 
 // StatsLines renders table stats as label/value pairs (shared with the demo).
 func StatsLines(s dataset.Stats) [][2]string {
-	return [][2]string{
-		{"latest version", strconv.FormatUint(s.Version, 10)},
+	pairs := [][2]string{{"latest version", strconv.FormatUint(s.Version, 10)}}
+	if s.FormatVersion != 0 {
+		pairs = append(pairs, [2]string{"format version", strconv.FormatUint(s.FormatVersion, 10)})
+	}
+	return append(pairs, [][2]string{
 		{"versions stored", strconv.Itoa(s.Versions)},
 		{"fragments", strconv.Itoa(s.Fragments)},
-		{"rows", strconv.FormatUint(s.Rows, 10)},
+		{"rows", rowsText(s.Rows, s.InlineRows)},
 		{"deleted rows", fmt.Sprintf("%d (in %d deletion files)", s.DeletedRows, s.DeletionFiles)},
 		{"manifest bytes", HumanBytes(s.ManifestBytes) + " all versions"},
 		{"latest manifest", HumanBytes(s.LatestManifestBytes)},
 		{"data bytes", HumanBytes(int64(s.DataBytes)) + " referenced by the latest version"},
+	}...)
+}
+
+// rowsText is a row count, with the inline rows among them (format 3:
+// in the manifest, in no data file) when there are any.
+func rowsText(rows, inline uint64) string {
+	if inline == 0 {
+		return strconv.FormatUint(rows, 10)
 	}
+	return fmt.Sprintf("%d (%d inline in the manifest)", rows, inline)
 }
 
 // PrintKV prints label/value pairs aligned (shared with the demo).

@@ -33,15 +33,21 @@ func isTablekeepTable(ctx context.Context, store objstore.Store, root string) bo
 // with the other format than the dataset's.
 var ErrWrongFormat = errors.New("wrong format")
 
-// lanceNotTable is the error of a table command (or a tablekeep
-// registration) on a Lance dataset at path.
+// lanceNotTable is the error of a table command on a Lance dataset at
+// path: what reads it, and what takes it.
 func lanceNotTable(path string) error {
-	return fmt.Errorf("%s is a Lance dataset: register it with --format lance; table commands read tablekeep tables (use LanceDB)%w", path, quiet{ErrWrongFormat})
+	return fmt.Errorf("%s is a Lance dataset: table commands read tablekeep tables; read it with LanceDB (describe, files and lease take it; register --table-format lance maintains it)%w", path, quiet{ErrWrongFormat})
+}
+
+// lanceNotRegistered is the error of a tablekeep registration of the Lance
+// dataset at path.
+func lanceNotRegistered(path string) error {
+	return fmt.Errorf("%s is a Lance dataset: register it with --table-format lance%w", path, quiet{ErrWrongFormat})
 }
 
 // tableNotLance is its mirror: --format lance on a tablekeep table.
 func tableNotLance(path string) error {
-	return fmt.Errorf("%s is a tablekeep table, not a Lance dataset: register it without --format lance (--format tablekeep)%w", path, quiet{ErrWrongFormat})
+	return fmt.Errorf("%s is a tablekeep table, not a Lance dataset: register it without --table-format lance (--table-format tablekeep)%w", path, quiet{ErrWrongFormat})
 }
 
 // quiet wraps a sentinel so that it matches errors.Is without adding to

@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 
 // recBar records what a pass shows on a terminal's progress bars.
 type recBar struct {
+	mu       sync.Mutex // a phase's bar ticks from several goroutines
 	desc     string
 	total    int
 	added    int
@@ -20,7 +22,7 @@ type recBar struct {
 	finished bool
 }
 
-func (b *recBar) Add(n int) error   { b.added += n; return nil }
+func (b *recBar) Add(n int) error   { b.mu.Lock(); b.added += n; b.mu.Unlock(); return nil }
 func (b *recBar) Finish() error     { b.finished = true; return nil }
 func (b *recBar) Describe(s string) { b.describe = append(b.describe, s) }
 func (b *recBar) String() string {

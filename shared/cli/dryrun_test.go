@@ -44,7 +44,7 @@ func TestDryRunPlanIsWhatRunDeletes(t *testing.T) {
 	t.Setenv(EnvAllowClockAhead, "test")
 	dir := t.TempDir()
 	tbl := filepath.Join(dir, "reg")
-	ok(t, "", "create", "--table", tbl, "--schema", "name:utf8,uri:utf8", "--key", "name", "--format", "2")
+	ok(t, "", "create", "--table", tbl, "--schema", "name:utf8,uri:utf8", "--key", "name", "--table-format", "2")
 	for i := range 25 {
 		ok(t, fmt.Sprintf("{\"name\":\"k%d\",\"uri\":\"u%d\"}\n", i%6, i), "upsert", "--table", tbl)
 	}
@@ -115,7 +115,7 @@ func TestDryRunPlanIsWhatRunDeletesEveryPass(t *testing.T) {
 	t.Setenv(EnvAllowClockAhead, "test")
 	dir := t.TempDir()
 	for _, name := range []string{"a", "b"} {
-		ok(t, "", "create", "--table", filepath.Join(dir, name), "--schema", "name:utf8,v:utf8", "--key", "name", "--format", "2")
+		ok(t, "", "create", "--table", filepath.Join(dir, name), "--schema", "name:utf8,v:utf8", "--key", "name", "--table-format", "2")
 		ok(t, "", "register", name, name, "--warehouse", dir, "--keep-last", "3")
 	}
 	statsDeleted := 0

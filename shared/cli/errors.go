@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/aws/smithy-go"
+	smithyhttp "github.com/aws/smithy-go/transport/http"
 
 	"github.com/tablekeep/tablekeep/shared/table"
 )
@@ -21,12 +22,20 @@ import (
 func styled(err error, loc string) error {
 	var ae smithy.APIError
 	var oe *net.OpError
+	var de *smithy.DeserializationError
+	var re *smithyhttp.ResponseError
 	switch {
 	case errors.As(err, &oe):
 		if loc == "" {
 			loc = "aws"
 		}
 		return endpointError(loc, err, oe)
+	case !noCredentials(err.Error()) && (errors.As(err, &de) || (errors.As(err, &re) && re.HTTPStatusCode() != 0 && !errors.As(err, &ae))):
+		// A reply, but not one S3 sends (no S3 error code in it).
+		if loc == "" {
+			loc = "aws"
+		}
+		return notS3Error(loc, err)
 	case errors.As(err, &ae) || noCredentials(err.Error()):
 		if loc == "" {
 			loc = "aws"
@@ -87,6 +96,24 @@ func endpointError(loc string, err error, oe *net.OpError) error {
 		addr = " at " + oe.Addr.String()
 	}
 	return fmt.Errorf("%s: cannot reach %s%s (%s): check %s", loc, service, addr, why, vars)
+}
+
+// notS3Error is the error of an endpoint whose reply S3 would not send (a
+// web page, another service): said so, with the HTTP status, instead of
+// the SDK's XML parse error.
+func notS3Error(loc string, err error) error {
+	status := ""
+	var re *smithyhttp.ResponseError
+	if errors.As(err, &re) {
+		status = fmt.Sprintf("HTTP %d, ", re.HTTPStatusCode())
+	}
+	at := ""
+	for _, v := range []string{"AWS_ENDPOINT_URL_S3", EnvStackS3Endpoint} {
+		if ep := os.Getenv(v); ep != "" && at == "" {
+			at = " " + ep
+		}
+	}
+	return fmt.Errorf("%s: the endpoint%s does not answer as S3 (%sa reply that is not S3's XML): check AWS_ENDPOINT_URL_S3 (or TABLEKEEP_S3_ENDPOINT, as .stack/env sets it)", loc, at, status)
 }
 
 // manifestKeyRe finds a tablekeep manifest key in an error message.
@@ -172,3 +199,14 @@ func s3Error(uri string, err error) error {
 	}
 	return fmt.Errorf("%s: %s", uri, ae.ErrorCode())
 }
+
+// sayErr is an error whose message says it all: it wraps err (for
+// errors.Is) without repeating err's text ("key "nope" not found at
+// version 2", not "...: key not found").
+type sayErr struct {
+	msg string
+	err error
+}
+
+func (e *sayErr) Error() string { return e.msg }
+func (e *sayErr) Unwrap() error { return e.err }

@@ -14,7 +14,7 @@ func TestErrorStyle(t *testing.T) {
 	t.Setenv(EnvAllowClockAhead, "test")
 	dir := t.TempDir()
 	tbl := filepath.Join(dir, "reg")
-	ok(t, "", "create", "--table", tbl, "--schema", "name:utf8", "--key", "name", "--format", "2")
+	ok(t, "", "create", "--table", tbl, "--schema", "name:utf8", "--key", "name", "--table-format", "2")
 	for i := range 12 {
 		ok(t, fmt.Sprintf("{\"name\":\"k%d\"}\n", i), "upsert", "--table", tbl)
 	}

@@ -24,14 +24,16 @@ import (
 type describeJSON struct {
 	Table       string      `json:"table"`
 	Version     uint64      `json:"version"`
-	Schema      string      `json:"schema"`
+	Schema      string      `json:"schema,omitempty"` // tablekeep (a Lance dataset's is LanceDB's)
 	Key         string      `json:"key_column,omitempty"`
-	WriterGrace string      `json:"writer_grace"`
+	WriterGrace string      `json:"writer_grace,omitempty"` // tablekeep: the writers' grace window
 	Fragments   int         `json:"fragments"`
 	Rows        uint64      `json:"rows"`
 	Registered  string      `json:"registered_as,omitempty"`
-	Format      string      `json:"format"`             // "tablekeep" or "lance"
-	Versions    int         `json:"versions,omitempty"` // Lance: versions stored
+	Format      string      `json:"format"`                   // "tablekeep" or "lance"
+	FormatVer   uint64      `json:"format_version,omitempty"` // tablekeep: 3 or 2
+	InlineRows  uint64      `json:"inline_rows"`              // of Rows, those in the manifest (format 3)
+	Versions    int         `json:"versions,omitempty"`       // Lance: versions stored
 	Policy      *policyJSON `json:"policy,omitempty"`
 }
 
@@ -57,6 +59,7 @@ func newDescribeCmd(app *App) *cobra.Command {
 				d = describeJSON{Table: app.TableURI, Format: formatTablekeep, Version: m.Version, Schema: FormatSchemaSpec(m.Schema), Key: m.KeyColumn,
 					WriterGrace: shortDuration(t.WriterGrace()), Fragments: len(m.Fragments)}
 				d.Rows = m.Rows() // fragments' live rows and inline rows (format 3)
+				d.FormatVer, d.InlineRows = m.FormatVersion(), uint64(len(m.Inline))
 			}
 			if wf.URI != "" || os.Getenv("TABLEKEEP_WAREHOUSE") != "" {
 				w, err := openWarehouse(ctx, app, wf, openMode{})
@@ -77,13 +80,17 @@ func newDescribeCmd(app *App) *cobra.Command {
 			if app.JSON() {
 				return printJSON(app.Stdout, d)
 			}
-			pairs := [][2]string{{"table", d.Table}, {"format", d.Format}, {"version", strconv.FormatUint(d.Version, 10)}}
+			pairs := [][2]string{{"table", d.Table}, {"format", d.Format}}
+			if d.FormatVer != 0 {
+				pairs[1][1] += " " + strconv.FormatUint(d.FormatVer, 10)
+			}
+			pairs = append(pairs, [2]string{"version", strconv.FormatUint(d.Version, 10)})
 			if d.Format == formatTablekeep {
 				pairs = append(pairs, [2]string{"schema", d.Schema}, [2]string{"key column", orDash(d.Key)}, [2]string{"writer grace", d.WriterGrace})
 			} else {
 				pairs = append(pairs, [2]string{"versions", strconv.Itoa(d.Versions)})
 			}
-			pairs = append(pairs, [2]string{"fragments", strconv.Itoa(d.Fragments)}, [2]string{"rows", strconv.FormatUint(d.Rows, 10)})
+			pairs = append(pairs, [2]string{"fragments", strconv.Itoa(d.Fragments)}, [2]string{"rows", rowsText(d.Rows, d.InlineRows)})
 			switch {
 			case d.Policy != nil:
 				pairs = append(pairs, [2]string{"registered as", d.Registered}, [2]string{"policy", policyText(*d.Policy)})
@@ -141,7 +148,7 @@ func newExportCmd(app *App) *cobra.Command {
 				return fmt.Errorf("export: %s exists: choose another --out, or --force to overwrite it", out)
 			}
 			ctx := cmd.Context()
-			t, err := app.OpenTable(ctx)
+			t, err := app.OpenTableAt(ctx, version)
 			if err != nil {
 				return err
 			}
@@ -193,6 +200,21 @@ type fileJSON struct {
 	LiveRows uint64   `json:"live_rows"`
 	Bytes    uint64   `json:"bytes"`
 	Deleted  []uint32 `json:"deleted_positions"` // 0-based row positions masked by the deletion vector
+	// InlineRows are the version's rows in no file (format 3: in the
+	// manifest), the same on every line: the files alone miss them.
+	InlineRows uint64 `json:"inline_rows"`
+}
+
+// inlineNote says that n rows of a version are in no data file.
+func inlineNote(n uint64) string {
+	return fmt.Sprintf("%s inline in the manifest and not in these files: use `export` (docs/cli.md, \"On a format-3 table\")", areRows(n))
+}
+
+func areRows(n uint64) string {
+	if n == 1 {
+		return "1 row is"
+	}
+	return strconv.FormatUint(n, 10) + " rows are"
 }
 
 func newFilesCmd(app *App) *cobra.Command {
@@ -207,7 +229,7 @@ Reads every file's deletion vector (and, to do so, the file).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
-			t, err := app.OpenTable(ctx)
+			t, err := app.OpenTableAt(ctx, version)
 			if errors.Is(err, ErrWrongFormat) {
 				return lanceFiles(ctx, app, version) // a Lance dataset, read-only
 			}
@@ -219,12 +241,13 @@ Reads every file's deletion vector (and, to do so, the file).`,
 				return err
 			}
 			m := snap.Manifest()
+			inline := uint64(len(m.Inline))
 			files := make([]fileJSON, len(m.Fragments))
 			var g errgroup.Group
 			g.SetLimit(maintenance.DefaultConcurrency)
 			base := strings.TrimSuffix(app.TableURI, "/") + "/"
 			for i, f := range m.Fragments {
-				files[i] = fileJSON{Path: base + f.File.DataKey(), Rows: f.Rows, LiveRows: f.LiveRows(), Bytes: f.Bytes, Deleted: []uint32{}}
+				files[i] = fileJSON{Path: base + f.File.DataKey(), Rows: f.Rows, LiveRows: f.LiveRows(), Bytes: f.Bytes, Deleted: []uint32{}, InlineRows: inline}
 				if f.Deletion == nil {
 					files[i].Deleted = append(files[i].Deleted, f.Inline...) // format 3: in the manifest
 					continue
@@ -243,13 +266,20 @@ Reads every file's deletion vector (and, to do so, the file).`,
 				return err
 			}
 			if app.JSON() {
+				if inline > 0 { // stdout goes to a file: say it where a person sees it
+					fmt.Fprintf(app.Stderr, "tablekeep: note: %s\n", inlineNote(inline))
+				}
 				return printJSONLines(app.Stdout, files, func(f fileJSON) any { return f })
 			}
 			var rows [][]string
 			for _, f := range files {
 				rows = append(rows, []string{f.Path, strconv.FormatUint(f.Rows, 10), strconv.FormatUint(f.LiveRows, 10), strconv.Itoa(len(f.Deleted))})
 			}
-			return printAligned(app.Stdout, []string{"PATH", "ROWS", "LIVE", "DELETED"}, rows)
+			if err := printAligned(app.Stdout, []string{"PATH", "ROWS", "LIVE", "DELETED"}, rows); err != nil || inline == 0 {
+				return err
+			}
+			_, err = fmt.Fprintln(app.Stdout, inlineNote(inline))
+			return err
 		},
 	}
 	cmd.Flags().Uint64Var(&version, "version", 0, "version (default latest)")

@@ -54,7 +54,7 @@ func readParquetRows(t *testing.T, path string, deleted []uint32, into map[strin
 func TestFilesExportDescribe(t *testing.T) {
 	t.Chdir(t.TempDir())
 	tbl := "--table=reg"
-	ok(t, "", "create", tbl, "--schema", "name:utf8,v:int64", "--key", "name", "--format", "2")
+	ok(t, "", "create", tbl, "--schema", "name:utf8,v:int64", "--key", "name", "--table-format", "2")
 	for i := range 12 {
 		var rows strings.Builder
 		for j := range 4 {

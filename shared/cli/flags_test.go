@@ -26,7 +26,7 @@ func TestDeletedThresholdNonsenseRefused(t *testing.T) {
 		"1e-300": "deleted threshold 1e-300 is below 0.001: it would rewrite a fragment for a single deleted row",
 	} {
 		fails(t, 2, want, "", "register", "t", "t", w, "--deleted-threshold", v)
-		fails(t, 2, want, "", "register", "t", "t", w, "--format", "lance", "--deleted-threshold", v)
+		fails(t, 2, want, "", "register", "t", "t", w, "--table-format", "lance", "--deleted-threshold", v)
 	}
 	ok(t, "", "register", "t", "t", w, "--deleted-threshold", "0.001")
 	if js := jsonLines(t, ok(t, "", "tables", w, "-o", "json")); len(js) != 3 {
@@ -47,7 +47,7 @@ func TestUsageErrorsPluralsAndWording(t *testing.T) {
 	t.Setenv(EnvAllowClockAhead, "test")
 	dir := t.TempDir()
 	tbl := filepath.Join(dir, "t")
-	ok(t, "", "create", "--table", tbl, "--schema", "name:utf8", "--key", "name", "--format", "2")
+	ok(t, "", "create", "--table", tbl, "--schema", "name:utf8", "--key", "name", "--table-format", "2")
 	ok(t, "{\"name\":\"a\"}\n", "upsert", "--table", tbl)
 	if err := os.WriteFile(filepath.Join(tbl, "data", "00000000deadbeef.parquet"), []byte("x"), 0o644); err != nil {
 		t.Fatal(err)

@@ -15,7 +15,9 @@ import (
 // file DuckDB reads on format 3, docs/cli.md), and files, whose data files
 // minus their deleted positions (inline deletions included) plus the
 // inline rows are scan's rows. describe counted fragment rows only before
-// (rows 0 for a table of inline rows).
+// (rows 0 for a table of inline rows). describe, stats and files name the
+// format version and the inline rows (files: "N rows are inline in the
+// manifest and not in these files", "inline_rows" in JSON).
 func TestFormat3Readers(t *testing.T) {
 	t.Chdir(t.TempDir())
 	tbl := "--table=reg"
@@ -34,8 +36,28 @@ func TestFormat3Readers(t *testing.T) {
 	if err := json.Unmarshal([]byte(ok(t, "", "describe", tbl, "-o", "json")), &d); err != nil {
 		t.Fatal(err)
 	}
-	if d.Fragments != 1 || d.Rows != 120 {
-		t.Fatalf("describe: %d fragments, %d rows; want 1 and 120 (118 live in the file, k003 and new inline)", d.Fragments, d.Rows)
+	if d.Fragments != 1 || d.Rows != 120 || d.FormatVer != 3 || d.InlineRows != 2 {
+		t.Fatalf("describe: %d fragments, %d rows (%d inline), format %d; want 1 and 120 (118 live in the file, k003 and new inline), format 3", d.Fragments, d.Rows, d.InlineRows, d.FormatVer)
+	}
+	if out := ok(t, "", "describe", tbl); !strings.Contains(out, "format:        tablekeep 3\n") || !strings.Contains(out, "rows:          120 (2 inline in the manifest)\n") {
+		t.Fatalf("describe does not show the format version and inline rows:\n%s", out)
+	}
+	var st struct {
+		FormatVersion uint64 `json:"format_version"`
+		Rows          uint64 `json:"rows"`
+		InlineRows    uint64 `json:"inline_rows"`
+	}
+	if err := json.Unmarshal([]byte(ok(t, "", "stats", tbl, "-o", "json")), &st); err != nil || st.FormatVersion != 3 || st.Rows != 120 || st.InlineRows != 2 {
+		t.Fatalf("stats -o json: %+v (%v), want format 3, 120 rows, 2 inline", st, err)
+	}
+	if out := ok(t, "", "stats", tbl); !strings.Contains(out, "format version:   3\n") || !strings.Contains(out, "rows:             120 (2 inline in the manifest)\n") {
+		t.Fatalf("stats does not show the format version and inline rows:\n%s", out)
+	}
+	// files says that the inline rows are in none of its files: after the
+	// table, and with -o json on stderr and in every line.
+	note := "2 rows are inline in the manifest and not in these files: use `export`"
+	if out := ok(t, "", "files", tbl); !strings.Contains(out, "\n"+note) {
+		t.Fatalf("files does not name the inline rows:\n%s", out)
 	}
 	for _, version := range []string{"7", "4", "3"} {
 		want := map[string]int64{}
@@ -45,10 +67,18 @@ func TestFormat3Readers(t *testing.T) {
 		// files: the data file minus its deleted positions (k003's old row
 		// and, from v5, k007), then the inline rows (scan's others).
 		got := map[string]int64{}
-		for _, l := range strings.Split(strings.TrimSpace(ok(t, "", "files", tbl, "--version", version, "-o", "json")), "\n") {
+		r := run(t, "", "files", tbl, "--version", version, "-o", "json")
+		inline := map[string]uint64{"7": 2, "4": 2, "3": 1}[version]
+		if wantNote := fmt.Sprintf("tablekeep: note: %s inline", areRows(inline)); r.code != 0 || !strings.HasPrefix(r.err, wantNote) {
+			t.Fatalf("files --version %s -o json: exit %d, stderr %q, want %q", version, r.code, r.err, wantNote)
+		}
+		for _, l := range strings.Split(strings.TrimSpace(r.out), "\n") {
 			var f fileJSON
 			if err := json.Unmarshal([]byte(l), &f); err != nil {
 				t.Fatal(err)
+			}
+			if f.InlineRows != inline {
+				t.Fatalf("version %s: inline_rows %d, want %d", version, f.InlineRows, inline)
 			}
 			if len(f.Deleted) == 0 {
 				t.Fatalf("version %s: no deleted positions listed for %s", version, f.Path)

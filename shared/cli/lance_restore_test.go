@@ -62,14 +62,21 @@ func TestLanceFormatTagsAndRestore(t *testing.T) {
 	w := "--warehouse=" + dir
 
 	// Medium 4.
-	want := ds + " is a Lance dataset: register it with --format lance; table commands read tablekeep tables (use LanceDB)"
+	want := ds + " is a Lance dataset: table commands read tablekeep tables; read it with LanceDB (describe, files and lease take it; register --table-format lance maintains it)"
 	for _, cmd := range [][]string{{"scan"}, {"versions", "--long"}, {"get", "x"}, {"stats"}, {"tags"}, {"export", "--out", filepath.Join(dir, "x.parquet")}} {
 		fails(t, 1, want, "", append(cmd, "--table", ds)...)
 	}
-	fails(t, 1, "lance/ds.lance is a Lance dataset: register it with --format lance", "", "register", "ds", "lance/ds.lance", w)
-	fails(t, 1, "tk is a tablekeep table, not a Lance dataset: register it without --format lance", "", "register", "tk", "tk", w, "--format", "lance")
+	fails(t, 1, "lance/ds.lance is a Lance dataset: register it with --table-format lance", "", "register", "ds", "lance/ds.lance", w)
+	fails(t, 1, "tk is a tablekeep table, not a Lance dataset: register it without --table-format lance", "", "register", "tk", "tk", w, "--table-format", "lance")
 	if out := ok(t, "", "describe", "--table", ds); !strings.Contains(out, "lance") {
 		t.Fatalf("describe:\n%s", out)
+	}
+	// Issue 32: create on a Lance dataset says what is there (it said
+	// "table already exists"), and describe -o json has no empty schema
+	// and writer grace (tablekeep's notions).
+	fails(t, 1, ds+" is a Lance dataset, not a place for a new table", "", "create", "--table", ds, "--schema", "name:utf8")
+	if out := ok(t, "", "describe", "--table", ds, "-o", "json"); strings.Contains(out, `"schema"`) || strings.Contains(out, `"writer_grace"`) {
+		t.Fatalf("describe -o json of a Lance dataset: %s", out)
 	}
 	// files lists the latest version's data files; their live rows are
 	// the dataset's rows.
@@ -104,7 +111,7 @@ func TestLanceFormatTagsAndRestore(t *testing.T) {
 	// Compaction settings apply to a Lance dataset (its compaction folds
 	// fragments of fewer live rows than --target-rows and drops the deleted
 	// rows of a group past --deleted-threshold): accepted, printed, listed.
-	if out := ok(t, "", "register", "ds", "lance/ds.lance", w, "--format", "lance", "--keep-last", "3", "--target-rows", "5000", "--deleted-threshold", "0.25"); !strings.HasSuffix(out, "; keep-last 3, grace 1h, target 5000 rows, deleted-threshold 0.25)\n") {
+	if out := ok(t, "", "register", "ds", "lance/ds.lance", w, "--table-format", "lance", "--keep-last", "3", "--target-rows", "5000", "--deleted-threshold", "0.25"); !strings.HasSuffix(out, "; keep-last 3, grace 1h, target 5000 rows, deleted-threshold 0.25)\n") {
 		t.Fatalf("register --format lance: %q", out)
 	}
 	if out := ok(t, "", "tables", w); !regexpMatch(`(?m)^ds +lance +lance/ds\.lance/ +3 +1h +5000 +0\.25$`, out) {
@@ -165,5 +172,5 @@ func TestLanceFormatTagsAndRestore(t *testing.T) {
 		t.Fatal(err)
 	}
 	fails(t, 1, fmt.Sprintf("copy.lance: refused, nothing registered: the latest version is a restore, version %d is a LanceDB restore", restored), "",
-		"register", "copy", "copy.lance", w, "--format", "lance")
+		"register", "copy", "copy.lance", w, "--table-format", "lance")
 }

@@ -57,9 +57,9 @@ func TestLanceDatasetCLI(t *testing.T) {
 	before := lancetest.Dump(t, dbdir, "ds")
 	ds := filepath.Join(dbdir, "ds.lance")
 
-	fails(t, 1, "lance/nope: not a Lance dataset (no manifests under lance/nope/_versions/)", "", "register", "ds", "lance/nope", "--warehouse", dir, "--format", "lance")
-	fails(t, 2, `--format "delta": want tablekeep`, "", "register", "ds", "lance/ds.lance", "--warehouse", dir, "--format", "delta")
-	fails(t, 2, "system table", "", "register", "_stats", "lance/ds.lance", "--warehouse", dir, "--format", "lance")
+	fails(t, 1, "lance/nope: not a Lance dataset (no manifests under lance/nope/_versions/)", "", "register", "ds", "lance/nope", "--warehouse", dir, "--table-format", "lance")
+	fails(t, 2, `--table-format "delta": want tablekeep`, "", "register", "ds", "lance/ds.lance", "--warehouse", dir, "--table-format", "delta")
+	fails(t, 2, "system table", "", "register", "_stats", "lance/ds.lance", "--warehouse", dir, "--table-format", "lance")
 	// A dataset the reader refuses (a branch) is refused with the reason.
 	bad := filepath.Join(dir, "bad.lance")
 	if err := os.CopyFS(bad, os.DirFS(ds)); err != nil {
@@ -71,12 +71,12 @@ func TestLanceDatasetCLI(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(bad, "_refs", "branches", "dev.json"), []byte(`{}`), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	fails(t, 1, "refused, nothing registered", "", "register", "bad", "bad.lance", "--warehouse", dir, "--format", "lance")
+	fails(t, 1, "refused, nothing registered", "", "register", "bad", "bad.lance", "--warehouse", dir, "--table-format", "lance")
 	if out := ok(t, "", "tables", "--warehouse", dir); strings.Contains(out, "bad") {
 		t.Fatalf("a refused dataset was registered:\n%s", out)
 	}
 
-	out := ok(t, "", "register", "ds", "lance/ds.lance", "--warehouse", dir, "--format", "lance", "--keep-last", "3")
+	out := ok(t, "", "register", "ds", "lance/ds.lance", "--warehouse", dir, "--table-format", "lance", "--keep-last", "3")
 	if !strings.Contains(out, "as a lance dataset ("+strconv.Itoa(len(c.Versions))+" versions, latest "+strconv.FormatUint(c.Latest, 10)+", 2 tags;") {
 		t.Fatalf("register: %s", out)
 	}
@@ -266,7 +266,7 @@ func TestLanceCompactCLI(t *testing.T) {
 	lancetest.Node(t, nil, &m, "mixed", dbdir, "ds", "16")
 	before := lancetest.Dump(t, dbdir, "ds")
 	ds := filepath.Join(dbdir, "ds.lance")
-	ok(t, "", "register", "ds", "lance/ds.lance", "--warehouse", dir, "--format", "lance")
+	ok(t, "", "register", "ds", "lance/ds.lance", "--warehouse", dir, "--table-format", "lance")
 	files := dirListing(t, ds)
 	dj := ok(t, "", "compact", "--warehouse", dir, "--table", "ds", "--dry-run", "-o", "json")
 	var dry struct {

@@ -75,6 +75,16 @@ func lanceTarget(name string, store objstore.Store, root string, clk clock.Clock
 }
 
 // leaseErr turns a lease's bad input into a usage error.
+// findLease finds lease id of the target; one it does not hold is an error
+// naming the table, and how to list its leases.
+func findLease(ctx context.Context, tg *leaseTarget, id string) (*table.Lease, error) {
+	l, err := tg.dir.Find(ctx, id)
+	if errors.Is(err, table.ErrLeaseNotFound) {
+		return nil, fmt.Errorf("lease %s on %s: %w (tablekeep lease list lists its leases)", id, tg.name, table.ErrLeaseNotFound)
+	}
+	return l, leaseErr(err)
+}
+
 func leaseErr(err error) error {
 	if errors.Is(err, table.ErrInvalidLease) {
 		return &UsageError{Err: err}
@@ -130,7 +140,7 @@ func newLeaseCmd(app *App) *cobra.Command {
 		},
 	}
 	create.Flags().Uint64Var(&version, "version", 0, "version to lease (default: the latest)")
-	create.Flags().DurationVar(&ttl, "ttl", 0, "how long the lease lasts unless renewed (at most "+table.MaxLeaseTTL.String()+")")
+	create.Flags().Var((*dayDuration)(&ttl), "ttl", "how long the lease lasts unless renewed, e.g. 30m, 12h, 7d (at most "+daysText(table.MaxLeaseTTL)+")")
 	renew := &cobra.Command{
 		Use:   "renew ID --ttl D",
 		Short: "Extend a lease to now + ttl",
@@ -144,9 +154,9 @@ func newLeaseCmd(app *App) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			l, err := tg.dir.Find(ctx, args[0])
+			l, err := findLease(ctx, tg, args[0])
 			if err != nil {
-				return leaseErr(err)
+				return err
 			}
 			if err := l.Renew(ctx, ttl); err != nil {
 				return leaseErr(err)
@@ -154,7 +164,7 @@ func newLeaseCmd(app *App) *cobra.Command {
 			return printLease(app, tg, l)
 		},
 	}
-	renew.Flags().DurationVar(&ttl, "ttl", 0, "new ttl from now (at most "+table.MaxLeaseTTL.String()+")")
+	renew.Flags().Var((*dayDuration)(&ttl), "ttl", "new ttl from now, e.g. 12h, 7d (at most "+daysText(table.MaxLeaseTTL)+")")
 	release := &cobra.Command{
 		Use:   "release ID",
 		Short: "Release a lease: its version may be pruned from the next pass",
@@ -165,9 +175,9 @@ func newLeaseCmd(app *App) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			l, err := tg.dir.Find(ctx, args[0])
+			l, err := findLease(ctx, tg, args[0])
 			if err != nil {
-				return leaseErr(err)
+				return err
 			}
 			if err := l.Release(ctx); err != nil {
 				return err

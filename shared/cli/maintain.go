@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/tablekeep/tablekeep/shared/catalog"
 	"github.com/tablekeep/tablekeep/shared/formats"
 	"github.com/tablekeep/tablekeep/shared/maintenance"
 	"github.com/tablekeep/tablekeep/shared/progress"
@@ -20,6 +21,9 @@ import (
 // progress is the progress-bar constructor for long local operations: bars
 // on stderr when it is a terminal, none otherwise.
 func (a *App) progress() func(desc string, total int) progress.Bar {
+	if a.bars != nil {
+		return a.bars
+	}
 	return progress.For(a.Stderr)
 }
 
@@ -386,8 +390,13 @@ func printMaintain(app *App, j maintainOut, elapsed time.Duration) error {
 		if t.Error != "" || t.Skipped != "" {
 			continue
 		}
-		if len(t.GroupFragments) == 0 && len(t.CompactionPlan) == 0 && t.LeftFragments == 0 && len(t.Cleanup) == 0 && len(t.Kept) == 0 && (t.Sweep == nil || t.Sweep.Keys == 0) {
-			continue // nothing to say (e.g. the sweep alone, nothing to sweep)
+		idle := len(t.GroupFragments) == 0 && len(t.CompactionPlan) == 0 && t.LeftFragments == 0 && len(t.Cleanup) == 0 && (t.Sweep == nil || t.Sweep.Keys == 0)
+		system := t.Table == catalog.RegistryName || t.Table == catalog.StatsName
+		if idle && (len(t.Kept) == 0 || system) {
+			// Nothing to say (e.g. the sweep alone, nothing to sweep), or
+			// only why the warehouse's own _registry and _stats keep their
+			// versions: their rows above say it.
+			continue
 		}
 		fmt.Fprintf(out, "\n%s:\n", t.Table)
 		for i, n := range t.GroupFragments {

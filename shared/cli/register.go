@@ -56,7 +56,7 @@ func newRegisterCmd(app *App) *cobra.Command {
 	var format string
 	p := maintenance.DefaultPolicy()
 	cmd := &cobra.Command{
-		Use:   "register NAME PATH [--format tablekeep|lance]",
+		Use:   "register NAME PATH [--table-format tablekeep|lance]",
 		Short: "Register a table (PATH relative to the warehouse) for maintenance, with its policy",
 		Long: `Register the table at PATH (relative to the warehouse, e.g. tables/orders)
 under NAME, with its maintenance policy. Everything is checked before
@@ -69,7 +69,7 @@ _locks, _fleet, _maintenance, _status), a deleted threshold outside [0.001, 1] o
 not a number. The first registration creates the warehouse (_registry,
 _stats): no other command does.
 
---format lance registers a Lance dataset (e.g. lance/items.lance, as LanceDB
+--table-format lance registers a Lance dataset (e.g. lance/items.lance, as LanceDB
 writes it): it is checked with tablekeep's Lance reader (its listing, latest
 manifest and tags) and refused, with the reason, if it uses a feature the
 reader does not understand. Maintenance compacts it (its small fragments'
@@ -97,7 +97,7 @@ timestamp, tags). See docs/lance.md.`,
 				// "Compaction"): fragments of fewer physical rows are folded,
 				// and one whose deleted share passes the threshold rewritten.
 			default:
-				return Usagef("--format %q: want %s (a tablekeep table) or %s (a Lance dataset, as LanceDB writes it)", format, formatTablekeep, formats.Lance)
+				return Usagef("--table-format %q: want %s (a tablekeep table) or %s (a Lance dataset, as LanceDB writes it)", format, formatTablekeep, formats.Lance)
 			}
 			w, err := openWarehouse(ctx, app, wf, openMode{Create: true})
 			if err != nil {
@@ -112,7 +112,7 @@ timestamp, tags). See docs/lance.md.`,
 			}
 			if err != nil && !errors.Is(err, catalog.ErrAlreadyRegistered) && !errors.Is(err, catalog.ErrNestedRoot) &&
 				isLanceDataset(ctx, w.Store, w.Catalog.TableRoot(args[1])) {
-				return fmt.Errorf("register %s in %s: %w", args[0], w.URI, lanceNotTable(strings.Trim(args[1], "/")))
+				return fmt.Errorf("register %s in %s: %w", args[0], w.URI, lanceNotRegistered(strings.Trim(args[1], "/")))
 			}
 			if err != nil {
 				return fmt.Errorf("register %s in %s: %w", args[0], w.URI, err)
@@ -127,11 +127,12 @@ timestamp, tags). See docs/lance.md.`,
 	}
 	addWarehouseFlags(cmd, &wf, false)
 	f := cmd.Flags()
-	f.StringVar(&format, "format", formatTablekeep, "the table's format: tablekeep, or lance (a Lance dataset: compacted by page splicing and pruned; see docs/lance.md)")
+	f.StringVar(&format, "table-format", formatTablekeep, "the table's format: tablekeep, or lance (a Lance dataset: compacted by page splicing and pruned; see docs/lance.md)")
+	deprecatedAlias(cmd, &format, "format", "table-format", formatTablekeep)
 	f.IntVar(&p.KeepLast, "keep-last", p.KeepLast, "newest versions always kept (at least 1)")
-	f.DurationVar(&p.Grace, "grace", p.Grace, "keep versions superseded less than this long ago, and unreferenced files younger than this (at least the writers' 1h, at most 100 years)")
+	f.Var((*dayDuration)(&p.Grace), "grace", "keep versions superseded less than this long ago, and unreferenced files younger than this, e.g. 6h, 1d (at least the writers' 1h, at most 100 years)")
 	f.Uint64Var(&p.TargetRows, "target-rows", p.TargetRows, "compaction target rows per fragment (at least 1)")
-	f.Float64Var(&p.DeletedThreshold, "deleted-threshold", p.DeletedThreshold, "rewrite fragments with more than this share of deleted rows, in (0, 1] (a Lance dataset too, by Lance's rule: more than this share, the fragment is rewritten without them)")
+	f.Float64Var(&p.DeletedThreshold, "deleted-threshold", p.DeletedThreshold, "rewrite fragments with more than this share of deleted rows, in [0.001, 1] (a Lance dataset too, by Lance's rule: more than this share, the fragment is rewritten without them)")
 	return cmd
 }
 

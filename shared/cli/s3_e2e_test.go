@@ -86,7 +86,7 @@ func TestS3WarehouseEndToEnd(t *testing.T) {
 	fails(t, 1, nb+": bucket does not exist", "", "status", "--warehouse", nb)
 	fails(t, 1, nb+"/t: bucket does not exist", "", "stats", "--table", nb+"/t")
 
-	ok(t, "", "create", tbl, "--schema", "name:utf8,uri:utf8", "--key", "name", "--format", "2")
+	ok(t, "", "create", tbl, "--schema", "name:utf8,uri:utf8", "--key", "name", "--table-format", "2")
 	model := map[string]string{}
 	for i := range 30 {
 		k := fmt.Sprintf("k%d", i%7)

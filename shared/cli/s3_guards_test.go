@@ -96,13 +96,13 @@ func TestS3ReadOnlyRootsLanceAndRestore(t *testing.T) {
 		t.Fatalf("files on a Lance dataset: %v", fj)
 	}
 	for _, cmd := range [][]string{{"scan"}, {"versions", "--long"}, {"get", "x"}} {
-		fails(t, 1, ds+" is a Lance dataset: register it with --format lance; table commands read tablekeep tables (use LanceDB)", "", append(cmd, "--table", ds)...)
+		fails(t, 1, ds+" is a Lance dataset: table commands read tablekeep tables; read it with LanceDB (describe, files and lease take it; register --table-format lance maintains it)", "", append(cmd, "--table", ds)...)
 	}
-	fails(t, 1, "ds.lance is a Lance dataset: register it with --format lance", "", "register", "ds", "ds.lance", "--warehouse", wh)
-	fails(t, 1, "t is a tablekeep table, not a Lance dataset", "", "register", "prod", "t", "--warehouse", wh, "--format", "lance")
+	fails(t, 1, "ds.lance is a Lance dataset: register it with --table-format lance", "", "register", "ds", "ds.lance", "--warehouse", wh)
+	fails(t, 1, "t is a tablekeep table, not a Lance dataset", "", "register", "prod", "t", "--warehouse", wh, "--table-format", "lance")
 
 	// High 2: after a prune, tagged versions lie below the floor.
-	ok(t, "", "register", "ds", "ds.lance", "--warehouse", wh, "--format", "lance", "--keep-last", "3")
+	ok(t, "", "register", "ds", "ds.lance", "--warehouse", wh, "--table-format", "lance", "--keep-last", "3")
 	ok(t, "", "prune", "--warehouse", wh, "--table", "ds", "--lock-table", locks, "--clock-ahead", "2h")
 	start := time.Now().UTC().Add(-time.Minute)
 	lancetest.Write(t, dbdir, "ds")
@@ -130,7 +130,7 @@ func TestS3ReadOnlyRootsLanceAndRestore(t *testing.T) {
 	}
 	uploadNew(t, st, filepath.Join(dbdir, "ds.lance"), "wh/copy.lance", map[string]bool{})
 	fails(t, 1, fmt.Sprintf("copy.lance: refused, nothing registered: the latest version is a restore, version %d is a LanceDB restore", restored), "",
-		"register", "copy", "copy.lance", "--warehouse", wh, "--format", "lance")
+		"register", "copy", "copy.lance", "--warehouse", wh, "--table-format", "lance")
 }
 
 // TestS3LockTableAndEndpointErrors: a wrong lock table is one line, before any table is

@@ -39,6 +39,11 @@ type tableStatus struct {
 	PrunableSince string `json:"prunable_since,omitempty"`
 	PrunableLater int    `json:"prunable_later"`
 	PrunableAt    string `json:"prunable_at,omitempty"`
+	// PrunableLeased more are held by lease PrunableLeasedBy, until
+	// PrunableLeasedTill at the latest (status_lease.go).
+	PrunableLeased     int    `json:"prunable_leased,omitempty"`
+	PrunableLeasedBy   string `json:"prunable_leased_by,omitempty"`
+	PrunableLeasedTill string `json:"prunable_leased_until,omitempty"`
 	// Unreclaimed: stored versions below the floor already set.
 	Unreclaimed int `json:"unreclaimed_versions"`
 	// Damaged: listed versions whose manifests reference deleted files
@@ -105,6 +110,7 @@ func newStatusCmd(app *App) *cobra.Command {
                lowest 8 versions below the floor checked); unreadable. The
                reasons follow the table, one line per table
   PRUNABLE     versions the next pass deletes (the prune planner's rule),
+               "+N held by lease ID until T": more a reader lease holds,
                and "+N at T": more once their grace window ends at T
   COMPACTABLE  fragments the compaction planner would fold (its rule)
   GARBAGE      unreferenced data and deletion files older than the grace
@@ -202,7 +208,7 @@ monitoring.`,
 	}
 	addWarehouseFlags(cmd, &wf, false)
 	clockAheadFlag(cmd, &wf.ahead)
-	cmd.Flags().DurationVar(&lag, "max-lag", 0, "a backlog waiting longer than this is unhealthy (0: the policy's re-plan interval plus 1h)")
+	cmd.Flags().Var((*dayDuration)(&lag), "max-lag", "a backlog waiting longer than this is unhealthy, e.g. 12h, 1d (0: the policy's re-plan interval plus 1h)")
 	cmd.Flags().StringVar(&htmlFile, "html", "", "also write the status as one self-contained HTML page (history charts from _stats; no server, no network) to FILE")
 	cmd.Flags().IntVar(&parallel, "parallel", defaultStatusParallel, "tables read at once (each sends at most "+strconv.Itoa(maintenance.DefaultConcurrency)+" requests at once)")
 	return cmd
@@ -222,10 +228,7 @@ func printStatus(app *App, rows []tableStatus) error {
 			cells = append(cells, []string{r.Table, r.Policy.Format, health, "", "", "", "", "", "", ""})
 			continue
 		}
-		prunable := strconv.Itoa(r.PrunableNow)
-		if r.PrunableLater > 0 {
-			prunable += fmt.Sprintf(" (+%d at %s)", r.PrunableLater, r.PrunableAt)
-		}
+		prunable := prunableText(r)
 		compactable, garbage := fmt.Sprintf("%d of %d", r.Compactable, r.Fragments), shortBytes(r.GarbageBytes)
 		if r.Policy.Format != formatTablekeep {
 			compactable, garbage = "-", "-" // it compacts and sweeps itself
@@ -270,6 +273,7 @@ func rfc3339(t time.Time) string {
 
 func statusOf(ctx context.Context, store objstore.Store, ref maintenance.TableRef, old maintenance.TableStats, clock clock.Clock, lag time.Duration) tableStatus {
 	r := tableStatus{Table: ref.Name, Root: ref.Root, Health: "ok", Policy: policyOf(ref)}
+	ctx = progress.Named(ctx, ref.Name) // its long phases' bars name it
 	fail := func(err error) tableStatus {
 		r.Error = oneLine(sdkOneLine(err))
 		r.Health, r.Reason = "unreadable", r.Error
@@ -291,7 +295,7 @@ func statusOf(ctx context.Context, store objstore.Store, ref maintenance.TableRe
 	// dataset reads every stored manifest: `tablekeep sweep --dry-run`
 	// shows it).
 	if tb, ok := src.(maintenance.TableBacked); ok {
-		sr, err := maintenance.Sweep(ctx, tb.Table(), ref.Policy, now, 0, true)
+		sr, err := maintenance.Sweep(progress.Named(ctx, "sweep"), tb.Table(), ref.Policy, now, 0, true)
 		if err != nil {
 			return fail(err)
 		}

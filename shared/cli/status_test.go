@@ -36,7 +36,7 @@ func TestStatusAndDryRunPlan(t *testing.T) {
 	t.Setenv(EnvAllowClockAhead, "test") // --clock-ahead below
 	dir := t.TempDir()
 	tbl := filepath.Join(dir, "reg")
-	ok(t, "", "create", "--table", tbl, "--schema", "name:utf8,uri:utf8", "--key", "name", "--format", "2")
+	ok(t, "", "create", "--table", tbl, "--schema", "name:utf8,uri:utf8", "--key", "name", "--table-format", "2")
 	for i := range 25 {
 		ok(t, fmt.Sprintf("{\"name\":\"k%d\",\"uri\":\"u%d\"}\n", i%6, i), "upsert", "--table", tbl, "--format", "jsonl")
 	}

@@ -26,7 +26,7 @@ func TestStepsOneTable(t *testing.T) {
 	dir := t.TempDir()
 	for _, name := range []string{"a", "b"} {
 		tbl := filepath.Join(dir, name)
-		ok(t, "", "create", "--table", tbl, "--schema", "name:utf8,uri:utf8", "--key", "name", "--format", "2")
+		ok(t, "", "create", "--table", tbl, "--schema", "name:utf8,uri:utf8", "--key", "name", "--table-format", "2")
 		for i := range 20 {
 			ok(t, fmt.Sprintf("{\"name\":\"k%d\",\"uri\":\"u%d\"}\n", i%4, i), "upsert", "--table", tbl)
 		}

@@ -96,8 +96,19 @@ func noWarehouse(uri string) error {
 	return fmt.Errorf("%w at %s (no %s): `tablekeep register` creates one", ErrNoWarehouse, uri, catalog.RegistryName)
 }
 
-// openWarehouse opens the warehouse wf names (see openMode).
+// openWarehouse opens the warehouse wf names (see openMode). With
+// --verbose, Run logs the requests made through its store.
 func openWarehouse(ctx context.Context, app *App, wf warehouseFlags, mode openMode) (*whouse, error) {
+	w, err := openWarehouseStore(ctx, app, wf, mode)
+	if err == nil && app.Verbose {
+		if c, ok := w.Store.(*objstore.Counting); ok && app.counting == nil {
+			app.counting = c
+		}
+	}
+	return w, err
+}
+
+func openWarehouseStore(ctx context.Context, app *App, wf warehouseFlags, mode openMode) (*whouse, error) {
 	uri := wf.URI
 	if uri == "" {
 		uri = os.Getenv(warehouse.EnvWarehouse)

@@ -79,9 +79,11 @@ type ChangeRecord struct {
 // Stats summarises a dataset's latest version and its stored history.
 type Stats struct {
 	Version             uint64 `json:"version"`
-	Versions            int    `json:"versions"` // manifests stored
+	FormatVersion       uint64 `json:"format_version,omitempty"` // tablekeep: the format its commits write (3 or 2)
+	Versions            int    `json:"versions"`                 // manifests stored
 	Fragments           int    `json:"fragments"`
 	Rows                uint64 `json:"rows"`
+	InlineRows          uint64 `json:"inline_rows"`  // of Rows, those kept in the manifest (format 3), in no data file
 	DeletedRows         uint64 `json:"deleted_rows"` // rows masked by deletion vectors (and inline deletions) in the latest version
 	DeletionFiles       int    `json:"deletion_files"`
 	ManifestBytes       int64  `json:"manifest_bytes"` // all stored manifests

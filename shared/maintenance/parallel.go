@@ -4,6 +4,8 @@ import (
 	"context"
 
 	"golang.org/x/sync/errgroup"
+
+	"github.com/tablekeep/tablekeep/shared/progress"
 )
 
 // DefaultConcurrency is how many object-store requests one maintenance
@@ -62,6 +64,19 @@ func inParallel(ctx context.Context, fns ...func(context.Context) error) error {
 // once; the first error cancels the rest and is returned. Callers store
 // results by index, so outputs keep their order.
 func forEach(ctx context.Context, n int, fn func(ctx context.Context, i int) error) error {
+	return forEachTick(ctx, "", n, fn)
+}
+
+// forEachTick is forEach as a named phase of the step ctx is in: with bars
+// in ctx (progress.WithBars) a phase of many items ticks after each
+// ("reg: sweep: reading manifests 12000/20000").
+func forEachTick(ctx context.Context, phase string, n int, fn func(ctx context.Context, i int) error) error {
+	total := n
+	if phase == "" {
+		total = 0 // untitled: no bar
+	}
+	bar := progress.Start(ctx, phase, total)
+	defer func() { _ = bar.Finish() }()
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(Concurrency(ctx))
 	for i := range n {
@@ -72,7 +87,9 @@ func forEach(ctx context.Context, n int, fn func(ctx context.Context, i int) err
 			if err := gctx.Err(); err != nil {
 				return err
 			}
-			return fn(gctx, i)
+			err := fn(gctx, i)
+			_ = bar.Add(1)
+			return err
 		})
 	}
 	if err := g.Wait(); err != nil {

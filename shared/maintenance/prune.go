@@ -744,7 +744,7 @@ func ensureChangeRecordsIndexed(ctx context.Context, t *table.Table, spans [][2]
 	slices.Sort(todo)
 	todo = slices.Compact(todo)
 	var repaired atomic.Int64
-	err = forEach(ctx, len(todo), func(ctx context.Context, i int) error {
+	err = forEachTick(ctx, "repairing change records", len(todo), func(ctx context.Context, i int) error {
 		v := todo[i]
 		if _, err := t.RepairChangeRecord(ctx, v); err != nil {
 			if errors.Is(err, objstore.ErrNotExist) {

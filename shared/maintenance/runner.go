@@ -12,6 +12,7 @@ import (
 	"github.com/tablekeep/tablekeep/shared/dataset"
 	"github.com/tablekeep/tablekeep/shared/lock"
 	"github.com/tablekeep/tablekeep/shared/objstore"
+	"github.com/tablekeep/tablekeep/shared/progress"
 	"github.com/tablekeep/tablekeep/shared/queue"
 	"github.com/tablekeep/tablekeep/shared/table"
 	"github.com/tablekeep/tablekeep/shared/telemetry"
@@ -323,6 +324,7 @@ func (tr TableReport) PruneDone() bool { return tr.marked }
 // error is the maintenance's; a failure of compaction alone is
 // rep.compactErr.
 func (r *Runner) maintainOne(ctx context.Context, ref TableRef, o TableOptions) (TableReport, error) {
+	ctx = progress.Named(ctx, ref.Name) // its long phases' bars name it
 	r.defaults()
 	prev, hint := o.Prior, o.Listed
 	start := r.Clock.Now()

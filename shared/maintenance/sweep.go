@@ -12,7 +12,9 @@ import (
 	"time"
 
 	"github.com/tablekeep/tablekeep/shared/clock"
+	"github.com/tablekeep/tablekeep/shared/dataset"
 	"github.com/tablekeep/tablekeep/shared/objstore"
+	"github.com/tablekeep/tablekeep/shared/progress"
 	"github.com/tablekeep/tablekeep/shared/table"
 	"github.com/tablekeep/tablekeep/shared/telemetry"
 )
@@ -186,19 +188,45 @@ func retainedReferences(ctx context.Context, t *table.Table) (map[string]bool, [
 	if m.Version >= first {
 		records = int(m.Version - first + 1)
 	}
+	// On format 3 most versions have no record (docs/format.md 4.7): where
+	// the latest manifest's record index does not cover (floor, latest],
+	// one listing of the records says which have one, so that a version
+	// without one costs one GET (below), not a GET that fails and then two.
+	// (A range the index covers costs no listing: it names every record.)
+	var listed map[uint64]bool
+	if _, known := m.HasRecord(first); m.Format >= 3 && records > 0 && !known {
+		_, present, err := missingChangeRecords(ctx, t, first, m.Version)
+		if err != nil {
+			return nil, nil, err
+		}
+		listed = make(map[uint64]bool, len(present))
+		for _, v := range present {
+			listed[v] = true
+		}
+	}
 	names := slices.Sorted(maps.Keys(tags))
 	dangling := make([]string, len(names))
-	err = forEach(ctx, records+len(names), func(ctx context.Context, i int) error {
+	err = forEachTick(ctx, "reading manifests", records+len(names), func(ctx context.Context, i int) error {
 		if i < records {
 			r := first + uint64(i)
 			if has, known := m.HasRecord(r); known && !has {
 				return nil // format 3: removed no file, has no record (docs/format.md 4.7)
 			}
-			cr, err := t.ChangeRecord(ctx, r)
+			var cr *dataset.ChangeRecord
+			err := objstore.ErrNotExist
+			if listed == nil || listed[r] {
+				cr, err = t.ChangeRecord(ctx, r)
+			}
 			if errors.Is(err, objstore.ErrNotExist) {
-				if cr, err = t.ComputeChangeRecord(ctx, r); err != nil {
-					return fmt.Errorf("sweep: change record %d missing and not computable: %w", r, err)
+				// No record (empty, or lost in a crash after the commit):
+				// version r removed at most the files of version r-1, a
+				// retained version (r-1 >= floor), so all of them are kept.
+				prev, err := t.ReadManifest(ctx, r-1)
+				if err != nil {
+					return fmt.Errorf("sweep: change record %d missing and version %d unreadable: %w", r, r-1, err)
 				}
+				addManifest(prev)
+				return nil
 			}
 			if err != nil {
 				return err
@@ -257,6 +285,7 @@ type SweepOptions struct {
 // retained); a SweepSource by SweepSourceFiles; any other is skipped
 // (SweepResult.Skipped), nothing listed or deleted.
 func SweepTable(ctx context.Context, store objstore.Store, ref TableRef, o SweepOptions) (SweepResult, error) {
+	ctx = progress.Named(progress.Named(ctx, ref.Name), "sweep")
 	clock := clock.Or(o.Clock)
 	start := clock.Now()
 	st := objstore.NewCounting(store)

@@ -142,7 +142,7 @@ func SweepSourceFiles(ctx context.Context, src Source, ss SweepSource, p Policy,
 	}
 	var mu sync.Mutex
 	refs := map[string]bool{}
-	err = forEach(ctx, len(vs), func(ctx context.Context, i int) error {
+	err = forEachTick(ctx, "reading manifests", len(vs), func(ctx context.Context, i int) error {
 		keys, err := ss.VersionRefs(ctx, vs[i])
 		if err != nil {
 			return fmt.Errorf("version %d: %w", vs[i], err)

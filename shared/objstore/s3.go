@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/smithy-go"
+	"github.com/aws/smithy-go/logging"
 	"github.com/aws/smithy-go/middleware"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 )
@@ -74,6 +75,9 @@ func NewS3FromConfig(ctx context.Context, opts S3Options) (*S3, error) {
 	}
 	loadOpts := []func(*config.LoadOptions) error{
 		config.WithRetryer(func() aws.Retryer { return s3Retryer(attempts) }),
+		// The SDK's own logger writes to stderr ("WARN falling back to
+		// IMDSv1" before a missing-credentials error): the error says it.
+		config.WithLogger(logging.Nop{}),
 	}
 	if opts.Region != "" {
 		loadOpts = append(loadOpts, config.WithRegion(opts.Region))

@@ -3,5 +3,7 @@
 //
 // Floor 0 of the layering (a package's floor is one above the highest floor
 // it imports; floor 0 imports no tablekeep package). It owns the bar and its
-// terminal check; nothing else. It must not import any tablekeep package.
+// terminal check, and the bars a context carries to the named phases of a
+// library call (phase.go); nothing else. It must not import any tablekeep
+// package.
 package progress

@@ -2,6 +2,8 @@ package progress
 
 import (
 	"bytes"
+	"context"
+	"fmt"
 	"os"
 	"testing"
 )
@@ -32,5 +34,22 @@ func TestBarOnWriter(t *testing.T) {
 	_ = b.Finish()
 	if !bytes.Contains(buf.Bytes(), []byte("maintain")) {
 		t.Fatalf("bar output %q", buf.String())
+	}
+}
+
+// TestPhases: Start draws a bar for a phase of at least MinTicked items
+// with the step names of ctx, and nothing without bars or for a short phase.
+func TestPhases(t *testing.T) {
+	var descs []string
+	bars := Func(func(desc string, total int) Bar {
+		descs = append(descs, fmt.Sprintf("%s %d", desc, total))
+		return none{}
+	})
+	ctx := Named(Named(WithBars(context.Background(), bars), "reg"), "sweep")
+	Start(ctx, "reading manifests", 20001)
+	Start(ctx, "short", MinTicked-1)
+	Start(Named(context.Background(), "reg"), "no bars", 20001)
+	if len(descs) != 1 || descs[0] != "reg: sweep: reading manifests 20001" {
+		t.Fatalf("bars %q", descs)
 	}
 }

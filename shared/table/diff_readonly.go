@@ -24,3 +24,10 @@ func (t *Table) ComputeChangeRecord(ctx context.Context, v uint64) (*dataset.Cha
 	}
 	return diffManifests(prev, next), nil
 }
+
+// ReadManifest reads version v's manifest: one GET, no floor check (the
+// orphan sweep reads the files of a retained version whose change record is
+// missing).
+func (t *Table) ReadManifest(ctx context.Context, v uint64) (*Manifest, error) {
+	return t.readManifest(ctx, v)
+}

@@ -166,6 +166,15 @@ func indexRecord(base, next *Manifest, changed bool) {
 	}
 }
 
+// FormatVersion is the format the table's commits write: 3, or 2 for a
+// table of format 1 or 2 (read alike; a commit on format 1 writes 2).
+func (m *Manifest) FormatVersion() uint64 {
+	if m.Format >= 3 {
+		return m.Format
+	}
+	return legacyFormat
+}
+
 // Rows is the number of live rows.
 func (m *Manifest) Rows() uint64 {
 	var n uint64

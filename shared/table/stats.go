@@ -29,7 +29,7 @@ func (t *Table) Stats(ctx context.Context) (dataset.Stats, error) {
 
 // StatsOf summarises one manifest without I/O (history fields left zero).
 func StatsOf(m *Manifest) dataset.Stats {
-	s := dataset.Stats{Version: m.Version, Fragments: len(m.Fragments)}
+	s := dataset.Stats{Version: m.Version, FormatVersion: m.FormatVersion(), Fragments: len(m.Fragments), InlineRows: uint64(len(m.Inline))}
 	for _, f := range m.Fragments {
 		s.Rows += f.LiveRows()
 		s.DataBytes += f.Bytes

@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/smithy-go/logging"
 
 	"github.com/tablekeep/tablekeep/shared/catalog"
 	"github.com/tablekeep/tablekeep/shared/clock"
@@ -147,7 +148,7 @@ func OpenAWS(ctx context.Context, cfg AWSConfig) (*Warehouse, error) {
 		w.Queue = queue.NewEmbedded(queue.EmbeddedOptions{Clock: clock, MaxReceives: 5})
 		return w, nil
 	}
-	awsCfg, err := config.LoadDefaultConfig(ctx)
+	awsCfg, err := config.LoadDefaultConfig(ctx, config.WithLogger(logging.Nop{})) // as objstore's: errors say it
 	if err != nil {
 		return nil, fmt.Errorf("aws config: %w", err)
 	}
