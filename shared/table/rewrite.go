@@ -53,6 +53,7 @@ type Rewrite struct {
 	Remapped uint64
 	// Discarded counts the files a failed commit deleted (CommitRewrite).
 	Discarded int
+
 	written  map[rewriteWrittenKey]*Deletion
 	removal  map[string]dataset.OpKind // data key -> op that removed it, versions (ReadVersion, scanned]
 	scanned  uint64
