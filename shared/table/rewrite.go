@@ -44,6 +44,8 @@ type Rewrite struct {
 	// one-row fragment) is remapped as deleted rows rather than dropping the
 	// group; without it (0), any removed input drops its group.
 	ReadVersion uint64
+	// Discarded counts the files a failed commit deleted (CommitRewrite).
+	Discarded int
 
 	nextID uint64
 	// Dropped counts groups the last apply dropped because an input was gone.
@@ -51,9 +53,6 @@ type Rewrite struct {
 	// Remapped counts rows deleted concurrently that the last apply re-applied
 	// to outputs.
 	Remapped uint64
-	// Discarded counts the files a failed commit deleted (CommitRewrite).
-	Discarded int
-
 	written  map[rewriteWrittenKey]*Deletion
 	removal  map[string]dataset.OpKind // data key -> op that removed it, versions (ReadVersion, scanned]
 	scanned  uint64
