@@ -41,6 +41,17 @@ func (p *putRecorder) PutIfAbsent(ctx context.Context, key string, data []byte) 
 	return p.Faulty.PutIfAbsent(ctx, key, data)
 }
 
+// written returns the keys the compaction put but its manifests'.
+func (p *putRecorder) written() []string {
+	var out []string
+	for _, k := range p.keys {
+		if !strings.Contains(k, lance.VersionsDir) {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
 // left returns the keys the compaction wrote under data/, _deletions/ and
 // _transactions/ that are still there.
 func (p *putRecorder) left(t *testing.T, dir string) []string {
@@ -134,12 +145,7 @@ func TestCompactDiscardsWhatItLost(t *testing.T) {
 			if rep.Committed != tc.committed || rep.DiscardFailed != "" {
 				t.Fatalf("committed %d, want %d: %+v", rep.Committed, tc.committed, rep)
 			}
-			var ours []string
-			for _, k := range store.keys {
-				if !strings.Contains(k, lance.VersionsDir) {
-					ours = append(ours, k)
-				}
-			}
+			ours := store.written()
 			refs := referenced(t, ds, "t.lance")
 			want := 0 // every file written that the latest does not reference
 			for _, k := range ours {
@@ -215,12 +221,7 @@ func TestCompactLostResponseKeepsFiles(t *testing.T) {
 			if rep.Discarded != 0 || rep.Attempts != 1 {
 				t.Fatalf("discarded %d files after %d PUTs", rep.Discarded, rep.Attempts)
 			}
-			var ours []string
-			for _, k := range store.keys {
-				if !strings.Contains(k, lance.VersionsDir) {
-					ours = append(ours, k)
-				}
-			}
+			ours := store.written()
 			if left := store.left(t, dir); !slices.Equal(left, ours) {
 				t.Fatalf("left %v of %v", left, ours)
 			}
