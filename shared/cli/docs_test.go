@@ -35,7 +35,7 @@ func TestDocsCLIExamples(t *testing.T) {
 	for _, b := range blocks {
 		for _, c := range splitCommands(b[1]) {
 			n++
-			checkDocCommand(t, c.cmd, c.want)
+			checkDocCommand(t, "docs/cli.md", c.cmd, c.want)
 		}
 	}
 	t.Logf("%d commands of docs/cli.md checked", n)
@@ -112,7 +112,9 @@ func loosen(s string) string {
 	return strings.TrimRight(s, " ")
 }
 
-func checkDocCommand(t *testing.T, cmd string, want []string) {
+// checkDocCommand runs one command of doc's console blocks and checks its
+// output.
+func checkDocCommand(t *testing.T, doc, cmd string, want []string) {
 	t.Helper()
 	words := shellWords(strings.ReplaceAll(cmd, "$T", "--table=./reg"))
 	var stdin string
@@ -133,7 +135,7 @@ func checkDocCommand(t *testing.T, cmd string, want []string) {
 		stdin, words = string(b), words[:len(words)-2]
 	}
 	if len(words) == 0 || words[0] != "tablekeep" {
-		t.Fatalf("docs/cli.md: unsupported command %q in a console block", cmd)
+		t.Fatalf("%s: unsupported command %q in a console block", doc, cmd)
 	}
 	var out bytes.Buffer
 	Run(context.Background(), words[1:], strings.NewReader(stdin), &out, &out)
@@ -142,7 +144,7 @@ func checkDocCommand(t *testing.T, cmd string, want []string) {
 		got = nil
 	}
 	if !matchLines(got, want) {
-		t.Errorf("docs/cli.md: $ %s\ngot:\n%s\nthe document says:\n%s", cmd, strings.Join(got, "\n"), strings.Join(want, "\n"))
+		t.Errorf("%s: $ %s\ngot:\n%s\nthe document says:\n%s", doc, cmd, strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
 

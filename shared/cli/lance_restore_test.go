@@ -111,7 +111,7 @@ func TestLanceFormatTagsAndRestore(t *testing.T) {
 	// Compaction settings apply to a Lance dataset (its compaction folds
 	// fragments of fewer live rows than --target-rows and drops the deleted
 	// rows of a group past --deleted-threshold): accepted, printed, listed.
-	if out := ok(t, "", "register", "ds", "lance/ds.lance", w, "--table-format", "lance", "--keep-last", "3", "--target-rows", "5000", "--deleted-threshold", "0.25"); !strings.HasSuffix(out, "; keep-last 3, grace 1h, target 5000 rows, deleted-threshold 0.25)\n") {
+	if out := ok(t, "", "register", "ds", "lance/ds.lance", w, "--table-format", "lance", "--grace", "1h", "--keep-last", "3", "--target-rows", "5000", "--deleted-threshold", "0.25"); !strings.HasSuffix(out, "; keep-last 3, grace 1h, target 5000 rows, deleted-threshold 0.25)\n") {
 		t.Fatalf("register --format lance: %q", out)
 	}
 	if out := ok(t, "", "tables", w); !regexpMatch(`(?m)^ds +lance +lance/ds\.lance/ +3 +1h +5000 +0\.25$`, out) {

@@ -76,7 +76,7 @@ func TestLanceDatasetCLI(t *testing.T) {
 		t.Fatalf("a refused dataset was registered:\n%s", out)
 	}
 
-	out := ok(t, "", "register", "ds", "lance/ds.lance", "--warehouse", dir, "--table-format", "lance", "--keep-last", "3")
+	out := ok(t, "", "register", "ds", "lance/ds.lance", "--warehouse", dir, "--table-format", "lance", "--grace", "1h", "--keep-last", "3")
 	if !strings.Contains(out, "as a lance dataset ("+strconv.Itoa(len(c.Versions))+" versions, latest "+strconv.FormatUint(c.Latest, 10)+", 2 tags;") {
 		t.Fatalf("register: %s", out)
 	}
@@ -266,7 +266,7 @@ func TestLanceCompactCLI(t *testing.T) {
 	lancetest.Node(t, nil, &m, "mixed", dbdir, "ds", "16")
 	before := lancetest.Dump(t, dbdir, "ds")
 	ds := filepath.Join(dbdir, "ds.lance")
-	ok(t, "", "register", "ds", "lance/ds.lance", "--warehouse", dir, "--table-format", "lance")
+	ok(t, "", "register", "ds", "lance/ds.lance", "--warehouse", dir, "--table-format", "lance", "--grace", "1h")
 	files := dirListing(t, ds)
 	dj := ok(t, "", "compact", "--warehouse", dir, "--table", "ds", "--dry-run", "-o", "json")
 	var dry struct {

@@ -67,7 +67,7 @@ func TestLeaseCLILance(t *testing.T) {
 	if m == nil || m[2] != strings.TrimSpace(jsonNum(c.Latest)) {
 		t.Fatalf("create on a Lance dataset (latest %d): %q", c.Latest, out)
 	}
-	ok(t, "", "register", "ds", "lance/ds.lance", "--warehouse", dir, "--table-format", "lance")
+	ok(t, "", "register", "ds", "lance/ds.lance", "--warehouse", dir, "--table-format", "lance", "--grace", "1h")
 	if out := ok(t, "", "lease", "list", "--warehouse", dir, "--table", "ds"); !strings.Contains(out, m[1]) {
 		t.Fatalf("list by registered name: %q", out)
 	}

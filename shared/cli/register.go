@@ -46,6 +46,12 @@ func formatName(f string) string {
 	return f
 }
 
+// LanceGrace is a Lance dataset's grace when register is given no --grace:
+// LanceDB's own cleanup keeps versions for 7 days (cleanup_old_versions'
+// and optimize()'s older_than default), which is what a LanceDB user
+// expects of old versions; a tablekeep table's default is the writers' 1 h.
+const LanceGrace = 7 * 24 * time.Hour
+
 // policyText is the policy in one phrase.
 func policyText(p policyJSON) string {
 	return fmt.Sprintf("keep-last %d, grace %s, target %d rows, deleted-threshold %g", p.KeepLast, p.Grace, p.TargetRows, p.DeletedThreshold)
@@ -75,7 +81,9 @@ manifest and tags) and refused, with the reason, if it uses a feature the
 reader does not understand. Maintenance compacts it (its small fragments'
 pages spliced into one file, committed as a Lance Rewrite that LanceDB
 reads) and prunes it like a table (keep-last, grace from each version's own
-timestamp, tags). See docs/lance.md.`,
+timestamp, tags). Its grace is 7 days unless --grace is given (168h: LanceDB's
+own cleanup default, older_than 7 days; a tablekeep table's default is 1h).
+See docs/lance.md.`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
@@ -104,7 +112,11 @@ timestamp, tags). See docs/lance.md.`,
 				return err
 			}
 			if format != "" {
-				return registerDataset(ctx, app, w, args[0], args[1], format, p)
+				defaultGrace := !cmd.Flags().Changed("grace")
+				if defaultGrace {
+					p.Grace = LanceGrace
+				}
+				return registerDataset(ctx, app, w, args[0], args[1], format, p, defaultGrace)
 			}
 			ref, err := w.Catalog.RegisterTable(ctx, args[0], args[1], p)
 			if errors.Is(err, catalog.ErrSystemTable) {
@@ -130,7 +142,7 @@ timestamp, tags). See docs/lance.md.`,
 	f.StringVar(&format, "table-format", formatTablekeep, "the table's format: tablekeep, or lance (a Lance dataset: compacted by page splicing and pruned; see docs/lance.md)")
 	deprecatedAlias(cmd, &format, "format", "table-format", formatTablekeep)
 	f.IntVar(&p.KeepLast, "keep-last", p.KeepLast, "newest versions always kept (at least 1)")
-	f.Var((*dayDuration)(&p.Grace), "grace", "keep versions superseded less than this long ago, and unreferenced files younger than this, e.g. 6h, 1d (at least the writers' 1h, at most 100 years)")
+	f.Var((*dayDuration)(&p.Grace), "grace", "keep versions superseded less than this long ago, and unreferenced files younger than this, e.g. 6h, 1d (at least the writers' 1h, at most 100 years; a Lance dataset's default is 7d, LanceDB's own cleanup default)")
 	f.Uint64Var(&p.TargetRows, "target-rows", p.TargetRows, "compaction target rows per fragment (at least 1)")
 	f.Float64Var(&p.DeletedThreshold, "deleted-threshold", p.DeletedThreshold, "rewrite fragments with more than this share of deleted rows, in [0.001, 1] (a Lance dataset too, by Lance's rule: more than this share, the fragment is rewritten without them)")
 	return cmd
@@ -218,7 +230,9 @@ func shortDuration(d time.Duration) string {
 // registerDataset registers a dataset of another format (Lance) after
 // checking it with the format's reader: nothing is stored for a path that
 // is not a dataset or a dataset the reader refuses (exit 1, with why).
-func registerDataset(ctx context.Context, app *App, w *whouse, name, rel, format string, p maintenance.Policy) error {
+// defaultGrace: no --grace was given (p.Grace is LanceGrace), which the
+// output says.
+func registerDataset(ctx context.Context, app *App, w *whouse, name, rel, format string, p maintenance.Policy, defaultGrace bool) error {
 	if name == catalog.RegistryName || name == catalog.StatsName {
 		return &UsageError{Err: fmt.Errorf("%w %s: registered with the warehouse", catalog.ErrSystemTable, name)}
 	}
@@ -260,5 +274,8 @@ func registerDataset(ctx context.Context, app *App, w *whouse, name, rel, format
 	}
 	_, err = fmt.Fprintf(app.Stdout, "registered %s at %s in %s as a %s dataset (%s, latest %d, %s; %s)\n",
 		ref.Name, rel, w.URI, ref.Format, plural(sum.Versions, "version", "versions"), sum.Latest, plural(len(sum.Tags), "tag", "tags"), policyText(pj))
+	if err == nil && defaultGrace {
+		_, err = fmt.Fprintf(app.Stdout, "grace %s: LanceDB's own cleanup default (older_than 7 days), so versions superseded less than 7 days ago are kept; --grace sets another (a tablekeep table's default is 1h)\n", pj.Grace)
+	}
 	return err
 }

@@ -102,7 +102,7 @@ func TestS3ReadOnlyRootsLanceAndRestore(t *testing.T) {
 	fails(t, 1, "t is a tablekeep table, not a Lance dataset", "", "register", "prod", "t", "--warehouse", wh, "--table-format", "lance")
 
 	// High 2: after a prune, tagged versions lie below the floor.
-	ok(t, "", "register", "ds", "ds.lance", "--warehouse", wh, "--table-format", "lance", "--keep-last", "3")
+	ok(t, "", "register", "ds", "ds.lance", "--warehouse", wh, "--table-format", "lance", "--grace", "1h", "--keep-last", "3")
 	ok(t, "", "prune", "--warehouse", wh, "--table", "ds", "--lock-table", locks, "--clock-ahead", "2h")
 	start := time.Now().UTC().Add(-time.Minute)
 	lancetest.Write(t, dbdir, "ds")

@@ -102,7 +102,7 @@ func TestStatusHTMLInChromium(t *testing.T) {
 	mk("events", 3)
 	mk("clicks", 3)
 	lancetest.Create(t, filepath.Join(dir, "lance"), "vectors", 6, "")
-	ok(t, "", "register", "vectors", "lance/vectors.lance", "--warehouse", dir, "--format", "lance")
+	ok(t, "", "register", "vectors", "lance/vectors.lance", "--warehouse", dir, "--table-format", "lance", "--grace", "1h")
 	// Four passes with writes between them: a history of a few _stats
 	// points per table. events: more versions each time, prunable once
 	// past their grace window (the clock 2 h ahead below).

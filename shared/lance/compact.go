@@ -188,6 +188,14 @@ type CompactReport struct {
 	Attempts                        int // conditional puts tried
 	BytesRead, BytesWritten         uint64
 	Stopped                         string // why the run stopped early
+	// Discarded counts the files the run wrote and deleted again (one
+	// DeleteObjects a run, up to 1,000 keys): the data, deletion and
+	// transaction files of groups lost to a conflict, a fence, MaxRunDuration
+	// or an error, never one a manifest that landed or may have landed
+	// references (docs/lance.md "Compaction"). DiscardFailed: why that delete
+	// failed (the files are the orphan sweep's, as after a crash).
+	Discarded     int
+	DiscardFailed string
 }
 
 // Compact folds runs of consecutive small fragments of the dataset's
@@ -229,6 +237,8 @@ func (d *Dataset) Compact(ctx context.Context, opts CompactOptions) (*CompactRep
 	}
 	// Write each group's spliced file (the commit assigns ids).
 	var done []*groupOut
+	up := &uploads{kept: map[string]bool{}}
+	defer up.discard(ctx, d.store, rep)
 	start := o.Clock.Now()
 	for i, g := range plan {
 		if err := ctx.Err(); err != nil {
@@ -260,6 +270,9 @@ func (d *Dataset) Compact(ctx context.Context, opts CompactOptions) (*CompactRep
 			return rep, fmt.Errorf("compact group %d: %w", i, err)
 		}
 		out.idx = i
+		if out.path != "" {
+			up.add(d.root + DataDir + out.path)
+		}
 		rep.Groups[i].PagesIn, rep.Groups[i].Pages, rep.Groups[i].Unmerged = out.pagesIn, out.pages, out.unmerged
 		rep.Groups[i].DroppedRows, rep.Groups[i].DropRefused = out.droppedRows(), out.dropRefused
 		rep.BytesRead += out.bytesRead
@@ -269,7 +282,46 @@ func (d *Dataset) Compact(ctx context.Context, opts CompactOptions) (*CompactRep
 	if len(done) == 0 {
 		return rep, nil
 	}
-	return rep, d.commitRewrite(ctx, rm, scheme, done, o, rep, start)
+	return rep, d.commitRewrite(ctx, rm, scheme, done, o, rep, start, up)
+}
+
+// uploads are the files a compaction run wrote, and those of them that a
+// manifest which landed, or may have landed, references (kept). When the
+// run ends, every other one is deleted at once: no manifest references it
+// and none ever will (its name is random, and a manifest naming it was
+// either refused by its conditional put or is another writer's, checked by
+// its transaction file). A crash before the delete leaves them to the
+// orphan sweep.
+type uploads struct {
+	keys []string
+	kept map[string]bool
+}
+
+func (u *uploads) add(keys ...string) { u.keys = append(u.keys, keys...) }
+
+func (u *uploads) keep(keys []string) {
+	for _, k := range keys {
+		u.kept[k] = true
+	}
+}
+
+// discard deletes the files not kept: one DeleteObjects (a request per
+// 1,000 keys). A failure is reported, not returned: the files are orphans.
+func (u *uploads) discard(ctx context.Context, store objstore.Store, rep *CompactReport) {
+	var gone []string
+	for _, k := range u.keys {
+		if !u.kept[k] {
+			gone = append(gone, k)
+		}
+	}
+	if len(gone) == 0 {
+		return
+	}
+	n, err := objstore.DeleteAll(ctx, store, gone, objstore.MaxDeleteKeys)
+	rep.Discarded += n
+	if err != nil {
+		rep.DiscardFailed = err.Error()
+	}
 }
 
 // latestFile finds the latest manifest: inverted names sort newest first,
@@ -598,11 +650,24 @@ func newUUID() string {
 // the dataset drops every group. A lost conditional put re-reads and
 // retries, at most CommitAttempts times.
 // start is when the run began uploading (MaxRunDuration counts from it).
-func (d *Dataset) commitRewrite(ctx context.Context, planned *rawManifest, scheme NamingScheme, done []*groupOut, o CompactOptions, rep *CompactReport, start time.Time) error {
+// The files of a group dropped, and of an attempt whose put was refused,
+// are discarded (uploads); those of an attempt whose put had an unknown
+// outcome are kept.
+func (d *Dataset) commitRewrite(ctx context.Context, planned *rawManifest, scheme NamingScheme, done []*groupOut, o CompactOptions, rep *CompactReport, start time.Time, up *uploads) error {
 	base := planned
 	checked := planned.m.Version // versions up to this one are rebased on
 	live := done
-	removed := map[uint64]bool{} // fragments a Delete or Update removed whole since
+	removed := map[uint64]bool{}     // fragments a Delete or Update removed whole since
+	won := map[uint64]*rawManifest{} // versions read after a lost put
+	committed := func(v uint64, nfrags int, live []*groupOut, keys []string) {
+		up.keep(keys)
+		rep.Version = v
+		rep.FragmentsAfter = nfrags
+		for _, g := range live {
+			rep.Groups[g.idx].Outcome = "committed"
+			rep.Committed++
+		}
+	}
 	for attempt := 0; attempt < o.CommitAttempts; attempt++ {
 		// Rebase on what was committed since.
 		latest, err := d.probeLatest(ctx, scheme, checked)
@@ -611,9 +676,11 @@ func (d *Dataset) commitRewrite(ctx context.Context, planned *rawManifest, schem
 		}
 		for v := checked + 1; v <= latest; v++ {
 			key := d.root + VersionsDir + ManifestName(v, scheme)
-			rm, err := d.readRaw(ctx, key)
-			if err != nil {
-				return fmt.Errorf("rebase on version %d: %w", v, err)
+			rm := won[v]
+			if rm == nil {
+				if rm, err = d.readRaw(ctx, key); err != nil {
+					return fmt.Errorf("rebase on version %d: %w", v, err)
+				}
 			}
 			if rm.m.Version != v {
 				return corrupt(key, "names version %d, holds version %d", v, rm.m.Version)
@@ -802,12 +869,25 @@ func (d *Dataset) commitRewrite(ctx context.Context, planned *rawManifest, schem
 		txnName := fmt.Sprintf("%d-%s.txn", base.m.Version, uuid)
 		ts := o.Clock.Now()
 		manifest := base.encode(nextManifest{Version: next, Timestamp: ts, Fragments: frags, MaxFragmentID: maxID, TransactionFile: txnName})
+		// keys are the files this attempt's manifest references that the
+		// run wrote.
+		var keys []string
+		for _, g := range live {
+			if g.path != "" {
+				keys = append(keys, d.root+DataDir+g.path)
+			}
+		}
 		for _, dl := range dels {
+			up.add(dl.key)
+			keys = append(keys, dl.key)
 			if err := d.store.PutIfAbsent(ctx, dl.key, dl.data); err != nil {
 				return err
 			}
 		}
-		if err := d.store.PutIfAbsent(ctx, d.root+TransactionsDir+txnName, encodeRewrite(base.m.Version, uuid, groups)); err != nil {
+		txnKey := d.root + TransactionsDir + txnName
+		up.add(txnKey)
+		keys = append(keys, txnKey)
+		if err := d.store.PutIfAbsent(ctx, txnKey, encodeRewrite(base.m.Version, uuid, groups)); err != nil {
 			return err
 		}
 		if o.Fence != nil {
@@ -821,19 +901,30 @@ func (d *Dataset) commitRewrite(ctx context.Context, planned *rawManifest, schem
 			return nil
 		}
 		rep.Attempts++
-		err = d.store.PutIfAbsent(ctx, d.root+VersionsDir+ManifestName(next, scheme), manifest)
+		mkey := d.root + VersionsDir + ManifestName(next, scheme)
+		err = d.store.PutIfAbsent(ctx, mkey, manifest)
 		if errors.Is(err, objstore.ErrExists) {
-			continue // a writer won version next: rebase on it
+			// A writer won version next: rebase on it. The manifest that
+			// won is read now (the rebase uses it): if it names this
+			// attempt's transaction file, the put landed after all (a
+			// retried request whose first response was lost).
+			w, err := d.readRaw(ctx, mkey)
+			if err != nil {
+				up.keep(keys) // unverified: left to the sweep
+				return fmt.Errorf("rebase on version %d: %w", next, err)
+			}
+			if w.m.TransactionFile == txnName {
+				committed(next, len(frags), live, keys)
+				return nil
+			}
+			won[next] = w
+			continue
 		}
 		if err != nil {
+			up.keep(keys) // unknown outcome: the manifest may have landed
 			return err
 		}
-		rep.Version = next
-		rep.FragmentsAfter = len(frags)
-		for _, g := range live {
-			rep.Groups[g.idx].Outcome = "committed"
-			rep.Committed++
-		}
+		committed(next, len(frags), live, keys)
 		return nil
 	}
 	for _, g := range live {

@@ -105,6 +105,10 @@ type CompactionResult struct {
 	Versions     []uint64 // versions committed
 	Stopped      string   // why the run stopped early ("" if it finished)
 	FlushedRows  uint64   // inline rows (format 3) flushed to a data file first
+	// Discarded counts the files of groups that committed nothing which
+	// their commit deleted at once (table.CommitRewrite: the output and the
+	// deletion vectors its re-applies wrote; kept after an unknown outcome).
+	Discarded int
 }
 
 // Compactor executes compaction plans group by group, committing each group
@@ -272,14 +276,16 @@ func (c *Compactor) Run(ctx context.Context, t *table.Table, p Policy) (Compacti
 		}
 		rw := &table.Rewrite{Groups: []table.RewriteGroup{{Inputs: r.inputs, Output: out, Fold: g.Fold}}, ReadVersion: m.Version}
 		cr, err := t.CommitRewrite(ctx, rw, readAt)
+		res.Discarded += rw.Discarded
 		switch {
 		case errors.Is(err, table.ErrRewriteInvalidated):
-			// A concurrent writer removed an input: skip; the next run replans.
+			// A concurrent writer removed an input: skip (the output was
+			// deleted); the next run replans.
 			res.Dropped++
 		case errors.Is(err, lock.ErrLeaseExpired) || errors.Is(err, lock.ErrLeaseLost):
 			// The fence refused the commit: stop at the lease (the output
-			// is left to the orphan sweep); the caller's next fenced step
-			// reports the lease.
+			// was deleted); the caller's next fenced step reports the
+			// lease.
 			res.Stopped = fmt.Sprintf("lease: %d of %d groups done: %v", i, n, err)
 			return res, nil
 		case err != nil:

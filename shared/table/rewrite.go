@@ -44,6 +44,8 @@ type Rewrite struct {
 	// one-row fragment) is remapped as deleted rows rather than dropping the
 	// group; without it (0), any removed input drops its group.
 	ReadVersion uint64
+	// Discarded counts the files a failed commit deleted (CommitRewrite).
+	Discarded int
 
 	nextID uint64
 	// Dropped counts groups the last apply dropped because an input was gone.
@@ -222,6 +224,14 @@ func (t *Table) WriteRewriteOutput(ctx context.Context, m *Manifest, rec arrow.R
 // re-applied to the output by remapping row positions; a group whose input
 // was removed is dropped (never committed stale). If every group is dropped
 // it returns ErrRewriteInvalidated and commits nothing.
+//
+// A rewrite that fails is spent: when no manifest of it landed or may have
+// (every conditional put refused, or none made: a conflict, the fence, a
+// stale read, an error), its outputs and the deletion vectors it wrote are
+// deleted at once (one Delete request; docs/format.md 8.4), so a lost
+// compaction leaves nothing for the sweep. After an unknown outcome
+// (ErrCommitUnknown, or a put whose answer was lost) they are kept: the
+// sweep's, if nothing references them. A crash leaves them to the sweep.
 func (t *Table) CommitRewrite(ctx context.Context, rw *Rewrite, readAt time.Time) (*CommitResult, error) {
 	// Start from the latest: a rewrite's inputs are checked against it,
 	// and a cached base older than the rewrite's read would drop groups
@@ -240,7 +250,37 @@ func (t *Table) CommitRewrite(ctx context.Context, rw *Rewrite, readAt time.Time
 	op.readAt = readAt
 	rw.written = map[rewriteWrittenKey]*Deletion{}
 	op.rewrite = rw
-	return t.commit(ctx, op, base)
+	res, err := t.commit(ctx, op, base)
+	if err != nil && !op.ambiguous {
+		rw.discard(ctx, t)
+	}
+	return res, err
+}
+
+// discard deletes the files a rewrite that committed nothing uploaded: its
+// outputs and the deletion vectors its applies wrote. A failure is logged:
+// the files are orphans for the sweep.
+func (rw *Rewrite) discard(ctx context.Context, t *Table) {
+	var keys []string
+	for _, g := range rw.Groups {
+		if g.Output.File != 0 {
+			keys = append(keys, t.key(g.Output.File.DataKey()))
+		}
+	}
+	for k, d := range rw.written {
+		if d != nil && d.ID != 0 && k.group < len(rw.Groups) {
+			keys = append(keys, t.key(DeletionKey(rw.Groups[k.group].Output.File, d.ID)))
+		}
+	}
+	if len(keys) == 0 {
+		return
+	}
+	slices.Sort(keys)
+	n, err := objstore.DeleteAll(ctx, t.store, keys, objstore.MaxDeleteKeys)
+	rw.Discarded += n
+	if err != nil {
+		t.opts.Logger.WarnContext(ctx, "rewrite files not deleted (left to the sweep)", "table", t.root, "files", len(keys), "err", err)
+	}
 }
 
 // apply builds the fragment list of base with the rewrite applied.

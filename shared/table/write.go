@@ -78,6 +78,10 @@ type writeOp struct {
 	// firstUpload is when the op started uploading its first deletion
 	// vector (data files carry their own Fragment.uploadedAt).
 	firstUpload time.Time
+	// ambiguous: a manifest of this op landed or may have (an unknown
+	// outcome, resolved or not): a failed commit's uploads are then left
+	// to the sweep, never deleted by the writer.
+	ambiguous bool
 }
 
 type writtenKey struct {
@@ -204,6 +208,7 @@ func (t *Table) commit(ctx context.Context, op *writeOp, base *Manifest) (*Commi
 			landed, lookErr := t.ownManifest(ctx, next.Version, op.txn)
 			switch {
 			case lookErr != nil:
+				op.ambiguous = true
 				return nil, fmt.Errorf("%w: version %d: %v (then %v)", ErrCommitUnknown, next.Version, err, lookErr)
 			case landed != nil:
 				next, err = landed, nil
@@ -212,6 +217,7 @@ func (t *Table) commit(ctx context.Context, op *writeOp, base *Manifest) (*Commi
 				// returning). Retry a few times, remembering the version in
 				// case a delayed request lands after all.
 				unsure[next.Version] = true
+				op.ambiguous = true
 				if len(unsure) > maxUnsure {
 					return nil, fmt.Errorf("commit version %d: %w", next.Version, err)
 				}
@@ -225,6 +231,7 @@ func (t *Table) commit(ctx context.Context, op *writeOp, base *Manifest) (*Commi
 			// becomes the latest, so the write must not be reported. If the
 			// floor cannot be read, neither outcome may be reported.
 			floor, ferr := t.Floor(ctx)
+			op.ambiguous = true // the manifest landed: what follows keeps its files
 			if ferr != nil {
 				return nil, fmt.Errorf("%w: version %d written, then the retention floor could not be read: %v", ErrCommitUnknown, next.Version, ferr)
 			}
