@@ -1,0 +1,125 @@
+package maintenance_test
+
+import (
+	"context"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tablekeep/tablekeep/shared/internal/fakeclock"
+	"github.com/tablekeep/tablekeep/shared/maintenance"
+	"github.com/tablekeep/tablekeep/shared/queue"
+	"github.com/tablekeep/tablekeep/shared/table"
+)
+
+// TestSweepUnderUntrustedFloor (issue 29 item 4, the sweep): a table
+// removed and created again at its root, under a floor F of the old
+// history: an older release's _refs/floor.json ("legacy", F = 25), or the
+// old history's stamped marker ("old-stamped", F = 28: its manifest F is
+// not this history's). Readers honour F; the planner does not trust it
+// and keeps every version of the new history (inside its grace window).
+// The new history's version 2 wrote a file D that versions 2..F-1 keep
+// and version F drops; D is older than the sweep's grace R. Before the
+// fix the sweep computed its references from the readers' floor F (the
+// change records of (F, latest] and the latest), so D counted as an
+// orphan and was deleted: versions 2..F-1, retained, lost it. Now the
+// sweep uses the trusted floor (the planner's rule: 0 here, every stored
+// version's references count): D is kept, and a true orphan as old is
+// still deleted. Fake clock: the store dates objects by it.
+func TestSweepUnderUntrustedFloor(t *testing.T) {
+	for _, tc := range []string{"legacy", "old-stamped"} {
+		t.Run(tc, func(t *testing.T) { testSweepUnderUntrustedFloor(t, tc) })
+	}
+}
+
+func testSweepUnderUntrustedFloor(t *testing.T, kind string) {
+	ctx := context.Background()
+	p := testPolicy() // keep-last 3, grace 1 h
+	e := newEnv(t, filepath.Join(t.TempDir(), "s"), p, queue.EmbeddedOptions{})
+	fst := fakeclock.NewStore(e.disk, e.clock)
+	root := e.ref.Root
+	floor := uint64(25)
+	if kind == "old-stamped" {
+		// The old history, pruned by this release: a stamped marker.
+		clean := &maintenance.Cleaner{Store: fst, Tables: e.cat, Requeue: maintenance.QueueEnqueuer{Q: e.q}, Logger: discard, OpenOpts: e.clean.OpenOpts}
+		old, err := table.Create(ctx, fst, root, kvSchema, "name", e.opts())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range 29 {
+			e.clock.Advance(time.Minute)
+			upsert(t, old, "o"+strconv.Itoa(i), "v")
+		}
+		e.clock.Advance(3 * time.Hour)
+		if plan := prunePass(t, e, old, clean, p); plan.Floor != 28 {
+			t.Fatalf("old history's floor %d, want 28", plan.Floor)
+		}
+		floor = 28
+		var gone []string
+		for k := range listing(t, e.disk, root) {
+			if !strings.HasPrefix(strings.TrimPrefix(k, root), "_refs/floor/") {
+				gone = append(gone, k)
+			}
+		}
+		if err := fst.Delete(ctx, gone); err != nil {
+			t.Fatal(err)
+		}
+	} else if err := fst.Put(ctx, root+"_refs/floor.json", []byte(`{"floor":25}`)); err != nil {
+		t.Fatal(err)
+	}
+	e.clock.Advance(time.Hour)
+
+	tb, err := table.Create(ctx, fst, root, kvSchema, "name", e.opts())
+	if err != nil {
+		t.Fatal(err)
+	}
+	upsert(t, tb, "k", "old") // version 2 writes D
+	orphan := root + table.DataPrefix + "00000000deadbeef.parquet"
+	if err := fst.Put(ctx, orphan, []byte("orphan")); err != nil {
+		t.Fatal(err)
+	}
+	e.clock.Advance(3 * time.Hour) // D and the orphan older than R
+	for v := uint64(3); v < floor; v++ {
+		e.clock.Advance(time.Minute)
+		upsert(t, tb, "n"+strconv.FormatUint(v, 10), "v")
+	}
+	e.clock.Advance(time.Minute)
+	upsert(t, tb, "k", "new") // version F drops D
+	for i := range 4 {
+		e.clock.Advance(time.Minute)
+		upsert(t, tb, "m"+strconv.Itoa(i), "v")
+	}
+	e.clock.Advance(10 * time.Minute)
+	if f, err := tb.Floor(ctx); err != nil || f != floor {
+		t.Fatalf("readers' floor %d (%v), want %d", f, err, floor)
+	}
+	files := func() map[string]int64 {
+		m := listing(t, e.disk, root+table.DataPrefix)
+		for k, v := range listing(t, e.disk, root+table.DeletionsPrefix) {
+			m[k] = v
+		}
+		return m
+	}
+	before := files()
+	delete(before, orphan)
+
+	res, err := maintenance.Sweep(ctx, tb, p, e.clock.Now(), 0, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := keptAll(before, files(), root); err != nil {
+		t.Fatalf("the sweep deleted files of the new history's versions below the untrusted floor %d (%d deleted): %v", floor, res.Deleted, err)
+	}
+	if _, ok := files()[orphan]; ok || res.Deleted != 1 {
+		t.Fatalf("sweep %+v: want the old orphan deleted, only it", res)
+	}
+	// Every file listed before was committed by a version of the new
+	// history, all of them still stored: keptAll is "nothing referenced
+	// deleted".
+	vs, err := tb.Versions(ctx)
+	if err != nil || len(vs) != int(floor)+4 || vs[0].Version != 1 {
+		t.Fatalf("versions %d from %v (%v), want 1..%d", len(vs), vs[0], err, floor+4)
+	}
+}
