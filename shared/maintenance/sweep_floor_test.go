@@ -2,6 +2,8 @@ package maintenance_test
 
 import (
 	"context"
+	"fmt"
+	"math"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -10,6 +12,7 @@ import (
 
 	"github.com/tablekeep/tablekeep/shared/internal/fakeclock"
 	"github.com/tablekeep/tablekeep/shared/maintenance"
+	"github.com/tablekeep/tablekeep/shared/objstore"
 	"github.com/tablekeep/tablekeep/shared/queue"
 	"github.com/tablekeep/tablekeep/shared/table"
 )
@@ -122,4 +125,111 @@ func testSweepUnderUntrustedFloor(t *testing.T, kind string) {
 	if err != nil || len(vs) != int(floor)+4 || vs[0].Version != 1 {
 		t.Fatalf("versions %d from %v (%v), want 1..%d", len(vs), vs[0], err, floor+4)
 	}
+}
+
+// TestSweepRequests pins the requests of one sweep of a table with a
+// trusted (stamped) floor, a tag and one orphan: the data/ and _deletions/
+// listings; the floor's LIST beside the LIST of _versions/ (one page up to
+// 1,000 stored versions); the latest manifest (the listing's newest: one
+// GET) beside the tags (a LIST, a GET per tag); the change records of
+// (floor, latest]; the tagged manifest (with its floor LIST); the guard's
+// LIST and GET; the DELETE. The same count as before the sweep read the
+// version listing (the LIST with MaxKeys 1 it replaces); SweepTable makes
+// one LIST fewer than before (it read the readers' floor again for its log).
+func TestSweepRequests(t *testing.T) {
+	ctx := context.Background()
+	p := testPolicy() // keep-last 3, grace 1 h
+	e := newEnv(t, filepath.Join(t.TempDir(), "s"), p, queue.EmbeddedOptions{})
+	fst := fakeclock.NewStore(e.disk, e.clock)
+	clean := &maintenance.Cleaner{Store: fst, Tables: e.cat, Requeue: maintenance.QueueEnqueuer{Q: e.q}, Logger: discard, OpenOpts: e.clean.OpenOpts}
+	root := e.ref.Root
+	tb, err := table.Create(ctx, fst, root, kvSchema, "name", e.opts())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 10 {
+		e.clock.Advance(time.Minute)
+		upsert(t, tb, "k"+strconv.Itoa(i%3), strconv.Itoa(i))
+	}
+	e.clock.Advance(3 * time.Hour)
+	if plan := prunePass(t, e, tb, clean, p); plan.Floor != 9 {
+		t.Fatalf("floor %d, want 9", plan.Floor)
+	}
+	if err := tb.Tag(ctx, "t", 10); err != nil {
+		t.Fatal(err)
+	}
+	for _, viaTable := range []bool{false, true} {
+		if err := fst.Put(ctx, root+table.DataPrefix+"00000000deadbeef.parquet", []byte("orphan")); err != nil {
+			t.Fatal(err)
+		}
+		e.clock.Advance(3 * time.Hour)
+		cs := objstore.NewCounting(fst)
+		var res maintenance.SweepResult
+		want := objstore.Counts{Get: 6, List: 7, DeleteRequests: 1, DeleteKeys: 1}
+		if viaTable {
+			res, err = maintenance.SweepTable(ctx, cs, e.ref, maintenance.SweepOptions{Now: e.clock.Now(), Table: e.opts()})
+			want.List++ // the table's opening (Refresh's LIST with MaxKeys 1)
+			want.Get++  // and its manifest GET
+		} else {
+			sw, err := table.Open(ctx, cs, root, e.opts())
+			if err != nil {
+				t.Fatal(err)
+			}
+			cs.Reset()
+			res, err = maintenance.Sweep(ctx, sw, p, e.clock.Now(), 0, false)
+		}
+		if err != nil || res.Deleted != 1 {
+			t.Fatalf("sweep %+v: %v", res, err)
+		}
+		if got := cs.Counts(); got != want {
+			t.Errorf("SweepTable %v: requests %+v, want %+v", viaTable, got, want)
+		}
+	}
+}
+
+// TestSweepLegacyTableWithGaps: a table of this history that an earlier
+// release pruned (floor 20 in _refs/floor.json, versions 1-19 gone with
+// their change records, but version 5, tagged). No floor is trusted, so
+// the sweep counts the run of stored versions ending at the latest (20
+// onwards) and the tagged version: it neither fails on the missing change
+// records below 20 nor deletes a file those versions reference, and it
+// still deletes the pruned versions' files, older than R.
+func TestSweepLegacyTableWithGaps(t *testing.T) {
+	ctx := context.Background()
+	p := testPolicy()
+	e := newEnv(t, filepath.Join(t.TempDir(), "s"), p, queue.EmbeddedOptions{})
+	fst := fakeclock.NewStore(e.disk, e.clock)
+	root := e.ref.Root
+	tb, err := table.Create(ctx, fst, root, kvSchema, "name", e.opts())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 29 {
+		e.clock.Advance(time.Minute)
+		upsert(t, tb, "k"+strconv.Itoa(i%5), strconv.Itoa(i))
+	}
+	if err := tb.Tag(ctx, "five", 5); err != nil {
+		t.Fatal(err)
+	}
+	if err := fst.Put(ctx, root+"_refs/floor.json", []byte(`{"floor":20}`)); err != nil {
+		t.Fatal(err)
+	}
+	var gone []string
+	for v := uint64(1); v < 20; v++ {
+		if v != 5 {
+			gone = append(gone, root+fmt.Sprintf("_versions/%020d.manifest", uint64(math.MaxUint64)-v))
+		}
+		gone = append(gone, root+table.ChangeKey(v))
+	}
+	if err := fst.Delete(ctx, gone); err != nil {
+		t.Fatal(err)
+	}
+	e.clock.Advance(3 * time.Hour)
+	refs := checkRetained(t, tb, nil)
+	res, err := maintenance.Sweep(ctx, tb, p, e.clock.Now(), 0, false)
+	if err != nil || res.Deleted == 0 {
+		t.Fatalf("sweep %+v: %v; want the pruned versions' files deleted", res, err)
+	}
+	checkRetained(t, tb, nil) // every file of version 5 and 20-30 still reads
+	checkNoOrphans(t, tb, refs, e.clock.Now(), maintenance.RetentionGrace(tb, p))
 }
