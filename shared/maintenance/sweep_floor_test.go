@@ -37,24 +37,40 @@ func TestSweepUnderUntrustedFloor(t *testing.T) {
 	}
 }
 
+// fakeStoreEnv is newEnv with testPolicy, a store dating objects by the
+// fake clock, and a cleaner over it.
+func fakeStoreEnv(t *testing.T) (*env, *fakeclock.Store, *maintenance.Cleaner) {
+	t.Helper()
+	e := newEnv(t, filepath.Join(t.TempDir(), "s"), testPolicy(), queue.EmbeddedOptions{})
+	fst := fakeclock.NewStore(e.disk, e.clock)
+	clean := &maintenance.Cleaner{Store: fst, Tables: e.cat, Requeue: maintenance.QueueEnqueuer{Q: e.q}, Logger: discard, OpenOpts: e.clean.OpenOpts}
+	return e, fst, clean
+}
+
+// createWith creates the table over st, then upserts key(i) for i < n,
+// one a minute.
+func createWith(t *testing.T, e *env, st objstore.Store, n int, key func(i int) string) *table.Table {
+	t.Helper()
+	tb, err := table.Create(context.Background(), st, e.ref.Root, kvSchema, "name", e.opts())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		e.clock.Advance(time.Minute)
+		upsert(t, tb, key(i), strconv.Itoa(i))
+	}
+	return tb
+}
+
 func testSweepUnderUntrustedFloor(t *testing.T, kind string) {
 	ctx := context.Background()
 	p := testPolicy() // keep-last 3, grace 1 h
-	e := newEnv(t, filepath.Join(t.TempDir(), "s"), p, queue.EmbeddedOptions{})
-	fst := fakeclock.NewStore(e.disk, e.clock)
+	e, fst, clean := fakeStoreEnv(t)
 	root := e.ref.Root
 	floor := uint64(25)
 	if kind == "old-stamped" {
 		// The old history, pruned by this release: a stamped marker.
-		clean := &maintenance.Cleaner{Store: fst, Tables: e.cat, Requeue: maintenance.QueueEnqueuer{Q: e.q}, Logger: discard, OpenOpts: e.clean.OpenOpts}
-		old, err := table.Create(ctx, fst, root, kvSchema, "name", e.opts())
-		if err != nil {
-			t.Fatal(err)
-		}
-		for i := range 29 {
-			e.clock.Advance(time.Minute)
-			upsert(t, old, "o"+strconv.Itoa(i), "v")
-		}
+		old := createWith(t, e, fst, 29, func(i int) string { return "o" + strconv.Itoa(i) })
 		e.clock.Advance(3 * time.Hour)
 		if plan := prunePass(t, e, old, clean, p); plan.Floor != 28 {
 			t.Fatalf("old history's floor %d, want 28", plan.Floor)
@@ -139,18 +155,9 @@ func testSweepUnderUntrustedFloor(t *testing.T, kind string) {
 func TestSweepRequests(t *testing.T) {
 	ctx := context.Background()
 	p := testPolicy() // keep-last 3, grace 1 h
-	e := newEnv(t, filepath.Join(t.TempDir(), "s"), p, queue.EmbeddedOptions{})
-	fst := fakeclock.NewStore(e.disk, e.clock)
-	clean := &maintenance.Cleaner{Store: fst, Tables: e.cat, Requeue: maintenance.QueueEnqueuer{Q: e.q}, Logger: discard, OpenOpts: e.clean.OpenOpts}
+	e, fst, clean := fakeStoreEnv(t)
 	root := e.ref.Root
-	tb, err := table.Create(ctx, fst, root, kvSchema, "name", e.opts())
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := range 10 {
-		e.clock.Advance(time.Minute)
-		upsert(t, tb, "k"+strconv.Itoa(i%3), strconv.Itoa(i))
-	}
+	tb := createWith(t, e, fst, 10, func(i int) string { return "k" + strconv.Itoa(i%3) })
 	e.clock.Advance(3 * time.Hour)
 	if plan := prunePass(t, e, tb, clean, p); plan.Floor != 9 {
 		t.Fatalf("floor %d, want 9", plan.Floor)
@@ -165,15 +172,16 @@ func TestSweepRequests(t *testing.T) {
 		e.clock.Advance(3 * time.Hour)
 		cs := objstore.NewCounting(fst)
 		var res maintenance.SweepResult
+		var err error
 		want := objstore.Counts{Get: 6, List: 7, DeleteRequests: 1, DeleteKeys: 1}
 		if viaTable {
 			res, err = maintenance.SweepTable(ctx, cs, e.ref, maintenance.SweepOptions{Now: e.clock.Now(), Table: e.opts()})
 			want.List++ // the table's opening (Refresh's LIST with MaxKeys 1)
 			want.Get++  // and its manifest GET
 		} else {
-			sw, err := table.Open(ctx, cs, root, e.opts())
-			if err != nil {
-				t.Fatal(err)
+			sw, oerr := table.Open(ctx, cs, root, e.opts())
+			if oerr != nil {
+				t.Fatal(oerr)
 			}
 			cs.Reset()
 			res, err = maintenance.Sweep(ctx, sw, p, e.clock.Now(), 0, false)
@@ -197,17 +205,9 @@ func TestSweepRequests(t *testing.T) {
 func TestSweepLegacyTableWithGaps(t *testing.T) {
 	ctx := context.Background()
 	p := testPolicy()
-	e := newEnv(t, filepath.Join(t.TempDir(), "s"), p, queue.EmbeddedOptions{})
-	fst := fakeclock.NewStore(e.disk, e.clock)
+	e, fst, _ := fakeStoreEnv(t)
 	root := e.ref.Root
-	tb, err := table.Create(ctx, fst, root, kvSchema, "name", e.opts())
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := range 29 {
-		e.clock.Advance(time.Minute)
-		upsert(t, tb, "k"+strconv.Itoa(i%5), strconv.Itoa(i))
-	}
+	tb := createWith(t, e, fst, 29, func(i int) string { return "k" + strconv.Itoa(i%5) })
 	if err := tb.Tag(ctx, "five", 5); err != nil {
 		t.Fatal(err)
 	}
