@@ -271,9 +271,9 @@ func retainedReferences(ctx context.Context, t *table.Table) (map[string]bool, u
 // object, unstamped markers, another history's stamped marker, no
 // marker) every stored version's references count: the floor is the
 // oldest version of the run of stored versions that ends at the latest.
-// A stored version below a gap in the listing was below a floor a planner
-// trusted when its range was enqueued (only the cleaner deletes
-// manifests, of versions below the floor): it is tagged (the tags' manifests
+// A stored version below a gap in the listing is below the floor
+// (docs/format.md 8.6: its successor was pruned, and only the cleaner
+// deletes manifests, below the floor): it is tagged (the tags' manifests
 // are read) or being cleaned, and its change records may be gone.
 func trustedFloor(fr table.FloorRead, vs []dataset.VersionInfo) uint64 {
 	if f := fr.Prove(listedIn(vs)).Floor; f > 0 {
