@@ -392,18 +392,24 @@ func (plan *PrunePlan) trustFloor(root string, vs []dataset.VersionInfo, fast bo
 	if !fast {
 		return nil
 	}
-	proof := plan.floorRead.Prove(func(v uint64) (int64, time.Time, bool) {
-		i, found := slices.BinarySearchFunc(vs, v, versionCmp)
-		if !found {
-			return 0, time.Time{}, false
-		}
-		return vs[i].ManifestBytes, vs[i].Time, true
-	})
+	proof := plan.floorRead.Prove(listedIn(vs))
 	if proof.Other != "" {
 		return fmt.Errorf("%w (%s)", staleFloor(root, plan.OldFloor, latest), proof.Other)
 	}
 	plan.OldFloor, plan.Unproven = proof.Floor, proof.Unproven
 	return nil
+}
+
+// listedIn answers FloorRead.Prove from a version listing (oldest
+// first): the planner's (trustFloor) and the sweep's (trustedFloor).
+func listedIn(vs []dataset.VersionInfo) table.Listed {
+	return func(v uint64) (int64, time.Time, bool) {
+		i, found := slices.BinarySearchFunc(vs, v, versionCmp)
+		if !found {
+			return 0, time.Time{}, false
+		}
+		return vs[i].ManifestBytes, vs[i].Time, true
+	}
 }
 
 // stampableFloor moves a raised floor onto a version whose manifest its

@@ -55,7 +55,17 @@ type SweepResult struct {
 // has now - mod <= WriterGrace + MaxCommitDuration + skew, which the
 // threshold's margin covers, and a file committed after the references
 // were read is kept.
+//
+// The references are those of the versions at or above the trusted floor
+// (the planner's rule, docs/format.md 2.4), not the readers' floor.
 func Sweep(ctx context.Context, t *table.Table, p Policy, now time.Time, maxDeletes int, dryRun bool) (SweepResult, error) {
+	res, _, err := sweep(ctx, t, p, now, maxDeletes, dryRun)
+	return res, err
+}
+
+// sweep is Sweep; it also returns the floor the references were counted
+// from (0 until they were read).
+func sweep(ctx context.Context, t *table.Table, p Policy, now time.Time, maxDeletes int, dryRun bool) (SweepResult, uint64, error) {
 	p = p.WithDefaults()
 	grace := RetentionGrace(t, p)
 	var res SweepResult
@@ -84,12 +94,12 @@ func Sweep(ctx context.Context, t *table.Table, p Policy, now time.Time, maxDele
 	}
 	res.Listed = len(cands)
 	if err != nil {
-		return res, err
+		return res, 0, err
 	}
-	refs, dangling, err := retainedReferences(ctx, t)
+	refs, floor, dangling, err := retainedReferences(ctx, t)
 	res.DanglingTags = dangling
 	if err != nil {
-		return res, err
+		return res, floor, err
 	}
 	var del []string
 	size := map[string]int64{}
@@ -113,13 +123,13 @@ func Sweep(ctx context.Context, t *table.Table, p Policy, now time.Time, maxDele
 		for _, k := range del {
 			res.Bytes += size[k]
 		}
-		return res, nil
+		return res, floor, nil
 	}
 	// The latest version, read again from the store, is never deleted
 	// (guard.go): the whole sweep deletes nothing if it would.
 	guard := newLatestGuard(t.Root(), tableLatest(t.Store(), t.Root(), t.Options()))
 	if err := guard.check(ctx, del); err != nil {
-		return res, err
+		return res, floor, err
 	}
 	n, reqs, err := deleteSwept(ctx, guardedStore{t.Store(), guard}, del, p.DeleteBatch)
 	res.Deleted = n
@@ -139,33 +149,51 @@ func Sweep(ctx context.Context, t *table.Table, p Policy, now time.Time, maxDele
 		}
 	}
 	res.Requests = reqs
-	return res, err
+	return res, floor, err
 }
 
 // retainedReferences returns every data and deletion file (relative to the
 // root) that a retained version references: the latest manifest, files
-// removed by versions (floor, latest] (so referenced by a version at or
-// above the floor), and the manifests of tagged versions. A missing change
-// record is computed from the manifests, never written (a cleaner may just
-// have deleted it). Tags naming a version whose manifest is gone are
-// returned as dangling, not as an error.
-func retainedReferences(ctx context.Context, t *table.Table) (map[string]bool, []string, error) {
-	// The floor is read before the tags: a tag made after the tags are
-	// read names a version at or above the floor then, so its files are
-	// in the change records read below. The latest manifest and the tags
-	// are then read at once.
-	floor, err := t.Floor(ctx)
+// removed by versions (lo, latest] (so referenced by a version at or above
+// lo), and the manifests of tagged versions; and lo. lo is the trusted
+// floor (trustedFloor: the planner's rule, docs/format.md 2.4), not the
+// readers' floor: a floor the planner does not trust (the legacy object, an
+// unstamped marker, another history's stamped marker) keeps the versions
+// below it, so their files count too. A missing change record is computed
+// from the manifests, never written (a cleaner may just have deleted it).
+// Tags naming a version whose manifest is gone are returned as dangling,
+// not as an error.
+func retainedReferences(ctx context.Context, t *table.Table) (map[string]bool, uint64, []string, error) {
+	// The floor and the version listing are read at once, before the
+	// tags: a tag made after the tags are read names a version at or
+	// above the readers' floor then, so at or above lo, and its files are
+	// in the change records read below. The latest manifest (the
+	// listing's newest) and the tags are then read at once.
+	listedAt := t.Options().Clock.Now()
+	var fr table.FloorRead
+	var vs []dataset.VersionInfo
+	err := inParallel(ctx,
+		func(ctx context.Context) (err error) { fr, err = t.ReadFloor(ctx); return err },
+		func(ctx context.Context) (err error) { vs, err = t.Versions(ctx); return err },
+	)
 	if err != nil {
-		return nil, nil, err
+		return nil, 0, nil, err
 	}
+	if len(vs) == 0 {
+		return nil, 0, nil, fmt.Errorf("sweep %s: %w", t.Root(), table.ErrNotATable)
+	}
+	floor := trustedFloor(fr, vs)
 	var m *table.Manifest
 	var tags map[string]uint64
 	err = inParallel(ctx,
-		func(ctx context.Context) (err error) { m, err = t.Refresh(ctx); return err },
+		func(ctx context.Context) (err error) {
+			m, err = t.RefreshListed(ctx, vs[len(vs)-1].Version, listedAt)
+			return err
+		},
 		func(ctx context.Context) (err error) { tags, err = t.Tags(ctx); return err },
 	)
 	if err != nil {
-		return nil, nil, err
+		return nil, 0, nil, err
 	}
 	var mu sync.Mutex
 	refs := map[string]bool{}
@@ -197,7 +225,7 @@ func retainedReferences(ctx context.Context, t *table.Table) (map[string]bool, [
 	if _, known := m.HasRecord(first); m.Format >= 3 && records > 0 && !known {
 		_, present, err := missingChangeRecords(ctx, t, first, m.Version)
 		if err != nil {
-			return nil, nil, err
+			return nil, 0, nil, err
 		}
 		listed = make(map[uint64]bool, len(present))
 		for _, v := range present {
@@ -252,7 +280,7 @@ func retainedReferences(ctx context.Context, t *table.Table) (map[string]bool, [
 		return nil
 	})
 	if err != nil {
-		return nil, nil, err
+		return nil, 0, nil, err
 	}
 	var out []string
 	for _, d := range dangling {
@@ -260,7 +288,29 @@ func retainedReferences(ctx context.Context, t *table.Table) (map[string]bool, [
 			out = append(out, d)
 		}
 	}
-	return refs, out, nil
+	return refs, floor, out, nil
+}
+
+// trustedFloor is the floor the sweep counts references from: the
+// planner's trust rule (trustFloor: FloorRead.Prove against the version
+// listing vs), so the highest stamped marker's floor when its version's
+// manifest is listed with the marker's stamp. Otherwise (the legacy
+// object, unstamped markers, another history's stamped marker, no
+// marker) every stored version's references count: the floor is the
+// oldest version of the run of stored versions that ends at the latest.
+// A stored version below a gap in the listing is below the floor
+// (docs/format.md 8.6: its successor was pruned, and only the cleaner
+// deletes manifests, below the floor): it is tagged (the tags' manifests
+// are read) or being cleaned, and its change records may be gone.
+func trustedFloor(fr table.FloorRead, vs []dataset.VersionInfo) uint64 {
+	if f := fr.Prove(listedIn(vs)).Floor; f > 0 {
+		return f
+	}
+	i := len(vs) - 1
+	for i > 0 && vs[i-1].Version+1 == vs[i].Version {
+		i--
+	}
+	return vs[i].Version
 }
 
 // SweepOptions configure SweepTable.
@@ -301,9 +351,7 @@ func SweepTable(ctx context.Context, store objstore.Store, ref TableRef, o Sweep
 			var t *table.Table
 			if t, err = tb.OpenTable(ctx, opts); err == nil {
 				latest = t.Cached().Version
-				if floor, err = t.Floor(ctx); err == nil {
-					res, err = Sweep(ctx, t, ref.Policy, o.Now, o.MaxDeletes, o.DryRun)
-				}
+				res, floor, err = sweep(ctx, t, ref.Policy, o.Now, o.MaxDeletes, o.DryRun)
 			}
 		} else if ss, ok := src.(SweepSource); ok {
 			res, err = SweepSourceFiles(ctx, src, ss, ref.Policy, o.Now, o.MaxDeletes, o.DryRun)
