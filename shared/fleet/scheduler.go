@@ -195,9 +195,12 @@ func (s *Scheduler) Scan(ctx context.Context) (*Scan, error) {
 		return sc, nil
 	}
 	if s.o.SafetyScanEvery > 0 {
-		var sel func(int, uint64) bool
+		var sel func(Layout, int, uint64) bool
 		sc.idle, sel = s.startIdleScan(ctx, root, refs, sc.At)
 		sc.index, sc.idle.newest, err = ReadSel(ctx, r.Store, root, sel)
+		if err == nil {
+			sc.idle.init(sc.index.Layout)
+		}
 	} else {
 		sc.index, err = Read(ctx, r.Store, root)
 	}
@@ -220,7 +223,7 @@ func (s *Scheduler) Scan(ctx context.Context) (*Scan, error) {
 	for i, ref := range refs {
 		m, known := sc.index.Tables[ref.Name]
 		if is := sc.idle; is != nil && sc.IndexError == "" {
-			sh := ShardOf(ref.Name)
+			sh := sc.index.ShardOf(ref.Name)
 			if _, read := sc.index.ReadShard(sh); !read && is.newest[sh] != 0 {
 				skipped[i] = true
 				continue
@@ -366,7 +369,7 @@ func (s *Scheduler) maintainBatchOpt(ctx context.Context, refs []maintenance.Tab
 		base = sc.index
 	} else if root, ok := s.indexRoot(); ok && !r.DryRun {
 		var err error
-		if base, err = ReadShards(ctx, r.Store, root, shardsOf(refs)); err != nil {
+		if base, err = ReadFor(ctx, r.Store, root, namesOf(refs)); err != nil {
 			r.Logger.WarnContext(ctx, "fleet index unreadable before maintenance", "err", err)
 			base = nil
 		}
@@ -480,17 +483,12 @@ func (s *Scheduler) recordBatch(ctx context.Context, rep *RunReport, sc *Scan, b
 	s.recordMarksOn(wctx, rep, sc, base)
 }
 
-// shardsOf is the index shards of refs' marks, in order.
-func shardsOf(refs []maintenance.TableRef) []int {
-	seen := map[int]bool{}
-	var out []int
-	for _, ref := range refs {
-		if sh := ShardOf(ref.Name); !seen[sh] {
-			seen[sh] = true
-			out = append(out, sh)
-		}
+// namesOf is the names of refs.
+func namesOf(refs []maintenance.TableRef) []string {
+	out := make([]string, len(refs))
+	for i, ref := range refs {
+		out[i] = ref.Name
 	}
-	sort.Ints(out)
 	return out
 }
 
@@ -613,9 +611,9 @@ func (s *Scheduler) recordMarksOn(ctx context.Context, rep *RunReport, sc *Scan,
 		also = append(also, base.Damaged...)
 		dropped := map[int]bool{}
 		for n := range base.Tables {
-			if !registered[n] && !dropped[ShardOf(n)] {
-				dropped[ShardOf(n)] = true
-				also = append(also, ShardOf(n))
+			if sh := base.ShardOf(n); !registered[n] && !dropped[sh] {
+				dropped[sh] = true
+				also = append(also, sh)
 			}
 		}
 	}
@@ -627,7 +625,7 @@ func (s *Scheduler) recordMarksOn(ctx context.Context, rep *RunReport, sc *Scan,
 			}
 		}
 		var err error
-		if base, err = ReadShards(ctx, r.Store, root, shardsOf(refs)); err != nil {
+		if base, err = ReadFor(ctx, r.Store, root, namesOf(refs)); err != nil {
 			rep.IndexNote = "fleet index not written: " + err.Error()
 			r.Logger.WarnContext(ctx, "fleet index unreadable; marks not recorded", "err", err)
 			return
@@ -658,25 +656,45 @@ func (s *Scheduler) recordMarksOn(ctx context.Context, rep *RunReport, sc *Scan,
 			updates[tr.Table] = m
 		}
 	}
-	migrated := 0
-	if sc != nil && len(base.Legacy()) > 0 {
-		// The single index object of an earlier release: its marks move
-		// into the shards, then it is deleted.
-		for n, m := range base.Tables {
-			if _, ok := updates[n]; !ok && keep(n) {
-				updates[n] = m
-				migrated++
-			}
+	// A scheduled pass reshards when the fleet's size calls for another
+	// number of shards (TargetShards, with hysteresis), when the index
+	// has no layout yet (new, or the single object of an earlier release:
+	// its marks move into the new layout) and there is something to
+	// write; the reshard writes every mark with the updates.
+	target := 0
+	if sc != nil {
+		target = TargetShards(len(sc.refs), base.Layout.N)
+		if base.Layout.N == 0 && len(updates) == 0 && len(base.Tables) == 0 && len(base.Legacy()) == 0 {
+			target = 0 // nothing to write: no layout yet
 		}
 	}
-	if len(updates) == 0 && len(also) == 0 && (sc == nil || len(base.Legacy()) == 0) {
+	if target != 0 && target != base.Layout.N {
+		n, err := Reshard(ctx, r.Store, root, base, updates, keep, target, now)
+		rep.MarksWritten = n
+		if err != nil {
+			rep.IndexNote = "fleet index not written: " + err.Error()
+			r.Logger.WarnContext(ctx, "fleet index not resharded; those tables will be maintained again", "err", err)
+			return
+		}
+		r.Logger.InfoContext(ctx, "fleet index resharded", "from_shards", base.Layout.N, "from_gen", base.Layout.Gen,
+			"shards", target, "tables", len(sc.refs), "legacy_objects_deleted", len(base.Legacy()))
+		s.saveScanState(ctx, root, sc) // of the old layout: the next pass lists every table once
+		return
+	}
+	if sc != nil && len(base.Stale()) > 0 {
+		// Keys of an earlier layout a crash or a failed delete left.
+		if err := DeleteStale(ctx, r.Store, base); err != nil {
+			r.Logger.WarnContext(ctx, "earlier fleet index layout not deleted", "err", err)
+		}
+	}
+	if len(updates) == 0 && len(also) == 0 {
 		if sc != nil {
 			s.saveScanState(ctx, root, sc)
 		}
 		return
 	}
 	n, err := Write(ctx, r.Store, root, base, updates, also, keep, now)
-	rep.MarksWritten = n - migrated
+	rep.MarksWritten = n
 	if err != nil {
 		rep.IndexNote = "fleet index not written: " + err.Error()
 		r.Logger.WarnContext(ctx, "fleet index not (all) written; those tables will be maintained again", "err", err)
@@ -684,13 +702,6 @@ func (s *Scheduler) recordMarksOn(ctx context.Context, rep *RunReport, sc *Scan,
 	}
 	if sc != nil {
 		s.saveScanState(ctx, root, sc)
-	}
-	if sc != nil && len(base.Legacy()) > 0 {
-		if err := DeleteLegacy(ctx, r.Store, base); err != nil {
-			r.Logger.WarnContext(ctx, "single-object fleet index of an earlier release not deleted", "err", err)
-		} else {
-			r.Logger.InfoContext(ctx, "fleet index moved into shards", "marks", migrated, "old_objects_deleted", len(base.Legacy()))
-		}
 	}
 }
 
@@ -789,6 +800,16 @@ type idleScan struct {
 	list   map[int]bool // shards whose tables this pass lists
 	// Listed is how many tables the pass listed.
 	listed int
+
+	// Set by init, once the layout is known.
+	ready      bool
+	layout     Layout
+	state      *ScanState // as read (prev: if of layout)
+	now        time.Time
+	refs       []maintenance.TableRef
+	unnotified func(maintenance.TableRef) bool
+	always     map[int]bool
+	reg        map[int]string
 }
 
 // digestItem is one table's contribution to a shard digest.
@@ -810,10 +831,10 @@ func digestItem(name, root string, p *maintenance.Policy) uint64 {
 func digestString(sum uint64, n int) string { return fmt.Sprintf("%d:%016x", n, sum) }
 
 // registryDigests is each shard's digest of its registered tables.
-func registryDigests(refs []maintenance.TableRef) map[int]string {
+func registryDigests(refs []maintenance.TableRef, n int) map[int]string {
 	sums, counts := map[int]uint64{}, map[int]int{}
 	for _, ref := range refs {
-		sh := ShardOf(ref.Name)
+		sh := ShardOf(ref.Name, n)
 		p := ref.Policy
 		sums[sh] += digestItem(ref.Name, ref.Root, &p)
 		counts[sh]++
@@ -854,12 +875,12 @@ func (s *Scheduler) unnotified(ref maintenance.TableRef) bool {
 	return s.o.Unnotified != nil && s.o.Unnotified(ref)
 }
 
-// startIdleScan reads the scan state and decides which shards the pass
-// lists (their phase point in the window) and, through the returned
-// selector, which it reads.
-func (s *Scheduler) startIdleScan(ctx context.Context, root string, refs []maintenance.TableRef, now time.Time) (*idleScan, func(int, uint64) bool) {
+// startIdleScan reads the scan state and returns the selector that, once
+// the index's layout is listed, decides which shards the pass lists
+// (their phase point in the window) and which it reads.
+func (s *Scheduler) startIdleScan(ctx context.Context, root string, refs []maintenance.TableRef, now time.Time) (*idleScan, func(Layout, int, uint64) bool) {
 	r := s.r
-	is := &idleScan{every: s.o.SafetyScanEvery, list: map[int]bool{}}
+	is := &idleScan{every: s.o.SafetyScanEvery, list: map[int]bool{}, now: now, refs: refs, unnotified: s.unnotified}
 	st, err := ReadScanState(ctx, r.Store, root, is.every)
 	if err != nil {
 		r.Logger.WarnContext(ctx, "scan state unreadable: every table is listed", "err", err)
@@ -868,27 +889,39 @@ func (s *Scheduler) startIdleScan(ctx context.Context, root string, refs []maint
 		r.Logger.WarnContext(ctx, "scan state ahead of this clock: every table is listed", "at", st.At, "now", now)
 		st = nil
 	}
-	if st != nil {
-		is.prev, is.last = st, st.At
-	}
-	for sh := range Shards {
-		is.list[sh] = InSafetyWindow(sh, is.last, now, is.every)
-	}
-	always := map[int]bool{}
-	for _, ref := range refs {
-		if s.unnotified(ref) {
-			always[ShardOf(ref.Name)] = true
-		}
-	}
-	reg := registryDigests(refs)
-	sel := func(sh int, newest uint64) bool {
-		if st == nil || is.list[sh] || always[sh] {
+	is.state = st
+	sel := func(l Layout, sh int, newest uint64) bool {
+		is.init(l)
+		if is.prev == nil || is.list[sh] || is.always[sh] {
 			return true
 		}
-		sum, ok := st.Shards[fmt.Sprintf("%02x", sh)]
-		return !ok || sum.Seq != newest || sum.Digest != reg[sh] || !now.Before(sum.Wake)
+		sum, ok := is.prev.Shards[fmt.Sprintf("%02x", sh)]
+		return !ok || sum.Seq != newest || sum.Digest != is.reg[sh] || !now.Before(sum.Wake)
 	}
 	return is, sel
+}
+
+// init decides, once per scan, the shards of layout l the pass lists: a
+// scan state of another layout (the index was resharded) is not used, and
+// every table is listed once.
+func (is *idleScan) init(l Layout) {
+	if is.ready {
+		return
+	}
+	is.ready, is.layout = true, l
+	if st := is.state; st != nil && st.Of(l) {
+		is.prev, is.last = st, st.At
+	}
+	for sh := range max(l.N, 1) {
+		is.list[sh] = InSafetyWindow(sh, l.N, is.last, is.now, is.every)
+	}
+	is.always = map[int]bool{}
+	for _, ref := range is.refs {
+		if is.unnotified(ref) {
+			is.always[ShardOf(ref.Name, l.N)] = true
+		}
+	}
+	is.reg = registryDigests(is.refs, l.N)
 }
 
 // saveScanState writes the scan state after a scan whose marks were
@@ -902,7 +935,11 @@ func (s *Scheduler) saveScanState(ctx context.Context, root string, sc *Scan) {
 	if is == nil || sc.IndexError != "" {
 		return
 	}
-	st := &ScanState{At: sc.At, Every: int64(is.every), Shards: map[string]ShardSummary{}}
+	l := sc.index.Layout
+	st := &ScanState{At: sc.At, Every: int64(is.every), Shards: map[string]ShardSummary{}, Gen: l.Gen}
+	if l != Legacy256 {
+		st.N = l.N
+	}
 	if is.last.After(st.At) {
 		st.At = is.last
 	}
