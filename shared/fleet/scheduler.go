@@ -228,7 +228,7 @@ func (s *Scheduler) Scan(ctx context.Context) (*Scan, error) {
 				skipped[i] = true
 				continue
 			}
-			if known && !is.list[sh] && !s.unnotified(ref) {
+			if known && !is.list[ShardOf(ref.Name, Shards)] && !s.unnotified(ref) {
 				latest[i] = LatestOf(m) // not its window: no LIST
 				continue
 			}
@@ -779,8 +779,9 @@ func (s *Scheduler) Run(ctx context.Context) (RunReport, error) {
 //
 // With maintenance.Runnes.o.SafetyScanEvery = S > 0 a notified write
 // maintains its table (the compaction queue), so the scheduled scan need not
-// list an unchanged table at every pass. Instead each index shard has a phase, shard*S/256,
-// and a pass lists the tables of the shards whose phase point (phase + k*S)
+// list an unchanged table at every pass. Instead each table has a slot,
+// ShardOf(name, 256) whatever the index's layout, and each slot a phase,
+// slot*S/256; a pass lists the tables of the slots whose phase point (phase + k*S)
 // falls in the window (last, now], last being the end of the previous
 // pass's window (the scan state, one small object). Windows chain, so every
 // table is listed once per S, about 1/N of the fleet a pass (N = S / the
@@ -788,7 +789,8 @@ func (s *Scheduler) Run(ctx context.Context) (RunReport, error) {
 // shard as last read (its newest seq, the earliest time one of its marks
 // is due without a change, a digest of its tables), so a pass GETs only
 // the shards that changed, whose tables changed in the registry, that are
-// due, or whose window it is.
+// due, or that hold a slot of the window (a shard of n holds the slots
+// congruent to it modulo n).
 
 // idleScan is a scan's safety-net bookkeeping.
 type idleScan struct {
@@ -797,19 +799,20 @@ type idleScan struct {
 	prev  *ScanState
 	// newest is each shard's newest seq as listed.
 	newest map[int]uint64
-	list   map[int]bool // shards whose tables this pass lists
+	list   map[int]bool // slots (ShardOf(name, Shards)) whose tables this pass lists
 	// Listed is how many tables the pass listed.
 	listed int
 
-	// Set by init, once the layout is known.
+	// Set by init, once the layout is known: the shards holding a slot of
+	// the window, those holding an unnotified table, the registry's digest
+	// of each, and the state's summaries if of the layout.
 	ready      bool
-	layout     Layout
-	state      *ScanState // as read (prev: if of layout)
-	now        time.Time
 	refs       []maintenance.TableRef
 	unnotified func(maintenance.TableRef) bool
+	listShard  map[int]bool
 	always     map[int]bool
 	reg        map[int]string
+	sums       map[string]ShardSummary
 }
 
 // digestItem is one table's contribution to a shard digest.
@@ -880,7 +883,7 @@ func (s *Scheduler) unnotified(ref maintenance.TableRef) bool {
 // (their phase point in the window) and which it reads.
 func (s *Scheduler) startIdleScan(ctx context.Context, root string, refs []maintenance.TableRef, now time.Time) (*idleScan, func(Layout, int, uint64) bool) {
 	r := s.r
-	is := &idleScan{every: s.o.SafetyScanEvery, list: map[int]bool{}, now: now, refs: refs, unnotified: s.unnotified}
+	is := &idleScan{every: s.o.SafetyScanEvery, list: map[int]bool{}, refs: refs, unnotified: s.unnotified}
 	st, err := ReadScanState(ctx, r.Store, root, is.every)
 	if err != nil {
 		r.Logger.WarnContext(ctx, "scan state unreadable: every table is listed", "err", err)
@@ -889,39 +892,49 @@ func (s *Scheduler) startIdleScan(ctx context.Context, root string, refs []maint
 		r.Logger.WarnContext(ctx, "scan state ahead of this clock: every table is listed", "at", st.At, "now", now)
 		st = nil
 	}
-	is.state = st
 	sel := func(l Layout, sh int, newest uint64) bool {
 		is.init(l)
-		if is.prev == nil || is.list[sh] || is.always[sh] {
+		if is.sums == nil || is.listShard[sh] || is.always[sh] {
 			return true
 		}
-		sum, ok := is.prev.Shards[fmt.Sprintf("%02x", sh)]
+		sum, ok := is.sums[fmt.Sprintf("%02x", sh)]
 		return !ok || sum.Seq != newest || sum.Digest != is.reg[sh] || !now.Before(sum.Wake)
+	}
+	if st != nil {
+		is.prev, is.last = st, st.At
+	}
+	for slot := range Shards {
+		is.list[slot] = InSafetyWindow(slot, is.last, now, is.every)
 	}
 	return is, sel
 }
 
-// init decides, once per scan, the shards of layout l the pass lists: a
-// scan state of another layout (the index was resharded) is not used, and
-// every table is listed once.
+// init decides, once per scan, which shards of layout l hold a slot of
+// the window (a shard of n holds the slots congruent to it modulo n), and
+// whether the state's summaries are of l (not after a reshard: every
+// shard is read once).
 func (is *idleScan) init(l Layout) {
 	if is.ready {
 		return
 	}
-	is.ready, is.layout = true, l
-	if st := is.state; st != nil && st.Of(l) {
-		is.prev, is.last = st, st.At
+	is.ready = true
+	if is.prev != nil && is.prev.Of(l) {
+		is.sums = is.prev.Shards
 	}
-	for sh := range max(l.N, 1) {
-		is.list[sh] = InSafetyWindow(sh, l.N, is.last, is.now, is.every)
+	n := max(l.N, 1)
+	is.listShard = map[int]bool{}
+	for slot, in := range is.list {
+		if in {
+			is.listShard[slot%n] = true
+		}
 	}
 	is.always = map[int]bool{}
 	for _, ref := range is.refs {
 		if is.unnotified(ref) {
-			is.always[ShardOf(ref.Name, l.N)] = true
+			is.always[ShardOf(ref.Name, n)] = true
 		}
 	}
-	is.reg = registryDigests(is.refs, l.N)
+	is.reg = registryDigests(is.refs, n)
 }
 
 // saveScanState writes the scan state after a scan whose marks were
@@ -962,8 +975,8 @@ func (s *Scheduler) saveScanState(ctx context.Context, root string, sc *Scan) {
 			if !damaged[sh] {
 				st.Shards[key] = summarise(s, byName)
 			}
-		} else if is.prev != nil {
-			if old, ok := is.prev.Shards[key]; ok {
+		} else if is.sums != nil {
+			if old, ok := is.sums[key]; ok {
 				st.Shards[key] = old
 			}
 		}

@@ -36,9 +36,10 @@ type ScanState struct {
 	Every int64 `json:"every"`
 	// Shards summarises each shard as last read, by "%02x".
 	Shards map[string]ShardSummary `json:"shards"`
-	// Gen and N are the index layout the summaries and the windows are of
-	// (absent: generation 0, 256 shards); a state of another layout is
-	// ignored (the pass lists every table once).
+	// Gen and N are the index layout the summaries are of (absent:
+	// generation 0, 256 shards); the summaries of another layout are
+	// ignored (the pass reads every shard once; the windows are of the
+	// 256 slots whatever the layout, and hold).
 	Gen uint64 `json:"gen,omitempty"`
 	N   int    `json:"n,omitempty"`
 }
@@ -65,24 +66,25 @@ type ShardSummary struct {
 	Digest string `json:"digest"`
 }
 
-// ShardPhase is shard's phase, of n shards, in a cadence of every.
-func ShardPhase(shard, n int, every time.Duration) time.Duration {
-	return every / time.Duration(max(n, 1)) * time.Duration(shard)
+// ShardPhase is the phase of a slot (ShardOf(name, Shards): a table's
+// shard in 256, whatever the index's layout) in a cadence of every.
+func ShardPhase(shard int, every time.Duration) time.Duration {
+	return every / Shards * time.Duration(shard)
 }
 
-// InSafetyWindow reports whether index shard's phase point (phase + k*every,
+// InSafetyWindow reports whether slot shard's phase point (phase + k*every,
 // from the Unix epoch) lies in (last, now]: zero last, or a window of at
 // least every, holds every point.
-func InSafetyWindow(shard, n int, last, now time.Time, every time.Duration) bool {
+func InSafetyWindow(shard int, last, now time.Time, every time.Duration) bool {
 	if last.IsZero() || every <= 0 || now.Sub(last) >= every {
 		return true
 	}
-	ns := now.UnixNano() - int64(ShardPhase(shard, n, every))
+	ns := now.UnixNano() - int64(ShardPhase(shard, every))
 	k := ns / int64(every)
 	if ns < 0 && ns%int64(every) != 0 {
 		k--
 	}
-	point := k*int64(every) + int64(ShardPhase(shard, n, every))
+	point := k*int64(every) + int64(ShardPhase(shard, every))
 	return point > last.UnixNano()
 }
 
