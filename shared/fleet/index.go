@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 
@@ -460,7 +461,8 @@ var errResharded = errors.New("fleet index layout replaced by a reshard")
 // writer that lost the race, or whose object is not the newest, re-reads
 // the shard and merges again (the newer mark of each table wins,
 // Mark.newer), at most indexTries times; a shard found emptied (its
-// layout replaced by a reshard) ends the write with an error. The same
+// layout replaced by a reshard: the object below the newest, which every
+// writer keeps, is gone) ends the write with an error. The same
 // listing gives the objects below the newest beyond indexKeep, left by a
 // failed delete or a crash between a put and its delete: they are deleted
 // (one request, best effort). keep, if not nil, drops the marks of tables
@@ -513,6 +515,13 @@ func WriteShard(ctx context.Context, store objstore.Store, root string, l Layout
 		}
 		if k.newest != next.Seq {
 			continue // not the newest: merge into the newest and write again
+		}
+		if next.Seq > 1 && !slices.Contains(k.seqs, next.Seq-1) {
+			// The object below the newest is kept by every writer (indexKeep):
+			// gone, a reshard deleted this layout since base was read. The
+			// object just written would be a stale key: take it back.
+			_ = store.Delete(ctx, []string{ShardKey(root, l, shard, next.Seq)})
+			return nil, fmt.Errorf("write fleet index shard %02x: %w", shard, errResharded)
 		}
 		var old []string
 		for i, seq := range k.seqs {
