@@ -3,6 +3,8 @@ package queue
 import (
 	"context"
 	"fmt"
+	"os"
+	"strconv"
 	"testing"
 	"time"
 
@@ -86,9 +88,12 @@ func TestEmbeddedFairAcrossGroups(t *testing.T) {
 }
 
 // The same workload on the local SQS (moto_server): MessageGroupId on a
-// standard queue is accepted; the test reports the drain order moto gives
-// (moto does not implement fair queues: docs/aws.md "Fair queues"), and
-// checks every message is delivered once acknowledged.
+// standard queue is accepted, and the test reports the drain order moto
+// gives, receiving (without acknowledging: moto is slow, 5,000 deletes
+// would take minutes) until every small table's message was seen. Moto
+// ignores message groups on standard queues (docs/aws.md "Fair queues"):
+// the small tables come after the backlog, and the property is the one the
+// code controls (TestEmbeddedFairAcrossGroups, the local drain).
 func TestSQSFairQueueLocal(t *testing.T) {
 	ctx := context.Background()
 	client := testkit.SQSClient(t)
@@ -97,9 +102,34 @@ func TestSQSFairQueueLocal(t *testing.T) {
 		t.Fatal(err)
 	}
 	q := NewSQS(client, url, SQSOptions{})
-	if err := q.Send(ctx, fairBacklog(5000)); err != nil {
+	// 5,000 on moto take minutes on a shared machine: 500 show the order
+	// as well (TABLEKEEP_FAIR_BIG=5000 for the size).
+	bigN := 500
+	if v, err := strconv.Atoi(os.Getenv("TABLEKEEP_FAIR_BIG")); err == nil && v > 0 {
+		bigN = v
+	}
+	if err := q.Send(ctx, fairBacklog(bigN)); err != nil {
 		t.Fatalf("MessageGroupId on a standard queue: %v", err)
 	}
-	last, n := drainOrder(t, q, 5050, 5*time.Minute)
-	t.Logf("local SQS: the small tables' last range delivered %d-th of %d (fair: within 60)", last, n)
+	small, delivered := 0, 0
+	seen := map[string]bool{}
+	for small < 50 && delivered < bigN+50 {
+		ds, err := q.Receive(ctx, MaxBatchMessages, 15*time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range ds {
+			if !seen[d.ID] {
+				seen[d.ID] = true
+				delivered++
+				if d.Body[10] == 's' {
+					small++
+				}
+			}
+		}
+	}
+	if small != 50 {
+		t.Fatalf("saw %d of the 50 small tables' messages in %d deliveries", small, delivered)
+	}
+	t.Logf("local SQS: the small tables' last range delivered %d-th of %d (a fair queue: within 60)", delivered, bigN+50)
 }
