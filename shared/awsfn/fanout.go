@@ -109,7 +109,7 @@ func (s SQSJobSender) SendJobs(ctx context.Context, jobs []OutJob) error {
 			in.Entries = append(in.Entries, sqstypes.SendMessageBatchRequestEntry{
 				Id: aws.String(strconv.Itoa(i)), MessageBody: aws.String(string(body)),
 				MessageGroupId: groupID(j.Job.Table), // fair queue: docs/aws.md "Fair queues"
-				DelaySeconds: int32(min(max(j.Delay, 0), maxSQSDelay).Round(time.Second) / time.Second),
+				DelaySeconds:   int32(min(max(j.Delay, 0), maxSQSDelay).Round(time.Second) / time.Second),
 			})
 		}
 		g.Go(func() error {
