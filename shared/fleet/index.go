@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"time"
@@ -542,7 +543,10 @@ func WriteShard(ctx context.Context, store objstore.Store, root string, l Layout
 // nil (a scan's index; nil: the updates' shards are read first, ReadFor),
 // and also rewrites the shards listed in also (damaged ones, or ones
 // holding marks that keep drops). An index with no layout yet is written
-// as a new one (Reshard, TargetShards of its marks). It returns how many
+// as a new one of TargetShards(marks, 0) shards: an empty index gets its
+// seal first and the marks written into it (a writer that finds the seal
+// made by another writes into that layout); the marks of the single
+// object of earlier releases go through Reshard. It returns how many
 // marks were written.
 func Write(ctx context.Context, store objstore.Store, root string, base *Index, updates map[string]Mark, also []int, keep func(string) bool, now time.Time) (int, error) {
 	if base == nil {
@@ -555,8 +559,34 @@ func Write(ctx context.Context, store objstore.Store, root string, base *Index, 
 			return 0, err
 		}
 	}
-	if base.Layout.N == 0 {
-		return Reshard(ctx, store, root, base, updates, keep, TargetShards(len(base.Tables)+len(updates), 0), now)
+	for attempt := 1; base.Layout.N == 0; attempt++ {
+		if attempt > indexTries {
+			return 0, fmt.Errorf("write fleet index: no layout after %d tries: %w", indexTries, objstore.ErrExists)
+		}
+		n := TargetShards(len(base.Tables)+len(updates), 0)
+		if len(base.Tables) > 0 || len(base.legacy) > 0 {
+			// Marks to carry over (the single object of earlier releases):
+			// shards first, then the seal.
+			written, err := Reshard(ctx, store, root, base, updates, keep, n, now)
+			if !errors.Is(err, ErrReshardLost) {
+				return written, err
+			}
+		} else {
+			// A new index: its first layout is empty, so the seal goes
+			// first (an empty sealed layout is a complete index) and the
+			// marks are then written into it as into any layout; a writer
+			// that finds the seal there (another made it at once) writes
+			// into that one: no mark lost to the race.
+			l := Layout{Gen: base.maxGen + 1, N: n}
+			b, _ := json.Marshal(Seal{V: sealVersion, Gen: l.Gen, N: l.N, Written: now})
+			if err := store.PutIfAbsent(ctx, SealKey(root, l), b); err != nil && !errors.Is(err, objstore.ErrExists) {
+				return 0, fmt.Errorf("write fleet index: %w", err)
+			}
+		}
+		var err error
+		if base, err = ReadFor(ctx, store, root, slices.Collect(maps.Keys(updates))); err != nil {
+			return 0, err
+		}
 	}
 	byShard := map[int]map[string]Mark{}
 	for n, m := range updates {

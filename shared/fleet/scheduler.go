@@ -657,19 +657,24 @@ func (s *Scheduler) recordMarksOn(ctx context.Context, rep *RunReport, sc *Scan,
 		}
 	}
 	// A scheduled pass reshards when the fleet's size calls for another
-	// number of shards (TargetShards, with hysteresis), when the index
-	// has no layout yet (new, or the single object of an earlier release:
-	// its marks move into the new layout) and there is something to
-	// write; the reshard writes every mark with the updates.
+	// number of shards (TargetShards, with hysteresis), or when the index
+	// is still the single object of an earlier release (its marks move
+	// into the new layout); the reshard writes every mark with the
+	// updates. A new index's first layout is made by Write.
 	target := 0
 	if sc != nil {
 		target = TargetShards(len(sc.refs), base.Layout.N)
-		if base.Layout.N == 0 && len(updates) == 0 && len(base.Tables) == 0 && len(base.Legacy()) == 0 {
-			target = 0 // nothing to write: no layout yet
+		if base.Layout.N == 0 && len(base.Tables) == 0 && len(base.Legacy()) == 0 {
+			target = 0 // a new index: Write makes its first layout (seal first)
 		}
 	}
 	if target != 0 && target != base.Layout.N {
 		n, err := Reshard(ctx, r.Store, root, base, updates, keep, target, now)
+		if errors.Is(err, ErrReshardLost) {
+			// Another pass resharded at once: write into its layout (the
+			// next pass reshards again if the count is not the target).
+			n, err = Write(ctx, r.Store, root, nil, updates, nil, keep, now)
+		}
 		rep.MarksWritten = n
 		if err != nil {
 			rep.IndexNote = "fleet index not written: " + err.Error()
