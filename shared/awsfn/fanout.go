@@ -78,7 +78,8 @@ type SQSBatchSender interface {
 }
 
 // SQSJobSender sends jobs with SendMessageBatch (10 a request), each with
-// its own DelaySeconds.
+// its own DelaySeconds and its table as its MessageGroupId (SQS fair
+// queues: one table's jobs do not delay the others').
 type SQSJobSender struct {
 	Client   SQSBatchSender
 	QueueURL string
@@ -107,7 +108,8 @@ func (s SQSJobSender) SendJobs(ctx context.Context, jobs []OutJob) error {
 			}
 			in.Entries = append(in.Entries, sqstypes.SendMessageBatchRequestEntry{
 				Id: aws.String(strconv.Itoa(i)), MessageBody: aws.String(string(body)),
-				DelaySeconds: int32(min(max(j.Delay, 0), maxSQSDelay).Round(time.Second) / time.Second),
+				MessageGroupId: groupID(j.Job.Table), // fair queue: docs/aws.md "Fair queues"
+				DelaySeconds:   int32(min(max(j.Delay, 0), maxSQSDelay).Round(time.Second) / time.Second),
 			})
 		}
 		g.Go(func() error {
@@ -127,6 +129,14 @@ func (s SQSJobSender) SendJobs(ctx context.Context, jobs []OutJob) error {
 	}
 	_ = g.Wait()
 	return errors.Join(errs...)
+}
+
+// groupID is a job's message group: its table (nil: none).
+func groupID(table string) *string {
+	if table == "" {
+		return nil
+	}
+	return aws.String(table)
 }
 
 // SendJobsInFlight is how many SendMessageBatch requests SQSJobSender has

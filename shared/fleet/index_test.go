@@ -34,7 +34,7 @@ func TestFleetIndexBytesPerMaintenance(t *testing.T) {
 		all := map[string]Mark{}
 		for i := range tc.tables {
 			name := fmt.Sprintf("t%06d", i)
-			sh := ShardOf(name)
+			sh := ShardOf(name, Shards)
 			if shards[sh] == nil {
 				shards[sh] = &Shard{V: indexVersion, Shard: sh, Seq: 12345, Written: now, Tables: map[string]Mark{}}
 			}
@@ -76,8 +76,9 @@ func TestFleetIndexRequestsAt10000Tables(t *testing.T) {
 		updates[fmt.Sprintf("t%06d", i)] = typicalMark(i, now)
 	}
 	// Two generations of every shard (the newest and the one below).
-	for range 2 {
-		if _, err := Write(ctx, cnt, "wh/", NewIndex(), updates, nil, nil, now); err != nil {
+	// (The first write makes the layout: 10,000 tables take 256 shards.)
+	for _, base := range []*Index{NewIndex(), nil} {
+		if _, err := Write(ctx, cnt, "wh/", base, updates, nil, nil, now); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -162,7 +163,7 @@ func TestFleetShardKeyLimits(t *testing.T) {
 	}
 	base := &Shard{V: indexVersion, Shard: 3, Seq: MaxSeq, Tables: map[string]Mark{}}
 	disk, _ := objstore.NewDisk(t.TempDir())
-	if _, err := WriteShard(context.Background(), disk, "wh/", 3, base, nil, nil, time.Now()); err == nil {
+	if _, err := WriteShard(context.Background(), disk, "wh/", Legacy256, 3, base, nil, nil, time.Now()); err == nil {
 		t.Fatal("a write past the largest sequence number was not refused")
 	}
 }

@@ -27,7 +27,7 @@ func TestOnlyFleetWritesFleetKeys(t *testing.T) {
 	}
 	builders := map[string]bool{"ShardKey": true, "ShardPrefix": true, "ParseShardKey": true, "IndexDir": true,
 		"RetryDir": true, "RetryKey": true, "RetryPrefix": true, "InlineRunPrefix": true, "InlineRunDir": true,
-		"InlineRunKey": true, "InlineRunsPrefix": true, "ScanStateKey": true}
+		"InlineRunKey": true, "InlineRunsPrefix": true, "ScanStateKey": true, "SealKey": true, "ParseIndexKey": true}
 	own := filepath.Join(root, "shared", "fleet") + string(filepath.Separator)
 	files := 0
 	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {

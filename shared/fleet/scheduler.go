@@ -195,9 +195,12 @@ func (s *Scheduler) Scan(ctx context.Context) (*Scan, error) {
 		return sc, nil
 	}
 	if s.o.SafetyScanEvery > 0 {
-		var sel func(int, uint64) bool
+		var sel func(Layout, int, uint64) bool
 		sc.idle, sel = s.startIdleScan(ctx, root, refs, sc.At)
 		sc.index, sc.idle.newest, err = ReadSel(ctx, r.Store, root, sel)
+		if err == nil {
+			sc.idle.init(sc.index.Layout)
+		}
 	} else {
 		sc.index, err = Read(ctx, r.Store, root)
 	}
@@ -220,12 +223,12 @@ func (s *Scheduler) Scan(ctx context.Context) (*Scan, error) {
 	for i, ref := range refs {
 		m, known := sc.index.Tables[ref.Name]
 		if is := sc.idle; is != nil && sc.IndexError == "" {
-			sh := ShardOf(ref.Name)
+			sh := sc.index.ShardOf(ref.Name)
 			if _, read := sc.index.ReadShard(sh); !read && is.newest[sh] != 0 {
 				skipped[i] = true
 				continue
 			}
-			if known && !is.list[sh] && !s.unnotified(ref) {
+			if known && !is.list[ShardOf(ref.Name, Shards)] && !s.unnotified(ref) {
 				latest[i] = LatestOf(m) // not its window: no LIST
 				continue
 			}
@@ -366,7 +369,7 @@ func (s *Scheduler) maintainBatchOpt(ctx context.Context, refs []maintenance.Tab
 		base = sc.index
 	} else if root, ok := s.indexRoot(); ok && !r.DryRun {
 		var err error
-		if base, err = ReadShards(ctx, r.Store, root, shardsOf(refs)); err != nil {
+		if base, err = ReadFor(ctx, r.Store, root, namesOf(refs)); err != nil {
 			r.Logger.WarnContext(ctx, "fleet index unreadable before maintenance", "err", err)
 			base = nil
 		}
@@ -480,17 +483,12 @@ func (s *Scheduler) recordBatch(ctx context.Context, rep *RunReport, sc *Scan, b
 	s.recordMarksOn(wctx, rep, sc, base)
 }
 
-// shardsOf is the index shards of refs' marks, in order.
-func shardsOf(refs []maintenance.TableRef) []int {
-	seen := map[int]bool{}
-	var out []int
-	for _, ref := range refs {
-		if sh := ShardOf(ref.Name); !seen[sh] {
-			seen[sh] = true
-			out = append(out, sh)
-		}
+// namesOf is the names of refs.
+func namesOf(refs []maintenance.TableRef) []string {
+	out := make([]string, len(refs))
+	for i, ref := range refs {
+		out[i] = ref.Name
 	}
-	sort.Ints(out)
 	return out
 }
 
@@ -613,9 +611,9 @@ func (s *Scheduler) recordMarksOn(ctx context.Context, rep *RunReport, sc *Scan,
 		also = append(also, base.Damaged...)
 		dropped := map[int]bool{}
 		for n := range base.Tables {
-			if !registered[n] && !dropped[ShardOf(n)] {
-				dropped[ShardOf(n)] = true
-				also = append(also, ShardOf(n))
+			if sh := base.ShardOf(n); !registered[n] && !dropped[sh] {
+				dropped[sh] = true
+				also = append(also, sh)
 			}
 		}
 	}
@@ -627,7 +625,7 @@ func (s *Scheduler) recordMarksOn(ctx context.Context, rep *RunReport, sc *Scan,
 			}
 		}
 		var err error
-		if base, err = ReadShards(ctx, r.Store, root, shardsOf(refs)); err != nil {
+		if base, err = ReadFor(ctx, r.Store, root, namesOf(refs)); err != nil {
 			rep.IndexNote = "fleet index not written: " + err.Error()
 			r.Logger.WarnContext(ctx, "fleet index unreadable; marks not recorded", "err", err)
 			return
@@ -658,25 +656,50 @@ func (s *Scheduler) recordMarksOn(ctx context.Context, rep *RunReport, sc *Scan,
 			updates[tr.Table] = m
 		}
 	}
-	migrated := 0
-	if sc != nil && len(base.Legacy()) > 0 {
-		// The single index object of an earlier release: its marks move
-		// into the shards, then it is deleted.
-		for n, m := range base.Tables {
-			if _, ok := updates[n]; !ok && keep(n) {
-				updates[n] = m
-				migrated++
-			}
+	// A scheduled pass reshards when the fleet's size calls for another
+	// number of shards (TargetShards, with hysteresis), or when the index
+	// is still the single object of an earlier release (its marks move
+	// into the new layout); the reshard writes every mark with the
+	// updates. A new index's first layout is made by Write.
+	target := 0
+	if sc != nil {
+		target = TargetShards(len(sc.refs), base.Layout.N)
+		if base.Layout.N == 0 && len(base.Tables) == 0 && len(base.Legacy()) == 0 {
+			target = 0 // a new index: Write makes its first layout (seal first)
 		}
 	}
-	if len(updates) == 0 && len(also) == 0 && (sc == nil || len(base.Legacy()) == 0) {
+	if target != 0 && target != base.Layout.N {
+		n, err := Reshard(ctx, r.Store, root, base, updates, keep, target, now)
+		if errors.Is(err, ErrReshardLost) {
+			// Another pass resharded at once: write into its layout (the
+			// next pass reshards again if the count is not the target).
+			n, err = Write(ctx, r.Store, root, nil, updates, nil, keep, now)
+		}
+		rep.MarksWritten = n
+		if err != nil {
+			rep.IndexNote = "fleet index not written: " + err.Error()
+			r.Logger.WarnContext(ctx, "fleet index not resharded; those tables will be maintained again", "err", err)
+			return
+		}
+		r.Logger.InfoContext(ctx, "fleet index resharded", "from_shards", base.Layout.N, "from_gen", base.Layout.Gen,
+			"shards", target, "tables", len(sc.refs), "legacy_objects_deleted", len(base.Legacy()))
+		s.saveScanState(ctx, root, sc) // of the old layout: the next pass lists every table once
+		return
+	}
+	if sc != nil && len(base.Stale()) > 0 {
+		// Keys of an earlier layout a crash or a failed delete left.
+		if err := DeleteStale(ctx, r.Store, base); err != nil {
+			r.Logger.WarnContext(ctx, "earlier fleet index layout not deleted", "err", err)
+		}
+	}
+	if len(updates) == 0 && len(also) == 0 {
 		if sc != nil {
 			s.saveScanState(ctx, root, sc)
 		}
 		return
 	}
 	n, err := Write(ctx, r.Store, root, base, updates, also, keep, now)
-	rep.MarksWritten = n - migrated
+	rep.MarksWritten = n
 	if err != nil {
 		rep.IndexNote = "fleet index not written: " + err.Error()
 		r.Logger.WarnContext(ctx, "fleet index not (all) written; those tables will be maintained again", "err", err)
@@ -684,13 +707,6 @@ func (s *Scheduler) recordMarksOn(ctx context.Context, rep *RunReport, sc *Scan,
 	}
 	if sc != nil {
 		s.saveScanState(ctx, root, sc)
-	}
-	if sc != nil && len(base.Legacy()) > 0 {
-		if err := DeleteLegacy(ctx, r.Store, base); err != nil {
-			r.Logger.WarnContext(ctx, "single-object fleet index of an earlier release not deleted", "err", err)
-		} else {
-			r.Logger.InfoContext(ctx, "fleet index moved into shards", "marks", migrated, "old_objects_deleted", len(base.Legacy()))
-		}
 	}
 }
 
@@ -768,8 +784,9 @@ func (s *Scheduler) Run(ctx context.Context) (RunReport, error) {
 //
 // With maintenance.Runnes.o.SafetyScanEvery = S > 0 a notified write
 // maintains its table (the compaction queue), so the scheduled scan need not
-// list an unchanged table at every pass. Instead each index shard has a phase, shard*S/256,
-// and a pass lists the tables of the shards whose phase point (phase + k*S)
+// list an unchanged table at every pass. Instead each table has a slot,
+// ShardOf(name, 256) whatever the index's layout, and each slot a phase,
+// slot*S/256; a pass lists the tables of the slots whose phase point (phase + k*S)
 // falls in the window (last, now], last being the end of the previous
 // pass's window (the scan state, one small object). Windows chain, so every
 // table is listed once per S, about 1/N of the fleet a pass (N = S / the
@@ -777,7 +794,8 @@ func (s *Scheduler) Run(ctx context.Context) (RunReport, error) {
 // shard as last read (its newest seq, the earliest time one of its marks
 // is due without a change, a digest of its tables), so a pass GETs only
 // the shards that changed, whose tables changed in the registry, that are
-// due, or whose window it is.
+// due, or that hold a slot of the window (a shard of n holds the slots
+// congruent to it modulo n).
 
 // idleScan is a scan's safety-net bookkeeping.
 type idleScan struct {
@@ -786,9 +804,20 @@ type idleScan struct {
 	prev  *ScanState
 	// newest is each shard's newest seq as listed.
 	newest map[int]uint64
-	list   map[int]bool // shards whose tables this pass lists
+	list   map[int]bool // slots (ShardOf(name, Shards)) whose tables this pass lists
 	// Listed is how many tables the pass listed.
 	listed int
+
+	// Set by init, once the layout is known: the shards holding a slot of
+	// the window, those holding an unnotified table, the registry's digest
+	// of each, and the state's summaries if of the layout.
+	ready      bool
+	refs       []maintenance.TableRef
+	unnotified func(maintenance.TableRef) bool
+	listShard  map[int]bool
+	always     map[int]bool
+	reg        map[int]string
+	sums       map[string]ShardSummary
 }
 
 // digestItem is one table's contribution to a shard digest.
@@ -810,10 +839,10 @@ func digestItem(name, root string, p *maintenance.Policy) uint64 {
 func digestString(sum uint64, n int) string { return fmt.Sprintf("%d:%016x", n, sum) }
 
 // registryDigests is each shard's digest of its registered tables.
-func registryDigests(refs []maintenance.TableRef) map[int]string {
+func registryDigests(refs []maintenance.TableRef, n int) map[int]string {
 	sums, counts := map[int]uint64{}, map[int]int{}
 	for _, ref := range refs {
-		sh := ShardOf(ref.Name)
+		sh := ShardOf(ref.Name, n)
 		p := ref.Policy
 		sums[sh] += digestItem(ref.Name, ref.Root, &p)
 		counts[sh]++
@@ -854,12 +883,12 @@ func (s *Scheduler) unnotified(ref maintenance.TableRef) bool {
 	return s.o.Unnotified != nil && s.o.Unnotified(ref)
 }
 
-// startIdleScan reads the scan state and decides which shards the pass
-// lists (their phase point in the window) and, through the returned
-// selector, which it reads.
-func (s *Scheduler) startIdleScan(ctx context.Context, root string, refs []maintenance.TableRef, now time.Time) (*idleScan, func(int, uint64) bool) {
+// startIdleScan reads the scan state and returns the selector that, once
+// the index's layout is listed, decides which shards the pass lists
+// (their phase point in the window) and which it reads.
+func (s *Scheduler) startIdleScan(ctx context.Context, root string, refs []maintenance.TableRef, now time.Time) (*idleScan, func(Layout, int, uint64) bool) {
 	r := s.r
-	is := &idleScan{every: s.o.SafetyScanEvery, list: map[int]bool{}}
+	is := &idleScan{every: s.o.SafetyScanEvery, list: map[int]bool{}, refs: refs, unnotified: s.unnotified}
 	st, err := ReadScanState(ctx, r.Store, root, is.every)
 	if err != nil {
 		r.Logger.WarnContext(ctx, "scan state unreadable: every table is listed", "err", err)
@@ -868,27 +897,49 @@ func (s *Scheduler) startIdleScan(ctx context.Context, root string, refs []maint
 		r.Logger.WarnContext(ctx, "scan state ahead of this clock: every table is listed", "at", st.At, "now", now)
 		st = nil
 	}
+	sel := func(l Layout, sh int, newest uint64) bool {
+		is.init(l)
+		if is.sums == nil || is.listShard[sh] || is.always[sh] {
+			return true
+		}
+		sum, ok := is.sums[fmt.Sprintf("%02x", sh)]
+		return !ok || sum.Seq != newest || sum.Digest != is.reg[sh] || !now.Before(sum.Wake)
+	}
 	if st != nil {
 		is.prev, is.last = st, st.At
 	}
-	for sh := range Shards {
-		is.list[sh] = InSafetyWindow(sh, is.last, now, is.every)
-	}
-	always := map[int]bool{}
-	for _, ref := range refs {
-		if s.unnotified(ref) {
-			always[ShardOf(ref.Name)] = true
-		}
-	}
-	reg := registryDigests(refs)
-	sel := func(sh int, newest uint64) bool {
-		if st == nil || is.list[sh] || always[sh] {
-			return true
-		}
-		sum, ok := st.Shards[fmt.Sprintf("%02x", sh)]
-		return !ok || sum.Seq != newest || sum.Digest != reg[sh] || !now.Before(sum.Wake)
+	for slot := range Shards {
+		is.list[slot] = InSafetyWindow(slot, is.last, now, is.every)
 	}
 	return is, sel
+}
+
+// init decides, once per scan, which shards of layout l hold a slot of
+// the window (a shard of n holds the slots congruent to it modulo n), and
+// whether the state's summaries are of l (not after a reshard: every
+// shard is read once).
+func (is *idleScan) init(l Layout) {
+	if is.ready {
+		return
+	}
+	is.ready = true
+	if is.prev != nil && is.prev.Of(l) {
+		is.sums = is.prev.Shards
+	}
+	n := max(l.N, 1)
+	is.listShard = map[int]bool{}
+	for slot, in := range is.list {
+		if in {
+			is.listShard[slot%n] = true
+		}
+	}
+	is.always = map[int]bool{}
+	for _, ref := range is.refs {
+		if is.unnotified(ref) {
+			is.always[ShardOf(ref.Name, n)] = true
+		}
+	}
+	is.reg = registryDigests(is.refs, n)
 }
 
 // saveScanState writes the scan state after a scan whose marks were
@@ -902,7 +953,11 @@ func (s *Scheduler) saveScanState(ctx context.Context, root string, sc *Scan) {
 	if is == nil || sc.IndexError != "" {
 		return
 	}
-	st := &ScanState{At: sc.At, Every: int64(is.every), Shards: map[string]ShardSummary{}}
+	l := sc.index.Layout
+	st := &ScanState{At: sc.At, Every: int64(is.every), Shards: map[string]ShardSummary{}, Gen: l.Gen}
+	if l != Legacy256 {
+		st.N = l.N
+	}
 	if is.last.After(st.At) {
 		st.At = is.last
 	}
@@ -925,8 +980,8 @@ func (s *Scheduler) saveScanState(ctx context.Context, root string, sc *Scan) {
 			if !damaged[sh] {
 				st.Shards[key] = summarise(s, byName)
 			}
-		} else if is.prev != nil {
-			if old, ok := is.prev.Shards[key]; ok {
+		} else if is.sums != nil {
+			if old, ok := is.sums[key]; ok {
 				st.Shards[key] = old
 			}
 		}

@@ -36,6 +36,21 @@ type ScanState struct {
 	Every int64 `json:"every"`
 	// Shards summarises each shard as last read, by "%02x".
 	Shards map[string]ShardSummary `json:"shards"`
+	// Gen and N are the index layout the summaries are of (absent:
+	// generation 0, 256 shards); the summaries of another layout are
+	// ignored (the pass reads every shard once; the windows are of the
+	// 256 slots whatever the layout, and hold).
+	Gen uint64 `json:"gen,omitempty"`
+	N   int    `json:"n,omitempty"`
+}
+
+// Of reports whether the state is of layout l.
+func (st *ScanState) Of(l Layout) bool {
+	n := st.N
+	if n == 0 {
+		n = Shards
+	}
+	return st.Gen == l.Gen && n == l.N
 }
 
 // ShardSummary is what a pass needs to know of a shard it does not read.
@@ -51,12 +66,13 @@ type ShardSummary struct {
 	Digest string `json:"digest"`
 }
 
-// ShardPhase is shard's phase in a cadence of every.
+// ShardPhase is the phase of a slot (ShardOf(name, Shards): a table's
+// shard in 256, whatever the index's layout) in a cadence of every.
 func ShardPhase(shard int, every time.Duration) time.Duration {
 	return every / Shards * time.Duration(shard)
 }
 
-// InSafetyWindow reports whether index shard's phase point (phase + k*every,
+// InSafetyWindow reports whether slot shard's phase point (phase + k*every,
 // from the Unix epoch) lies in (last, now]: zero last, or a window of at
 // least every, holds every point.
 func InSafetyWindow(shard int, last, now time.Time, every time.Duration) bool {

@@ -32,9 +32,9 @@ func (f *fleet) addTable(t testing.TB, name string, p maintenance.Policy) {
 // sameShard returns n table names whose marks share one index shard.
 func sameShard(n int) []string {
 	out := []string{"s0"}
-	want := fleetidx.ShardOf(out[0])
+	want := fleetidx.ShardOf(out[0], fleetidx.Shards)
 	for i := 1; len(out) < n; i++ {
-		if name := fmt.Sprintf("s%d", i); fleetidx.ShardOf(name) == want {
+		if name := fmt.Sprintf("s%d", i); fleetidx.ShardOf(name, fleetidx.Shards) == want {
 			out = append(out, name)
 		}
 	}
@@ -120,7 +120,11 @@ func TestFleetIndexStraysAndDamageRepaired(t *testing.T) {
 	f.pass(t)
 	// Strays: a key sorting before the digits at the top of the index
 	// folder, and inside the shards' folder.
-	for _, k := range []string{"wh/_fleet/!console", "wh/_fleet/index/!x", fmt.Sprintf("wh/_fleet/index/%02x/!x", fleetidx.ShardOf(names[0]))} {
+	idx, err := fleetidx.Read(ctx, f.store, "wh/")
+	if err != nil || idx.Layout.N != 1 {
+		t.Fatalf("index of %d tables: layout %+v, %v; want 1 shard", len(names), idx.Layout, err)
+	}
+	for _, k := range []string{"wh/_fleet/!console", "wh/_fleet/index/!x", fleetidx.ShardPrefix("wh/", idx.Layout, 0) + "!x", fleetidx.ShardPrefix("wh/", idx.Layout, 0)[:len("wh/_fleet/index/")+21] + "!x"} {
 		if err := f.store.Put(ctx, k, []byte("stray")); err != nil {
 			t.Fatal(err)
 		}

@@ -2,6 +2,7 @@ package maintenance
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -50,13 +51,28 @@ type StatsBatchPutter interface {
 // QueueEnqueuer adapts a queue.Queue to Enqueuer.
 type QueueEnqueuer struct{ Q queue.Queue }
 
-// Send sends each body as one message.
+// Send sends each body as one message, its message group the range's
+// table (SQS fair queues, docs/aws.md "Fair queues": one table's backlog
+// does not delay the others' ranges); a body that is not a range message
+// has no group.
 func (e QueueEnqueuer) Send(ctx context.Context, bodies [][]byte) error {
 	msgs := make([]queue.Message, len(bodies))
 	for i, b := range bodies {
-		msgs[i] = queue.Message{Body: b}
+		msgs[i] = queue.Message{Body: b, GroupKey: RangeGroup(b)}
 	}
 	return e.Q.Send(ctx, msgs)
+}
+
+// RangeGroup is the message group of a cleanup message: its table's
+// registered name ("" if the body is not a range message).
+func RangeGroup(body []byte) string {
+	var m struct {
+		Table string `json:"table"`
+	}
+	if json.Unmarshal(body, &m) != nil {
+		return ""
+	}
+	return m.Table
 }
 
 // DefaultFailureBackoff is the first retry delay of a failed table; it

@@ -37,8 +37,10 @@ type EmbeddedOptions struct {
 }
 
 // Embedded is an in-process Queue with SQS semantics: visibility timeouts,
-// receive counts, a redrive to a dead-letter list, and optional duplicate and
-// out-of-order delivery. Safe for concurrent use.
+// receive counts, a redrive to a dead-letter list, fair delivery across
+// message groups (as an SQS fair queue: Message.GroupKey on a standard
+// queue; see fair), and optional duplicate and out-of-order delivery. Safe
+// for concurrent use.
 type Embedded struct {
 	opts EmbeddedOptions
 
@@ -52,6 +54,7 @@ type Embedded struct {
 
 type entry struct {
 	id, receipt string
+	group       string // Message.GroupKey ("" : a group of its own)
 	body        []byte
 	visibleAt   time.Time
 	receives    int
@@ -81,7 +84,7 @@ func (q *Embedded) Send(ctx context.Context, msgs []Message) error {
 	now := q.opts.Clock.Now()
 	for _, m := range msgs {
 		q.seq++
-		q.msgs = append(q.msgs, &entry{id: "m" + strconv.Itoa(q.seq), body: slices.Clone(m.Body), visibleAt: now})
+		q.msgs = append(q.msgs, &entry{id: "m" + strconv.Itoa(q.seq), group: m.GroupKey, body: slices.Clone(m.Body), visibleAt: now})
 	}
 	return nil
 }
@@ -104,6 +107,7 @@ func (q *Embedded) Receive(ctx context.Context, n int, visibility time.Duration)
 			visible = append(visible, e)
 		}
 	}
+	visible = fair(visible)
 	if q.opts.Shuffle != nil {
 		q.opts.Shuffle.Shuffle(len(visible), func(i, j int) { visible[i], visible[j] = visible[j], visible[i] })
 	}
@@ -124,7 +128,7 @@ func (q *Embedded) Receive(ctx context.Context, n int, visibility time.Duration)
 		out = append(out, Delivery{ID: e.id, Receipt: e.receipt, Body: slices.Clone(e.body), ReceiveCount: e.receives})
 		q.deliveries++
 		if q.opts.DuplicateEvery > 0 && q.deliveries%q.opts.DuplicateEvery == 0 {
-			q.msgs = append(q.msgs, &entry{id: e.id, body: e.body, visibleAt: now, receives: e.receives - 1})
+			q.msgs = append(q.msgs, &entry{id: e.id, group: e.group, body: e.body, visibleAt: now, receives: e.receives - 1})
 		}
 	}
 	return out, nil
@@ -190,4 +194,41 @@ func (q *Embedded) DeadLetters() []Delivery {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	return slices.Clone(q.dead)
+}
+
+// fair orders visible messages (in send order) as a fair queue delivers
+// them: round-robin over message groups, each group oldest first — the
+// oldest of every group with a visible message, then the second of every
+// group, and so on. A message without a group is a group of its own, so
+// without groups the order is the send order. Hence a group's k-th visible
+// message (k from 1) is delivered within the first sum over groups of
+// min(k, that group's visible count) deliveries: a table's only message
+// waits for at most one message of each other table, whatever their
+// backlogs (docs/aws.md "Fair queues").
+func fair(visible []*entry) []*entry {
+	rank := make(map[string]int, 8)
+	type ranked struct {
+		e    *entry
+		r, i int
+	}
+	rs := make([]ranked, len(visible))
+	for i, e := range visible {
+		r := 0
+		if e.group != "" {
+			r = rank[e.group]
+			rank[e.group] = r + 1
+		}
+		rs[i] = ranked{e, r, i}
+	}
+	slices.SortStableFunc(rs, func(a, b ranked) int {
+		if a.r != b.r {
+			return a.r - b.r
+		}
+		return a.i - b.i
+	})
+	out := make([]*entry, len(rs))
+	for i, r := range rs {
+		out[i] = r.e
+	}
+	return out
 }

@@ -39,8 +39,12 @@ type Message struct {
 	// Body must be non-empty UTF-8 text without control characters other
 	// than tab, CR and LF (SQS bodies are XML text); JSON is the convention.
 	Body []byte
-	// GroupKey and DedupID are the message group and deduplication ids of a
-	// FIFO SQS queue; other queues ignore them.
+	// GroupKey is the message group (MessageGroupId): on a standard SQS
+	// queue it makes the queue a fair queue (a group's backlog does not
+	// delay other groups' messages; Embedded delivers round-robin across
+	// groups), on a FIFO queue it orders the group. tablekeep's senders set
+	// it to the table's name. DedupID is a FIFO queue's deduplication id
+	// (other queues ignore it).
 	GroupKey string
 	DedupID  string
 }
