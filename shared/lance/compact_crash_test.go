@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/tablekeep/tablekeep/shared/lance"
+	"github.com/tablekeep/tablekeep/shared/lance/lancetest"
 	"github.com/tablekeep/tablekeep/shared/objstore"
 )
 
@@ -15,19 +16,23 @@ import (
 // faults. At every crash point LanceDB reads every version exactly as
 // before the compaction (the crashed run committed its version or
 // nothing), and after the rerun exactly one compaction version exists.
-// "drop": a group past DropDeletedAt, its deleted rows dropped.
+// "drop": a group past DropDeletedAt, its deleted rows dropped. For each
+// pinned LanceDB release.
 func TestCrashAtEveryRequestOfLanceCompaction(t *testing.T) {
-	mixed, _ := mixedDataset(t, 10)
-	crashEveryRequest(t, mixed, lance.CompactOptions{TargetRows: 10000})
-	t.Run("drop", func(t *testing.T) {
-		dels, _ := deletesDataset(t, 6, 4, "")
-		crashEveryRequest(t, dels, lance.CompactOptions{TargetRows: 10000, DropDeletedAt: 0.3})
+	lancetest.ForEach(t, func(t *testing.T, r lancetest.Release) {
+		db := ldb{r}
+		mixed, _ := db.mixed(t, 10, "")
+		crashEveryRequest(t, db, mixed, lance.CompactOptions{TargetRows: 10000})
+		t.Run("drop", func(t *testing.T) {
+			dels, _ := db.deletes(t, 6, 4, "")
+			crashEveryRequest(t, db, dels, lance.CompactOptions{TargetRows: 10000, DropDeletedAt: 0.3})
+		})
 	})
 }
 
-func crashEveryRequest(t *testing.T, base string, opts lance.CompactOptions) {
+func crashEveryRequest(t *testing.T, db ldb, base string, opts lance.CompactOptions) {
 	ctx := context.Background()
-	before := dumpDataset(t, base)
+	before := db.dump(t, base)
 	latest := before.Versions[len(before.Versions)-1]
 	for _, mode := range []struct {
 		name string
@@ -51,7 +56,7 @@ func crashEveryRequest(t *testing.T, base string, opts lance.CompactOptions) {
 					total = int(n - 1)
 					break
 				}
-				mid := dumpDataset(t, dir)
+				mid := db.dump(t, dir)
 				var added []uint64
 				if len(mid.Versions) > len(before.Versions) {
 					added = []uint64{latest + 1}
@@ -64,7 +69,7 @@ func crashEveryRequest(t *testing.T, base string, opts lance.CompactOptions) {
 				if (rep2.Version != 0) == (len(added) > 0) {
 					t.Fatalf("%s: rerun committed %d after the crashed run committed %v", label, rep2.Version, added)
 				}
-				checkCompacted(t, before, dumpDataset(t, dir), latest+1)
+				checkCompacted(t, before, db.dump(t, dir), latest+1)
 			}
 			if total < 10 {
 				t.Fatalf("only %d requests in a compaction", total)

@@ -18,17 +18,7 @@ import (
 // id % 4 in {1, 2}) in two commits.
 func deletesDataset(t testing.TB, adds, per int, version string) (dir string, store objstore.Store) {
 	t.Helper()
-	dir = t.TempDir()
-	var env []string
-	if version != "" {
-		env = append(env, "LANCE_FILE_VERSION="+version)
-	}
-	nodeEnv(t, env, nil, "deletes", dir, "t", strconv.Itoa(adds), strconv.Itoa(per))
-	d, err := objstore.NewDisk(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return dir, d
+	return lanceDB().deletes(t, adds, per, version)
 }
 
 // newFragment is the latest version's fragment of that id.
