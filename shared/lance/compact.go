@@ -547,7 +547,7 @@ func (d *Dataset) writeGroup(ctx context.Context, rm *rawManifest, g plannedGrou
 	out.pagesIn, out.pages, out.unmerged = res.PagesIn, res.Pages, res.Unmerged
 	out.rows = res.Rows
 	out.size = len(res.Data)
-	out.path = newName() + ".lance"
+	out.path = dataFileName()
 	if err := d.store.PutIfAbsent(ctx, d.root+DataDir+out.path, res.Data); err != nil {
 		return nil, err
 	}
@@ -559,9 +559,6 @@ func randomBytes(n int) []byte {
 	_, _ = rand.Read(b)
 	return b
 }
-
-// newName is a random 32-hex-digit name.
-func newName() string { return hex.EncodeToString(randomBytes(16)) }
 
 func newUUID() string {
 	b := randomBytes(16)

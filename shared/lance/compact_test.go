@@ -103,6 +103,7 @@ func compactLanceDBDataset(t *testing.T, db ldb, version string) {
 	if va.Fragments >= vb.Fragments || va.Fragments != rep.FragmentsAfter {
 		t.Fatalf("LanceDB counts %d fragments (%d before, the report %d)", va.Fragments, vb.Fragments, rep.FragmentsAfter)
 	}
+	checkDataFileNames(t, dir)
 	// Nothing more to fold: a second pass commits nothing.
 	rep2, err := ds.Compact(ctx, lance.CompactOptions{TargetRows: 10000})
 	if err != nil || rep2.Version != 0 {
@@ -118,6 +119,26 @@ func compactLanceDBDataset(t *testing.T, db ldb, version string) {
 		t.Fatalf("write after optimize at version %d (optimize at %d)", w, opt.Latest)
 	}
 	db.verify(t, dir)
+}
+
+// checkDataFileNames: every file under data/ (LanceDB's and tablekeep's)
+// has Lance's binary-prefixed name, and the orphan sweep takes it as a
+// data file a manifest may reference.
+func checkDataFileNames(t testing.TB, dir string) {
+	t.Helper()
+	ents, err := os.ReadDir(filepath.Join(dir, "t.lance", "data"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := lance.NewSource(nil, "t.lance")
+	for _, e := range ents {
+		if !lance.IsLanceDataFileName(e.Name()) || len(e.Name()) != 50+len(".lance") {
+			t.Errorf("data/%s: not a binary-prefixed Lance data file name", e.Name())
+		}
+		if unit, ok := src.SweepUnit(lance.DataDir + e.Name()); !ok || unit != lance.DataDir+e.Name() {
+			t.Errorf("data/%s: the sweep takes it as %q, %v", e.Name(), unit, ok)
+		}
+	}
 }
 
 func lancetestWrite(t testing.TB, dir string) uint64 {
