@@ -2,6 +2,9 @@ package lance_test
 
 import (
 	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -19,7 +22,8 @@ import (
 // lists exactly those, reads each one's rows exactly as before (the
 // compaction's version as the latest before it), resolves the tags, its
 // index queries agree with its scans, its own optimize() runs and it
-// accepts writes. For each pinned LanceDB release.
+// accepts writes, also with its latest_version_hint.json naming a version
+// tablekeep pruned. For each pinned LanceDB release.
 func TestCompactThenPruneSeedChurn(t *testing.T) {
 	lancetest.ForEach(t, func(t *testing.T, r lancetest.Release) { compactThenPrune(t, ldb{r}) })
 }
@@ -58,6 +62,28 @@ func compactThenPrune(t *testing.T, db ldb) {
 		t.Fatalf("nothing pruned: %v", after.Versions)
 	}
 	db.verify(t, dir)
+
+	// LanceDB's _versions/latest_version_hint.json names the last version
+	// it wrote (rep.Version-1): prune that one too (the last version
+	// kept), so the hint names a pruned version. tablekeep neither takes
+	// the hint for a manifest nor deletes it, and LanceDB still opens the
+	// latest version, optimizes and writes (below).
+	hintFile := filepath.Join(dir, "t.lance", "_versions", "latest_version_hint.json")
+	hint, err := os.ReadFile(hintFile)
+	var h struct {
+		Version uint64 `json:"version"`
+	}
+	if err != nil || json.Unmarshal(hint, &h) != nil || h.Version != rep.Version-1 {
+		t.Fatalf("fixture: hint %q (%v), want version %d", hint, err, rep.Version-1)
+	}
+	p.KeepLast = 1
+	if plan, _ = pruneLance(t, store, "t.lance/", p, time.Now().Add(48*time.Hour)); plan.Floor != rep.Version {
+		t.Fatalf("floor %d, want %d (the last version kept)", plan.Floor, rep.Version)
+	}
+	if b, err := os.ReadFile(hintFile); err != nil || string(b) != string(hint) {
+		t.Fatalf("the hint after the prune: %q, %v (was %q)", b, err, hint)
+	}
+	lancetest.CheckRetained(t, after, db.dump(t, dir), lancetest.AtOrAbove(plan.Floor, c.Tags))
 	var opt struct {
 		Latest uint64 `json:"latest"`
 	}
