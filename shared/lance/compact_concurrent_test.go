@@ -24,7 +24,7 @@ import (
 // LanceDB lists still reads. For each pinned LanceDB release.
 func TestCompactWhileLanceDBWrites(t *testing.T) {
 	lancetest.ForEach(t, func(t *testing.T, r lancetest.Release) {
-		db := ldb{r}
+		db := releaseDB(r)
 		dir, store := db.mixed(t, 8, "")
 		compactWhileWriting(t, db, dir, store, "t.lance", nil)
 	})

@@ -25,7 +25,7 @@ import (
 // accepts writes, also with its latest_version_hint.json naming a version
 // tablekeep pruned. For each pinned LanceDB release.
 func TestCompactThenPruneSeedChurn(t *testing.T) {
-	lancetest.ForEach(t, func(t *testing.T, r lancetest.Release) { compactThenPrune(t, ldb{r}) })
+	lancetest.ForEach(t, func(t *testing.T, r lancetest.Release) { compactThenPrune(t, releaseDB(r)) })
 }
 
 func compactThenPrune(t *testing.T, db ldb) {

@@ -78,7 +78,7 @@ func TestCompactLanceDBDataset(t *testing.T) {
 	}
 	lancetest.ForEach(t, func(t *testing.T, r lancetest.Release) {
 		for _, v := range versions[r] {
-			t.Run(v, func(t *testing.T) { compactLanceDBDataset(t, ldb{r}, strings.TrimPrefix(v, "default")) })
+			t.Run(v, func(t *testing.T) { compactLanceDBDataset(t, releaseDB(r), strings.TrimPrefix(v, "default")) })
 		}
 	})
 }

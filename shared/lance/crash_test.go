@@ -104,7 +104,7 @@ func checkIntact(t testing.TB, store objstore.Store, root, label string) []uint6
 // rows at every 20th crash point and at the last one. For each pinned
 // LanceDB release.
 func TestCrashAtEveryRequestOfLancePrune(t *testing.T) {
-	lancetest.ForEach(t, func(t *testing.T, r lancetest.Release) { crashEveryPruneRequest(t, ldb{r}) })
+	lancetest.ForEach(t, func(t *testing.T, r lancetest.Release) { crashEveryPruneRequest(t, releaseDB(r)) })
 }
 
 func crashEveryPruneRequest(t *testing.T, db ldb) {

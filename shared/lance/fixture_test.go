@@ -19,11 +19,21 @@ import (
 
 // ldb runs the fixture against one pinned LanceDB release; the suites
 // that read or write Lance files run once per release
-// (lancetest.ForEach), the others against lancetest.Default.
-type ldb struct{ r lancetest.Release }
+// (lancetest.ForEach), the others against lancetest.Default. With cached,
+// the datasets it creates are built once and copied
+// (lancetest.Release.Dataset): only for tests that do not depend on how
+// old the dataset's versions are (a reader lease on a version within the
+// lease window of time.Now() does).
+type ldb struct {
+	r      lancetest.Release
+	cached bool
+}
 
-// lanceDB is the default release's.
-func lanceDB() ldb { return ldb{lancetest.Default} }
+// lanceDB is the default release's, uncached.
+func lanceDB() ldb { return ldb{r: lancetest.Default} }
+
+// releaseDB is release r's, its datasets built once and copied.
+func releaseDB(r lancetest.Release) ldb { return ldb{r: r, cached: true} }
 
 // node runs the fixture script and decodes its JSON answer into out.
 func (l ldb) node(t testing.TB, out any, args ...string) {
@@ -41,7 +51,16 @@ func (l ldb) nodeEnv(t testing.TB, env []string, out any, args ...string) {
 // the seed's churn; scheme "v1" asks for plain manifest names.
 func (l ldb) create(t testing.TB, dir string, commits int, scheme string) created {
 	t.Helper()
-	return l.r.Create(t, dir, "t", commits, scheme)
+	if !l.cached {
+		return l.r.Create(t, dir, "t", commits, scheme)
+	}
+	var c created
+	args := []string{"t", strconv.Itoa(commits)}
+	if scheme != "" {
+		args = append(args, scheme)
+	}
+	l.r.Dataset(t, dir, nil, &c, "create", args...)
+	return c
 }
 
 func (l ldb) dump(t testing.TB, dir string) dumped {
@@ -97,7 +116,11 @@ func (l ldb) dataset(t testing.TB, env []string, version, cmd string, args ...st
 	if version != "" {
 		env = append(env, "LANCE_FILE_VERSION="+version)
 	}
-	l.nodeEnv(t, env, nil, append([]string{cmd, dir, "t"}, args...)...)
+	if l.cached {
+		l.r.Dataset(t, dir, env, nil, cmd, append([]string{"t"}, args...)...)
+	} else {
+		l.nodeEnv(t, env, nil, append([]string{cmd, dir, "t"}, args...)...)
+	}
 	d, err := objstore.NewDisk(dir)
 	if err != nil {
 		t.Fatal(err)

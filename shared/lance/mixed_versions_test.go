@@ -50,7 +50,7 @@ func fileVersions(t testing.TB, dir string, ds *lance.Dataset) map[string]int {
 // and a flag tablekeep does not know (512) is refused.
 func TestCompactMixedFileVersions(t *testing.T) {
 	ctx := context.Background()
-	db := ldb{lancetest.Release039}
+	db := releaseDB(lancetest.Release039)
 	dir, store := db.mixed(t, 8, "2.1")
 	if err := lance.SetLatestFlags(ctx, store, "t.lance", lance.FlagDeletionFiles|lance.FlagMixedFileVersions, lance.FlagDeletionFiles|lance.FlagMixedFileVersions, "2.2"); err != nil {
 		t.Fatal(err)

@@ -143,7 +143,7 @@ func pruneLance(t testing.TB, store objstore.Store, root string, p maintenance.P
 func TestPruneLanceDBDataset(t *testing.T) {
 	lancetest.ForEach(t, func(t *testing.T, r lancetest.Release) {
 		for _, scheme := range []string{"v2", "v1"} {
-			t.Run(scheme, func(t *testing.T) { testPruneLanceDB(t, ldb{r}, scheme) })
+			t.Run(scheme, func(t *testing.T) { testPruneLanceDB(t, releaseDB(r), scheme) })
 		}
 	})
 }

@@ -3,8 +3,10 @@ package lancetest
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +17,7 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // Release is a pinned LanceDB release (npm @lancedb/lancedb): each has its
@@ -215,6 +218,137 @@ func (r Release) Node(t testing.TB, env []string, out any, args ...string) {
 func Node(t testing.TB, env []string, out any, args ...string) {
 	t.Helper()
 	Default.Node(t, env, out, args...)
+}
+
+// CacheTTL is how long a dataset Dataset built is reused. Under a day, so
+// that no cached file is near the 7 days after which LanceDB's own cleanup
+// treats unreferenced files differently.
+const CacheTTL = 20 * time.Hour
+
+// Dataset has the release's fixture script create a dataset in dir (an
+// empty directory): `node fixture.mjs cmd dir args...` with extra
+// environment variables, its JSON answer decoded into out (if not nil).
+// The result is built once and kept in a cache directory
+// (os.UserCacheDir()/tablekeep/lancedb/{key}: the key hashes the release,
+// its lock file, fixture.mjs, cmd, args and env) for CacheTTL; each call
+// copies it into dir, keeping the files' modification times (LanceDB's
+// cleanup compares them with the manifests' timestamps). With
+// TABLEKEEP_LANCEDB_CACHE=off, or no cache directory, it runs the script
+// into dir every time.
+func (r Release) Dataset(t testing.TB, dir string, env []string, out any, cmd string, args ...string) {
+	t.Helper()
+	r.Fixture(t)
+	runArgs := append([]string{cmd, dir}, args...)
+	root, err := os.UserCacheDir()
+	if err != nil || os.Getenv("TABLEKEEP_LANCEDB_CACHE") == "off" {
+		r.Node(t, env, out, runArgs...)
+		return
+	}
+	key, err := r.cacheKey(cmd, args, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	root = filepath.Join(root, "tablekeep", "lancedb")
+	entry := filepath.Join(root, key)
+	answer, err := os.ReadFile(filepath.Join(entry, "answer.json"))
+	if info, serr := os.Stat(filepath.Join(entry, "answer.json")); err != nil || serr != nil || time.Since(info.ModTime()) >= CacheTTL {
+		answer = r.buildCached(t, root, entry, env, cmd, args)
+	}
+	if err := copyTree(filepath.Join(entry, "db"), dir); err != nil {
+		t.Fatalf("copy the cached LanceDB %s dataset %s: %v", r, entry, err)
+	}
+	if out != nil {
+		if err := json.Unmarshal(answer, out); err != nil {
+			t.Fatalf("LanceDB %s: cached fixture.mjs %s: decode %q: %v", r, cmd, answer, err)
+		}
+	}
+}
+
+// cacheKey hashes what a dataset built by cmd depends on.
+func (r Release) cacheKey(cmd string, args, env []string) (string, error) {
+	h := sha256.New()
+	for _, f := range []string{filepath.Join(r.Dir(), "package-lock.json"), r.Script()} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return "", err
+		}
+		fmt.Fprintf(h, "%d:", len(b))
+		h.Write(b)
+	}
+	env = slices.Sorted(slices.Values(env))
+	for _, part := range [][]string{{string(r), cmd}, args, env} {
+		fmt.Fprintf(h, "%q;", part)
+	}
+	return fmt.Sprintf("%s-%s-%x", r, cmd, h.Sum(nil)[:12]), nil
+}
+
+// buildCached runs the script into a new directory under root and renames
+// it to entry (replacing an expired one); a process that built the same
+// entry first wins, its copy is as good.
+func (r Release) buildCached(t testing.TB, root, entry string, env []string, cmd string, args []string) []byte {
+	t.Helper()
+	if err := os.MkdirAll(root, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	tmp, err := os.MkdirTemp(root, ".build-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(tmp)
+	db := filepath.Join(tmp, "db")
+	if err := os.Mkdir(db, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var answer json.RawMessage
+	r.Node(t, env, &answer, append([]string{cmd, db}, args...)...)
+	if err := os.WriteFile(filepath.Join(tmp, "answer.json"), answer, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(entry); err == nil {
+		// Expired: move it aside first (a rename of a directory does not
+		// replace a non-empty one).
+		old := entry + ".old-" + filepath.Base(tmp)
+		if os.Rename(entry, old) == nil {
+			defer os.RemoveAll(old)
+		}
+	}
+	if err := os.Rename(tmp, entry); err != nil {
+		if b, rerr := os.ReadFile(filepath.Join(entry, "answer.json")); rerr == nil {
+			return b // built by another process meanwhile
+		}
+		t.Fatalf("cache the LanceDB dataset: %v", err)
+	}
+	return answer
+}
+
+// copyTree copies the directory tree src into dst (which exists),
+// keeping each file's modification time.
+func copyTree(src, dst string) error {
+	return filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(src, p)
+		if err != nil {
+			return err
+		}
+		target := filepath.Join(dst, rel)
+		if d.IsDir() {
+			return os.MkdirAll(target, 0o755)
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(target, b, 0o644); err != nil {
+			return err
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		return os.Chtimes(target, info.ModTime(), info.ModTime())
+	})
 }
 
 // Created is what `create` reports.
