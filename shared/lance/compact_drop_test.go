@@ -24,15 +24,7 @@ func deletesDataset(t testing.TB, adds, per int, version string) (dir string, st
 // newFragment is the latest version's fragment of that id.
 func newFragment(t testing.TB, ds *lance.Dataset, id uint64) lance.Fragment {
 	t.Helper()
-	ctx := context.Background()
-	vs, err := ds.ListVersions(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := ds.ReadManifest(ctx, vs[len(vs)-1])
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := latestManifest(t, ds)
 	for _, f := range m.Fragments {
 		if f.ID == id {
 			return f

@@ -13,9 +13,8 @@ import (
 	"github.com/tablekeep/tablekeep/shared/lance/lancetest"
 )
 
-// fileVersions counts the latest version's data files by Lance file
-// version ("2.1", "2.2"), read from each file's footer.
-func fileVersions(t testing.TB, dir string, ds *lance.Dataset) map[string]int {
+// latestManifest reads the dataset's latest manifest.
+func latestManifest(t testing.TB, ds *lance.Dataset) *lance.Manifest {
 	t.Helper()
 	ctx := context.Background()
 	vs, err := ds.ListVersions(ctx)
@@ -26,8 +25,15 @@ func fileVersions(t testing.TB, dir string, ds *lance.Dataset) map[string]int {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return m
+}
+
+// fileVersions counts the latest version's data files by Lance file
+// version ("2.1", "2.2"), read from each file's footer.
+func fileVersions(t testing.TB, dir string, ds *lance.Dataset) map[string]int {
+	t.Helper()
 	out := map[string]int{}
-	for _, f := range m.Fragments {
+	for _, f := range latestManifest(t, ds).Fragments {
 		for _, p := range f.Files {
 			b, err := os.ReadFile(filepath.Join(dir, "t.lance", lance.DataDir, p))
 			if err != nil {
@@ -74,12 +80,7 @@ func TestCompactMixedFileVersions(t *testing.T) {
 	if va := db.verify(t, dir); va.Fragments >= vb.Fragments {
 		t.Fatalf("LanceDB counts %d fragments, %d before", va.Fragments, vb.Fragments)
 	}
-	vs, _ := ds.ListVersions(ctx)
-	m, err := ds.ReadManifest(ctx, vs[len(vs)-1])
-	if err != nil {
-		t.Fatal(err)
-	}
-	if m.ReaderFlags&m.WriterFlags&lance.FlagMixedFileVersions == 0 {
+	if m := latestManifest(t, ds); m.ReaderFlags&m.WriterFlags&lance.FlagMixedFileVersions == 0 {
 		t.Fatalf("flags after the compaction: reader %#x writer %#x, want 256 kept on both", m.ReaderFlags, m.WriterFlags)
 	}
 	if got := fileVersions(t, dir, ds); got["2.1"] == 0 || got["2.2"] == 0 {
@@ -90,7 +91,7 @@ func TestCompactMixedFileVersions(t *testing.T) {
 	}
 	db.verify(t, dir)
 
-	vs, _ = ds.ListVersions(ctx)
+	vs, _ := ds.ListVersions(ctx)
 	latest := filepath.Join(dir, filepath.FromSlash(vs[len(vs)-1].Key))
 	good, err := os.ReadFile(latest)
 	if err != nil {

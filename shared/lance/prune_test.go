@@ -70,33 +70,12 @@ func minus(a, b map[string]bool) []string {
 	return out
 }
 
+// copyDir copies a dataset directory, keeping the modification times:
+// LanceDB's cleanup only considers files older than the earliest retained
+// manifest.
 func copyDir(t testing.TB, src, dst string) {
 	t.Helper()
-	err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(src, p)
-		target := filepath.Join(dst, rel)
-		if d.IsDir() {
-			return os.MkdirAll(target, 0o755)
-		}
-		b, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		if err := os.WriteFile(target, b, 0o644); err != nil {
-			return err
-		}
-		// Keep the modification time: LanceDB's cleanup only considers
-		// files older than the earliest retained manifest.
-		info, err := d.Info()
-		if err != nil {
-			return err
-		}
-		return os.Chtimes(target, info.ModTime(), info.ModTime())
-	})
-	if err != nil {
+	if err := lancetest.CopyTree(src, dst); err != nil {
 		t.Fatal(err)
 	}
 }

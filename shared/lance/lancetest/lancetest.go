@@ -254,7 +254,7 @@ func (r Release) Dataset(t testing.TB, dir string, env []string, out any, cmd st
 	if info, serr := os.Stat(filepath.Join(entry, "answer.json")); err != nil || serr != nil || time.Since(info.ModTime()) >= CacheTTL {
 		answer = r.buildCached(t, root, entry, env, cmd, args)
 	}
-	if err := copyTree(filepath.Join(entry, "db"), dir); err != nil {
+	if err := CopyTree(filepath.Join(entry, "db"), dir); err != nil {
 		t.Fatalf("copy the cached LanceDB %s dataset %s: %v", r, entry, err)
 	}
 	if out != nil {
@@ -321,9 +321,10 @@ func (r Release) buildCached(t testing.TB, root, entry string, env []string, cmd
 	return answer
 }
 
-// copyTree copies the directory tree src into dst (which exists),
-// keeping each file's modification time.
-func copyTree(src, dst string) error {
+// CopyTree copies the directory tree src into dst, keeping each file's
+// modification time (LanceDB's cleanup compares them with the manifests'
+// timestamps).
+func CopyTree(src, dst string) error {
 	return filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
