@@ -547,7 +547,7 @@ func (d *Dataset) writeGroup(ctx context.Context, rm *rawManifest, g plannedGrou
 	out.pagesIn, out.pages, out.unmerged = res.PagesIn, res.Pages, res.Unmerged
 	out.rows = res.Rows
 	out.size = len(res.Data)
-	out.path = dataFileName()
+	out.path = newName() + ".lance"
 	if err := d.store.PutIfAbsent(ctx, d.root+DataDir+out.path, res.Data); err != nil {
 		return nil, err
 	}
@@ -559,6 +559,10 @@ func randomBytes(n int) []byte {
 	_, _ = rand.Read(b)
 	return b
 }
+
+// newName is a new data file's name without ".lance": Lance's own
+// (dataFileStem: 24 binary digits, 26 hex digits).
+func newName() string { return dataFileStem() }
 
 func newUUID() string {
 	b := randomBytes(16)

@@ -5,25 +5,24 @@ import (
 	"strings"
 )
 
-// dataFileName names a new data file (relative to data/) as Lance names
-// its own (generate_random_filename in
+// dataFileStem names a new data file (relative to data/, without
+// ".lance") as Lance names its own (generate_random_filename in
 // rust/lance/src/dataset/fragment/write.rs), which LanceDB 0.31 and 0.39
 // write: a random UUID v4's first 3 bytes as 24 binary digits, its other
-// 13 as 26 hex digits, then ".lance". The binary prefix spreads the keys
+// 13 as 26 hex digits. The binary prefix spreads the keys
 // of data/ over S3's partitions from the first character on.
-func dataFileName() string {
+func dataFileStem() string {
 	b := randomBytes(16)
 	b[6] = b[6]&0x0f | 0x40 // version 4
 	b[8] = b[8]&0x3f | 0x80 // RFC 4122 variant
 	var sb strings.Builder
-	sb.Grow(24 + 26 + len(".lance"))
+	sb.Grow(24 + 26)
 	for _, c := range b[:3] {
 		for i := 7; i >= 0; i-- {
 			sb.WriteByte('0' + c>>i&1)
 		}
 	}
 	sb.WriteString(hex.EncodeToString(b[3:]))
-	sb.WriteString(".lance")
 	return sb.String()
 }
 

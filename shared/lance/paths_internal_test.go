@@ -9,9 +9,9 @@ import "testing"
 func TestDataFileName(t *testing.T) {
 	seen := map[string]bool{}
 	for range 1000 {
-		n := dataFileName()
+		n := newName() + ".lance"
 		if len(n) != 56 || !IsLanceDataFileName(n) || seen[n] {
-			t.Fatalf("dataFileName() = %q (seen before: %v)", n, seen[n])
+			t.Fatalf("newName() = %q (seen before: %v)", n, seen[n])
 		}
 		seen[n] = true
 	}

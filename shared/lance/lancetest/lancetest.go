@@ -318,7 +318,21 @@ func (r Release) buildCached(t testing.TB, root, entry string, env []string, cmd
 		}
 		t.Fatalf("cache the LanceDB dataset: %v", err)
 	}
+	removeExpired(root)
 	return answer
+}
+
+// removeExpired removes, best effort, the cache entries built more than
+// twice CacheTTL ago (entries of older lock files or scripts are never
+// used again).
+func removeExpired(root string) {
+	ents, _ := os.ReadDir(root)
+	for _, e := range ents {
+		dir := filepath.Join(root, e.Name())
+		if info, err := os.Stat(filepath.Join(dir, "answer.json")); err == nil && time.Since(info.ModTime()) > 2*CacheTTL {
+			_ = os.RemoveAll(dir)
+		}
+	}
 }
 
 // CopyTree copies the directory tree src into dst, keeping each file's
