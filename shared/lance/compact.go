@@ -631,8 +631,9 @@ func randomBytes(n int) []byte {
 	return b
 }
 
-// newName is a random 32-hex-digit name.
-func newName() string { return hex.EncodeToString(randomBytes(16)) }
+// newName is a new data file's name without ".lance": Lance's own
+// (dataFileStem: 24 binary digits, 26 hex digits).
+func newName() string { return dataFileStem() }
 
 func newUUID() string {
 	b := randomBytes(16)

@@ -58,14 +58,7 @@ func TestCompactFragmentCandidates(t *testing.T) {
 		}
 	}
 	// Listed by id, as Lance lists them (its optimize() fails otherwise).
-	vs, err := ds.ListVersions(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := ds.ReadManifest(ctx, vs[len(vs)-1])
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := latestManifest(t, ds)
 	if !slices.IsSortedFunc(m.Fragments, func(a, b lance.Fragment) int { return int(a.ID) - int(b.ID) }) {
 		t.Fatalf("fragments out of id order: %+v", m.Fragments)
 	}

@@ -6,8 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"testing"
@@ -23,10 +21,13 @@ import (
 // upserts and deletes while Go compacts again and again. Every write the
 // process saw acknowledged is in the latest version, no deleted row is
 // back, the rows LanceDB held before are all there, and every version
-// LanceDB lists still reads.
+// LanceDB lists still reads. For each pinned LanceDB release.
 func TestCompactWhileLanceDBWrites(t *testing.T) {
-	dir, store := mixedDataset(t, 8)
-	compactWhileWriting(t, dir, store, "t.lance", nil)
+	lancetest.ForEach(t, func(t *testing.T, r lancetest.Release) {
+		db := releaseDB(r)
+		dir, store := db.mixed(t, 8, "")
+		compactWhileWriting(t, db, dir, store, "t.lance", nil)
+	})
 }
 
 // TestCompactWhileLanceDBWritesOnS3: the same on versitygw, LanceDB
@@ -40,24 +41,21 @@ func TestCompactWhileLanceDBWritesOnS3(t *testing.T) {
 	env := []string{"LANCE_STORAGE_OPTIONS=" + string(opts)}
 	uri := "s3://" + s3.Bucket() + "/lance"
 	nodeEnv(t, env, nil, "mixed", uri, "t", "8")
-	compactWhileWriting(t, uri, s3, "lance/t.lance", env)
+	compactWhileWriting(t, lanceDB(), uri, s3, "lance/t.lance", env)
 }
 
 // compactWhileWriting runs the LanceDB writer on the dataset at dir (a
 // directory or an s3:// URI; env passes LanceDB its storage options) while
 // Go compacts root on store, then checks the latest version.
-func compactWhileWriting(t *testing.T, dir string, store objstore.Store, root string, env []string) {
+func compactWhileWriting(t *testing.T, db ldb, dir string, store objstore.Store, root string, env []string) {
 	dump := func() dumped {
 		var d dumped
-		nodeEnv(t, env, &d, "dump", dir, "t")
+		db.nodeEnv(t, env, &d, "dump", dir, "t")
 		return d
 	}
 	before := dump()
 	initial := before.Rows[strconv.FormatUint(before.Versions[len(before.Versions)-1], 10)]
-	lancetest.Fixture(t)
-	cmd := exec.Command("node", filepath.Join(lancetest.Dir(), "fixture.mjs"), "writer", dir, "t", "45")
-	cmd.Dir = lancetest.Dir()
-	cmd.Env = append(append(os.Environ(), "RUST_LOG=error", "LANCE_LOG=error"), env...)
+	cmd := db.r.Command(t, env, "writer", dir, "t", "45")
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Start(); err != nil {
@@ -126,7 +124,7 @@ loop:
 		}
 	}
 	var v verified
-	nodeEnv(t, env, &v, "verify", dir, "t")
+	db.nodeEnv(t, env, &v, "verify", dir, "t")
 	if len(v.Bad) > 0 {
 		t.Fatalf("LanceDB's index queries disagree with its scan: %v", v.Bad)
 	}

@@ -18,31 +18,13 @@ import (
 // id % 4 in {1, 2}) in two commits.
 func deletesDataset(t testing.TB, adds, per int, version string) (dir string, store objstore.Store) {
 	t.Helper()
-	dir = t.TempDir()
-	var env []string
-	if version != "" {
-		env = append(env, "LANCE_FILE_VERSION="+version)
-	}
-	nodeEnv(t, env, nil, "deletes", dir, "t", strconv.Itoa(adds), strconv.Itoa(per))
-	d, err := objstore.NewDisk(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return dir, d
+	return lanceDB().deletes(t, adds, per, version)
 }
 
 // newFragment is the latest version's fragment of that id.
 func newFragment(t testing.TB, ds *lance.Dataset, id uint64) lance.Fragment {
 	t.Helper()
-	ctx := context.Background()
-	vs, err := ds.ListVersions(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := ds.ReadManifest(ctx, vs[len(vs)-1])
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := latestManifest(t, ds)
 	for _, f := range m.Fragments {
 		if f.ID == id {
 			return f

@@ -37,16 +37,7 @@ func latestRows(t testing.TB, dir string) []string {
 // and returns its pages per column.
 func newFilePages(t testing.TB, dir string, rep *lance.CompactReport) [][]int {
 	t.Helper()
-	ctx := context.Background()
-	ds := lance.Open(testkit.DiskStoreAt(t, dir), "t.lance")
-	vs, err := ds.ListVersions(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := ds.ReadManifest(ctx, vs[len(vs)-1])
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := latestManifest(t, lance.Open(testkit.DiskStoreAt(t, dir), "t.lance"))
 	var out [][]int
 	for _, g := range rep.Groups {
 		for _, f := range m.Fragments {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/tablekeep/tablekeep/shared/internal/testkit"
 	"github.com/tablekeep/tablekeep/shared/lance"
+	"github.com/tablekeep/tablekeep/shared/lance/lancetest"
 	"github.com/tablekeep/tablekeep/shared/lock"
 	"github.com/tablekeep/tablekeep/shared/objstore"
 )
@@ -27,39 +28,19 @@ type verified struct {
 
 func verifyDataset(t testing.TB, dir string) verified {
 	t.Helper()
-	var v verified
-	node(t, &v, "verify", dir, "t")
-	if len(v.Bad) > 0 {
-		t.Fatalf("LanceDB's index queries disagree with its scan: %v", v.Bad)
-	}
-	return v
+	return lanceDB().verify(t, dir)
 }
 
-// mixedDataset has LanceDB build a table of 10 rows with a btree index on
-// id, then rounds of one-row upserts (mergeInsert), delete+add, deletes
-// and adds, without optimize: a fragment per write, most with deletions.
+// mixedDataset is the default release's ldb.mixed in its default version.
 func mixedDataset(t testing.TB, rounds int) (dir string, store objstore.Store) {
-	return mixedDatasetVersion(t, rounds, "")
+	t.Helper()
+	return lanceDB().mixed(t, rounds, "")
 }
 
-// mixedDatasetVersion is mixedDataset in a data storage version ("" is
-// LanceDB 0.31's default, 2.1).
+// mixedDatasetVersion is the default release's ldb.mixed.
 func mixedDatasetVersion(t testing.TB, rounds int, version string) (dir string, store objstore.Store) {
 	t.Helper()
-	dir = t.TempDir()
-	var env []string
-	if v, ok := strings.CutSuffix(version, "-v1"); ok { // plain manifest names
-		version, env = v, []string{"LANCE_MANIFEST_NAMES=v1"}
-	}
-	if version != "" {
-		env = append(env, "LANCE_FILE_VERSION="+version)
-	}
-	nodeEnv(t, env, nil, "mixed", dir, "t", strconv.Itoa(rounds))
-	d, err := objstore.NewDisk(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return dir, d
+	return lanceDB().mixed(t, rounds, version)
 }
 
 // checkCompacted: LanceDB lists the versions before plus the compaction's,
@@ -85,20 +66,27 @@ func checkCompacted(t testing.TB, before, after dumped, added ...uint64) {
 
 // TestCompactLanceDBDataset: Go folds the one-row fragments LanceDB wrote
 // (their deletion vectors remapped, indexed fragments left alone) in one
-// Rewrite, in each file version LanceDB writes (2.1 its default, 2.2 Lance
-// main's, 2.0 older tables'); LanceDB then reads every version exactly, its
-// index queries agree with its scan, its own optimize() runs and it
-// accepts writes. 2.1-v1 is a 2.1 dataset with plain manifest names.
+// Rewrite, for each pinned LanceDB release and in each file version it
+// writes (0.31: 2.1 its default, 2.2, 2.0 older tables'; 0.39: 2.2 its
+// default, 2.1); LanceDB then reads every version exactly, its index
+// queries agree with its scan, its own optimize() runs and it accepts
+// writes. 2.1-v1 is a 2.1 dataset with plain manifest names.
 func TestCompactLanceDBDataset(t *testing.T) {
-	for _, v := range []string{"2.1", "2.2", "2.0", "2.1-v1"} {
-		t.Run(v, func(t *testing.T) { compactLanceDBDataset(t, v) })
+	versions := map[lancetest.Release][]string{
+		lancetest.Release031: {"2.1", "2.2", "2.0", "2.1-v1"},
+		lancetest.Release039: {"default", "2.1"},
 	}
+	lancetest.ForEach(t, func(t *testing.T, r lancetest.Release) {
+		for _, v := range versions[r] {
+			t.Run(v, func(t *testing.T) { compactLanceDBDataset(t, releaseDB(r), strings.TrimPrefix(v, "default")) })
+		}
+	})
 }
 
-func compactLanceDBDataset(t *testing.T, version string) {
-	dir, store := mixedDatasetVersion(t, 24, version)
-	before := dumpDataset(t, dir)
-	vb := verifyDataset(t, dir)
+func compactLanceDBDataset(t *testing.T, db ldb, version string) {
+	dir, store := db.mixed(t, 24, version)
+	before := db.dump(t, dir)
+	vb := db.verify(t, dir)
 	ctx := context.Background()
 	ds := lance.Open(store, "t.lance")
 	rep, err := ds.Compact(ctx, lance.CompactOptions{TargetRows: 10000})
@@ -109,12 +97,13 @@ func compactLanceDBDataset(t *testing.T, version string) {
 	if rep.Committed != 1 || rep.Version != vb.Version+1 {
 		t.Fatalf("committed %d groups at version %d, want 1 at %d", rep.Committed, rep.Version, vb.Version+1)
 	}
-	after := dumpDataset(t, dir)
+	after := db.dump(t, dir)
 	checkCompacted(t, before, after, rep.Version)
-	va := verifyDataset(t, dir)
+	va := db.verify(t, dir)
 	if va.Fragments >= vb.Fragments || va.Fragments != rep.FragmentsAfter {
 		t.Fatalf("LanceDB counts %d fragments (%d before, the report %d)", va.Fragments, vb.Fragments, rep.FragmentsAfter)
 	}
+	checkDataFileNames(t, dir)
 	// Nothing more to fold: a second pass commits nothing.
 	rep2, err := ds.Compact(ctx, lance.CompactOptions{TargetRows: 10000})
 	if err != nil || rep2.Version != 0 {
@@ -124,23 +113,37 @@ func compactLanceDBDataset(t *testing.T, version string) {
 	var opt struct {
 		Latest uint64 `json:"latest"`
 	}
-	node(t, &opt, "compact", dir, "t")
-	verifyDataset(t, dir)
-	_ = filepath.Join
-	w := lancetestWrite(t, dir)
-	if w <= opt.Latest {
+	db.node(t, &opt, "compact", dir, "t")
+	db.verify(t, dir)
+	if w := db.write(t, dir); w <= opt.Latest {
 		t.Fatalf("write after optimize at version %d (optimize at %d)", w, opt.Latest)
 	}
-	verifyDataset(t, dir)
+	db.verify(t, dir)
+}
+
+// checkDataFileNames: every file under data/ (LanceDB's and tablekeep's)
+// has Lance's binary-prefixed name, and the orphan sweep takes it as a
+// data file a manifest may reference.
+func checkDataFileNames(t testing.TB, dir string) {
+	t.Helper()
+	ents, err := os.ReadDir(filepath.Join(dir, "t.lance", "data"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := lance.NewSource(nil, "t.lance")
+	for _, e := range ents {
+		if !lance.IsLanceDataFileName(e.Name()) || len(e.Name()) != 50+len(".lance") {
+			t.Errorf("data/%s: not a binary-prefixed Lance data file name", e.Name())
+		}
+		if unit, ok := src.SweepUnit(lance.DataDir + e.Name()); !ok || unit != lance.DataDir+e.Name() {
+			t.Errorf("data/%s: the sweep takes it as %q, %v", e.Name(), unit, ok)
+		}
+	}
 }
 
 func lancetestWrite(t testing.TB, dir string) uint64 {
 	t.Helper()
-	var w struct {
-		Latest uint64 `json:"latest"`
-	}
-	node(t, &w, "write", dir, "t")
-	return w.Latest
+	return lanceDB().write(t, dir)
 }
 
 // TestCompactFenced: a holder whose lease ends at any fence check of the

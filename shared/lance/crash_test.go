@@ -11,6 +11,7 @@ import (
 
 	"github.com/tablekeep/tablekeep/shared/internal/fakeclock"
 	"github.com/tablekeep/tablekeep/shared/lance"
+	"github.com/tablekeep/tablekeep/shared/lance/lancetest"
 	"github.com/tablekeep/tablekeep/shared/maintenance"
 	"github.com/tablekeep/tablekeep/shared/objstore"
 	"github.com/tablekeep/tablekeep/shared/queue"
@@ -99,12 +100,17 @@ func faultModes() []faultMode {
 // faults. After every crash point every stored version still has all its
 // files, and after the rerun the dataset is exactly what a pass without
 // faults leaves. LanceDB itself opens every retained version and reads its
-// rows at every 20th crash point and at the last one.
+// rows at every 20th crash point and at the last one. For each pinned
+// LanceDB release.
 func TestCrashAtEveryRequestOfLancePrune(t *testing.T) {
+	lancetest.ForEach(t, func(t *testing.T, r lancetest.Release) { crashEveryPruneRequest(t, releaseDB(r)) })
+}
+
+func crashEveryPruneRequest(t *testing.T, db ldb) {
 	ctx := context.Background()
 	base := t.TempDir()
-	c := createDataset(t, base, 14, "")
-	before := dumpDataset(t, base)
+	c := db.create(t, base, 14, "")
+	before := db.dump(t, base)
 	keep := c.Versions[len(c.Versions)-6].Version
 	var cutoffMs int64
 	for i, v := range c.Versions {
@@ -161,7 +167,7 @@ func TestCrashAtEveryRequestOfLancePrune(t *testing.T) {
 					t.Fatalf("%s: files left that a clean pass deletes %v; deleted that it keeps %v", label, d1, d2)
 				}
 				if n%20 == 0 {
-					checkRowsInLanceDB(t, dir, before, label)
+					checkRowsInLanceDB(t, db, dir, before, label)
 				}
 			}
 			if total < 50 {
@@ -170,14 +176,14 @@ func TestCrashAtEveryRequestOfLancePrune(t *testing.T) {
 			t.Logf("%s: failed each of the %d requests of a prune pass", mode.name, total)
 		})
 	}
-	checkRowsInLanceDB(t, refDir, before, "reference")
+	checkRowsInLanceDB(t, db, refDir, before, "reference")
 }
 
 // checkRowsInLanceDB has LanceDB open every stored version of the dataset
 // and compares its rows with what it read before the prune.
-func checkRowsInLanceDB(t testing.TB, dir string, before dumped, label string) {
+func checkRowsInLanceDB(t testing.TB, db ldb, dir string, before dumped, label string) {
 	t.Helper()
-	after := dumpDataset(t, dir)
+	after := db.dump(t, dir)
 	for _, v := range after.Versions {
 		k := strconv.FormatUint(v, 10)
 		if !slices.Equal(after.Rows[k], before.Rows[k]) {

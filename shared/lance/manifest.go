@@ -39,7 +39,9 @@ const (
 // magic ends every manifest file.
 const magic = "LANC"
 
-// Reader feature flags (Manifest.reader_feature_flags / writer_feature_flags).
+// Feature flags (Manifest.reader_feature_flags / writer_feature_flags), as
+// rust/lance-table/src/feature_flags.rs numbers them. LanceDB 0.39 (Lance
+// 12.0.0) reads 1 to 256 and refuses 512 and above as unknown.
 const (
 	FlagDeletionFiles         = 1
 	FlagStableRowIDs          = 2
@@ -49,13 +51,22 @@ const (
 	FlagDisableTransaction    = 32
 	FlagDataOverlayFiles      = 64
 	FlagMemWALIndexCatchup    = 128
+	// FlagMixedFileVersions (Lance 12): the data files of one dataset may
+	// have different Lance file versions, each read by its own DataFile
+	// major/minor version; without it every data file has the manifest's
+	// default version (data_format). Set on both words or neither (Lance
+	// refuses one alone as corrupt), and sticky.
+	FlagMixedFileVersions = 256
 )
 
 // understoodFlags are the flags whose files this reader knows: deletion
 // files, inline or absent row-id sequences (external ones are refused field
-// by field), table config, and a transaction file that may be absent. Base
-// paths (files outside the dataset), data overlays and the MemWAL are not.
-const understoodFlags = FlagDeletionFiles | FlagStableRowIDs | FlagUseV2FormatDeprecated | FlagTableConfig | FlagDisableTransaction
+// by field), table config, a transaction file that may be absent, and data
+// files of several file versions (each file's version is in its DataFile;
+// compaction keeps it: a group's files share one version, docs/lance.md).
+// Base paths (files outside the dataset), data overlays, the MemWAL's
+// index catch-up and any flag a later Lance allocates are not.
+const understoodFlags = FlagDeletionFiles | FlagStableRowIDs | FlagUseV2FormatDeprecated | FlagTableConfig | FlagDisableTransaction | FlagMixedFileVersions
 
 // DeletionFile is a fragment's deletion file.
 type DeletionFile struct {
@@ -235,6 +246,9 @@ func DecodeManifest(key string, b []byte) (*Manifest, error) {
 	}
 	if f := m.ReaderFlags | m.WriterFlags; f&^understoodFlags != 0 {
 		return nil, unsupported(key, "feature flags %#x (understood: %#x)", f, understoodFlags)
+	}
+	if (m.ReaderFlags^m.WriterFlags)&FlagMixedFileVersions != 0 {
+		return nil, corrupt(key, "the mixed file versions flag (%d) on only one of the reader (%#x) and writer (%#x) words", FlagMixedFileVersions, m.ReaderFlags, m.WriterFlags)
 	}
 	if m.TransactionFile != "" && (strings.ContainsAny(m.TransactionFile, "/\\") || !strings.HasSuffix(m.TransactionFile, ".txn") || m.TransactionFile == ".txn") {
 		return nil, unsupported(key, "transaction file %q", m.TransactionFile)

@@ -71,33 +71,12 @@ func minus(a, b map[string]bool) []string {
 	return out
 }
 
+// copyDir copies a dataset directory, keeping the modification times:
+// LanceDB's cleanup only considers files older than the earliest retained
+// manifest.
 func copyDir(t testing.TB, src, dst string) {
 	t.Helper()
-	err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(src, p)
-		target := filepath.Join(dst, rel)
-		if d.IsDir() {
-			return os.MkdirAll(target, 0o755)
-		}
-		b, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		if err := os.WriteFile(target, b, 0o644); err != nil {
-			return err
-		}
-		// Keep the modification time: LanceDB's cleanup only considers
-		// files older than the earliest retained manifest.
-		info, err := d.Info()
-		if err != nil {
-			return err
-		}
-		return os.Chtimes(target, info.ModTime(), info.ModTime())
-	})
-	if err != nil {
+	if err := lancetest.CopyTree(src, dst); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -143,18 +122,21 @@ func pruneLance(t testing.TB, store objstore.Store, root string, p maintenance.P
 // opens EVERY retained version and reads exactly the rows it had before,
 // tagged versions included, and the latest still accepts writes. The files
 // tablekeep deleted are exactly those LanceDB's own optimize({cleanupOlderThan})
-// deletes on a copy of the dataset with the same cut-off.
+// deletes on a copy of the dataset with the same cut-off. For each pinned
+// LanceDB release.
 func TestPruneLanceDBDataset(t *testing.T) {
-	for _, scheme := range []string{"v2", "v1"} {
-		t.Run(scheme, func(t *testing.T) { testPruneLanceDB(t, scheme) })
-	}
+	lancetest.ForEach(t, func(t *testing.T, r lancetest.Release) {
+		for _, scheme := range []string{"v2", "v1"} {
+			t.Run(scheme, func(t *testing.T) { testPruneLanceDB(t, releaseDB(r), scheme) })
+		}
+	})
 }
 
-func testPruneLanceDB(t *testing.T, scheme string) {
+func testPruneLanceDB(t *testing.T, db ldb, scheme string) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	c := createDataset(t, dir, 30, scheme)
-	before := dumpDataset(t, dir)
+	c := db.create(t, dir, 30, scheme)
+	before := db.dump(t, dir)
 	if len(before.Versions) != len(c.Versions) {
 		t.Fatalf("LanceDB lists %d versions after create, %d before dump", len(c.Versions), len(before.Versions))
 	}
@@ -207,7 +189,7 @@ func testPruneLanceDB(t *testing.T, scheme string) {
 	}
 
 	// Every retained version opens in LanceDB with exactly its rows.
-	after := dumpDataset(t, dir)
+	after := db.dump(t, dir)
 	lancetest.CheckRetained(t, before, after, func(v uint64) bool { return v >= keep || slices.Contains(taggedBelow, v) })
 	if len(after.Tags) != len(c.Tags) {
 		t.Fatalf("tags after %v, before %v", after.Tags, c.Tags)
@@ -229,7 +211,7 @@ func testPruneLanceDB(t *testing.T, scheme string) {
 			OldVersionsRemoved int `json:"oldVersionsRemoved"`
 		} `json:"prune"`
 	}
-	node(t, &opt, "optimize", lanceCopy, "t", strconv.FormatInt(cutoffMs, 10))
+	db.node(t, &opt, "optimize", lanceCopy, "t", strconv.FormatInt(cutoffMs, 10))
 	copyDs := filepath.Join(lanceCopy, "t.lance")
 	deletedByLance := minus(filesBefore, lanceFiles(t, copyDs))
 	if !slices.Equal(deletedByTablekeep, deletedByLance) {
@@ -245,11 +227,11 @@ func testPruneLanceDB(t *testing.T, scheme string) {
 	var w struct {
 		Latest uint64 `json:"latest"`
 	}
-	node(t, &w, "write", dir, "t")
+	db.node(t, &w, "write", dir, "t")
 	if w.Latest <= c.Latest {
 		t.Fatalf("write after prune: latest %d, was %d", w.Latest, c.Latest)
 	}
-	final := dumpDataset(t, dir)
+	final := db.dump(t, dir)
 	if final.Versions[len(final.Versions)-1] != w.Latest {
 		t.Fatalf("versions after write: %v", final.Versions)
 	}

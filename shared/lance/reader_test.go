@@ -207,7 +207,7 @@ func TestRefusals(t *testing.T) {
 		"unknown manifest field":  append(varintField(3, 5), varintField(99, 1)...),
 		"base-paths flag":         append(varintField(3, 5), varintField(9, lance.FlagBasePaths)...),
 		"overlay flag":            append(varintField(3, 5), varintField(10, lance.FlagDataOverlayFiles)...),
-		"unknown flag":            append(varintField(3, 5), varintField(9, 256)...),
+		"unknown flag":            append(varintField(3, 5), varintField(9, 512)...),
 		"external row ids":        bytesField(2, fragmentMsg(bytesField(6, bytesField(1, []byte("rowids.bin"))))),
 		"external versions":       bytesField(2, fragmentMsg(bytesField(8, bytesField(1, []byte("v.bin"))))),
 		"unknown fragment field":  bytesField(2, fragmentMsg(bytesField(11, []byte("x")))),

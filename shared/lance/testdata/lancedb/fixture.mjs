@@ -3,6 +3,7 @@
 //   create <dbdir> <table> <commits> [v1]  the seed's churn (see below); prints versions, tags, timestamps
 //   dump <dbdir> <table>               checks out EVERY listed version, prints its rows (sorted by id)
 //   write <dbdir> <table>              one more upsert on the latest version (it still accepts writes)
+//   append <dbdir> <table> <n>         n one-row adds of new ids (1000000 and up) to the existing table
 //   optimize <dbdir> <table> <cutoffMs> LanceDB's own optimize({cleanupOlderThan}) with that cut-off
 //   churn <dbdir> <table> <versions>   single-commit upserts until that many versions (benchmark)
 //   upserts <dbdir> <table> <n> <bulk> <bulk> rows, a btree index, a tag, n single-commit upserts, a tag (benchmark)
@@ -293,6 +294,14 @@ async function write(dir, name) {
   const tbl = await db.openTable(name);
   await tbl.mergeInsert("id").whenMatchedUpdateAll().whenNotMatchedInsertAll().execute(rows([1, 100000], 999));
   await tbl.delete("id = 2");
+  return { latest: await tbl.version(), rows: await tbl.countRows() };
+}
+
+async function append(dir, name, n) {
+  // n one-row adds of new ids (1000000 and up) to the existing table: a fragment each
+  const db = await connect(dir);
+  const tbl = await db.openTable(name);
+  for (let i = 0; i < n; i++) await tbl.add(rows([1000000 + i], 500));
   return { latest: await tbl.version(), rows: await tbl.countRows() };
 }
 
@@ -617,6 +626,7 @@ switch (cmd) {
   case "create": res = await create(dir, name, Number(arg), arg2); break;
   case "dump": res = await dump(dir, name); break;
   case "write": res = await write(dir, name); break;
+  case "append": res = await append(dir, name, Number(arg)); break;
   case "optimize": res = await optimize(dir, name, arg); break;
   case "churn": res = await churn(dir, name, Number(arg)); break;
   case "upserts": res = await upserts(dir, name, Number(arg), Number(arg2)); break;
