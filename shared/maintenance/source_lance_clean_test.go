@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -13,7 +12,6 @@ import (
 	"github.com/tablekeep/tablekeep/shared/formats"
 	"github.com/tablekeep/tablekeep/shared/internal/fakeclock"
 	"github.com/tablekeep/tablekeep/shared/lance"
-	"github.com/tablekeep/tablekeep/shared/lance/lancetest"
 	"github.com/tablekeep/tablekeep/shared/maintenance"
 	"github.com/tablekeep/tablekeep/shared/objstore"
 	"github.com/tablekeep/tablekeep/shared/queue"
@@ -53,37 +51,13 @@ func (s *recordClockStore) Get(ctx context.Context, key string) ([]byte, error) 
 func TestLanceCleanerStopByAndSlowDown(t *testing.T) {
 	ctx := context.Background()
 	base := t.TempDir()
-	lancetest.Create(t, filepath.Join(base, "wh"), "ds", 24, "")
-	p := maintenance.Policy{Grace: time.Hour, KeepLast: 2, RangeVersions: 40, DeleteBatch: 3, MaxKeysPerRun: 100000}
-	ref := maintenance.TableRef{Name: "ds", Root: "wh/ds.lance/", Policy: p, Format: formats.Lance}
-	now := time.Now().Add(2 * time.Hour)
-
 	// Plan once (change records, floor, prune state written to base); each
 	// case cleans a copy with the same messages.
-	var bs [][]byte
-	{
-		disk, err := objstore.NewDisk(base)
-		if err != nil {
-			t.Fatal(err)
-		}
-		src, err := formats.Open(ctx, disk, ref)
-		if err != nil {
-			t.Fatal(err)
-		}
-		plan, err := maintenance.PlanSourcePrune(ctx, src, ref.Name, p, now)
-		if err != nil {
-			t.Fatal(err)
-		}
-		rec := &bodies{}
-		if err := maintenance.ApplySourcePrune(ctx, src, &plan, rec); err != nil {
-			t.Fatal(err)
-		}
-		bs = rec.take()
-		if len(bs) == 0 {
-			t.Fatalf("nothing to clean: %+v", plan)
-		}
-		t.Logf("floor %d, ranges %v", plan.Floor, plan.Ranges)
+	ref, _, now, plan, bs := planLancePrune(t, base, 24, 40)
+	if len(bs) == 0 {
+		t.Fatalf("nothing to clean: %+v", plan)
 	}
+	t.Logf("floor %d, ranges %v", plan.Floor, plan.Ranges)
 	cat := &memCatalog{refs: []maintenance.TableRef{ref}}
 	copyStore := func(t *testing.T) (objstore.Store, string) {
 		d := t.TempDir()

@@ -17,14 +17,15 @@ import (
 	"github.com/tablekeep/tablekeep/shared/table"
 )
 
-// halfCleanFixture is a LanceDB dataset pruned once: the floor raised and
-// the ranges planned at now, their messages returned (not cleaned).
-func halfCleanFixture(t *testing.T) (objstore.Store, maintenance.TableRef, maintenance.Policy, time.Time, [][]byte) {
+// planLancePrune makes a LanceDB dataset of versions versions under base
+// (wh/ds.lance/) and prunes it once on disk at now (2 h ahead: every
+// version past its grace): the floor raised and the ranges of at most
+// rangeVersions versions planned, their messages returned, not cleaned.
+func planLancePrune(t *testing.T, base string, versions int, rangeVersions uint64) (maintenance.TableRef, maintenance.Policy, time.Time, maintenance.PrunePlan, [][]byte) {
 	t.Helper()
 	ctx := context.Background()
-	base := t.TempDir()
-	lancetest.Create(t, filepath.Join(base, "wh"), "ds", 16, "")
-	p := maintenance.Policy{Grace: time.Hour, KeepLast: 2, RangeVersions: 4, DeleteBatch: 3, MaxKeysPerRun: 100000}
+	lancetest.Create(t, filepath.Join(base, "wh"), "ds", versions, "")
+	p := maintenance.Policy{Grace: time.Hour, KeepLast: 2, RangeVersions: rangeVersions, DeleteBatch: 3, MaxKeysPerRun: 100000}
 	ref := maintenance.TableRef{Name: "ds", Root: "wh/ds.lance/", Policy: p, Format: formats.Lance}
 	now := time.Now().Add(2 * time.Hour)
 	disk, err := objstore.NewDisk(base)
@@ -43,9 +44,21 @@ func halfCleanFixture(t *testing.T) (objstore.Store, maintenance.TableRef, maint
 	if err := maintenance.ApplySourcePrune(ctx, src, &plan, rec); err != nil {
 		t.Fatal(err)
 	}
-	bs := rec.take()
+	return ref, p, now, plan, rec.take()
+}
+
+// halfCleanFixture is a LanceDB dataset pruned once: the floor raised and
+// the ranges planned at now, their messages returned (not cleaned).
+func halfCleanFixture(t *testing.T) (objstore.Store, maintenance.TableRef, maintenance.Policy, time.Time, [][]byte) {
+	t.Helper()
+	base := t.TempDir()
+	ref, p, now, plan, bs := planLancePrune(t, base, 16, 4)
 	if len(bs) < 2 {
 		t.Fatalf("want at least 2 ranges: %v", plan.Ranges)
+	}
+	disk, err := objstore.NewDisk(base)
+	if err != nil {
+		t.Fatal(err)
 	}
 	return disk, ref, p, now, bs
 }
