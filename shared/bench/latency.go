@@ -315,7 +315,7 @@ func backlog(ctx context.Context, cfg Config, dir string) (BacklogResult, error)
 		if err := os.CopyFS(filepath.Join(cp, "hist"), os.DirFS(filepath.Join(base, "hist"))); err != nil {
 			return res, err
 		}
-		bd, err := drainBacklog(ctx, cp, ref, clock, rec.bodies, workers)
+		bd, err := drainBacklog(ctx, cp, ref, clock, cs.Stamps(), rec.bodies, workers)
 		if err != nil {
 			return res, fmt.Errorf("%d workers: %w", workers, err)
 		}
@@ -328,12 +328,16 @@ func backlog(ctx context.Context, cfg Config, dir string) (BacklogResult, error)
 // workers cleaners concurrently (each working on LocalMessagesInFlight
 // messages at a time, receiving one at a time, so the messages spread over
 // the workers), every request under the s3 profile.
-func drainBacklog(ctx context.Context, wh string, ref maintenance.TableRef, clock *fakeClock, bodies [][]byte, workers int) (BacklogDrain, error) {
+func drainBacklog(ctx context.Context, wh string, ref maintenance.TableRef, clock *fakeClock, stamps map[string]time.Time, bodies [][]byte, workers int) (BacklogDrain, error) {
 	res := BacklogDrain{Workers: workers}
-	disk, err := objstore.NewDisk(wh)
+	dir, err := objstore.NewDisk(wh)
 	if err != nil {
 		return res, err
 	}
+	// The copy's objects keep the times the history's writers saw (the
+	// fake clock's), as the floor's stamp and the cleaner's age rule read
+	// them: the copy's mtimes are today's.
+	disk := fakeclock.NewStoreStamped(dir, clock, stamps)
 	// S3's per-prefix write rate is emulated (each deleted key one write):
 	// cleaners that together ask for more are answered SlowDown and lower
 	// their rates (AIMD), as on S3.

@@ -73,6 +73,28 @@ func NewStore(inner objstore.Store, clock *Clock) *Store {
 	return &Store{Store: inner, clock: clock, at: map[string]time.Time{}}
 }
 
+// NewStoreStamped wraps inner, a copy of the objects another Store
+// stamped, with those stamps (Stamps): the copy's objects keep the times
+// their writers saw.
+func NewStoreStamped(inner objstore.Store, clock *Clock, stamps map[string]time.Time) *Store {
+	s := NewStore(inner, clock)
+	for k, t := range stamps {
+		s.at[k] = t
+	}
+	return s
+}
+
+// Stamps returns a copy of the times of the objects written through s.
+func (s *Store) Stamps() map[string]time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[string]time.Time, len(s.at))
+	for k, t := range s.at {
+		out[k] = t
+	}
+	return out
+}
+
 func (s *Store) stamp(key string, t time.Time) {
 	s.mu.Lock()
 	s.at[key] = t
