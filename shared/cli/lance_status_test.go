@@ -2,7 +2,9 @@ package cli
 
 import (
 	"encoding/json"
+	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -48,6 +50,12 @@ func TestStatusLanceBacklogCLI(t *testing.T) {
 	}
 	if !strings.Contains(text, " of ") || !strings.Contains(text, "ds: fragments kept: ") || !strings.Contains(text, "covered by an index") {
 		t.Fatalf("status text:\n%s", text)
+	}
+	// The status page shows the same figure (its row is status's).
+	page := filepath.Join(dir, "status.html")
+	ok(t, "", "status", "--warehouse", dir, "--table", "ds", "--html", page)
+	if b, err := os.ReadFile(page); err != nil || !strings.Contains(string(b), strconv.Itoa(got.Compactable)+" compactable") {
+		t.Fatalf("status --html: %v, no %d compactable", err, got.Compactable)
 	}
 	// 2 h later, --max-lag 1h: behind.
 	s, text = status("--clock-ahead", "2h", "--max-lag", "1h")
