@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -73,6 +75,17 @@ type tableStatus struct {
 	// DeletedRows: rows masked by deletions in the latest version
 	// (status_html.go).
 	DeletedRows uint64 `json:"deleted_rows"`
+	// A Lance dataset's (its compaction planner's dry plan):
+	// DeletedShare is DeletedRows of its physical rows; KeptFragments the
+	// fragments the planner leaves, by reason (covered by an index,
+	// several data files, ...); CompactRefused why it refuses the whole
+	// dataset; CompactBound: from this many compactable fragments, older
+	// than --max-lag, health is "behind" (the policy's
+	// CompactMinFragments).
+	DeletedShare   float64        `json:"deleted_row_share,omitempty"`
+	KeptFragments  map[string]int `json:"kept_fragments,omitempty"`
+	CompactRefused string         `json:"compact_refused,omitempty"`
+	CompactBound   int            `json:"compactable_bound,omitempty"`
 }
 
 // bucketProblem is why the warehouse's bucket is unhealthy for every
@@ -224,14 +237,20 @@ func printStatus(app *App, rows []tableStatus) error {
 		if r.Reason != "" {
 			reasons = append(reasons, fmt.Sprintf("%s: %s: %s", r.Table, r.Health, r.Reason))
 		}
+		if l := keptLine(r); l != "" {
+			reasons = append(reasons, l)
+		}
 		if r.Error != "" {
 			cells = append(cells, []string{r.Table, r.Policy.Format, health, "", "", "", "", "", "", ""})
 			continue
 		}
 		prunable := prunableText(r)
 		compactable, garbage := fmt.Sprintf("%d of %d", r.Compactable, r.Fragments), shortBytes(r.GarbageBytes)
-		if r.Policy.Format != formatTablekeep {
-			compactable, garbage = "-", "-" // it compacts and sweeps itself
+		switch {
+		case r.CompactRefused != "":
+			compactable, garbage = "refused", "-"
+		case r.Policy.Format != formatTablekeep:
+			garbage = "-" // `tablekeep sweep --dry-run` reads every manifest
 		}
 		cells = append(cells, []string{r.Table, r.Policy.Format, health, strconv.Itoa(r.Versions), prunable,
 			compactable, garbage,
@@ -250,6 +269,26 @@ func printStatus(app *App, rows []tableStatus) error {
 		}
 	}
 	return nil
+}
+
+// keptLine says what a Lance dataset's compaction planner leaves: the
+// fragments it keeps and why, the deleted rows' share, or why it refuses
+// the dataset ("" for a tablekeep table, or nothing to say).
+func keptLine(r tableStatus) string {
+	if r.CompactRefused != "" {
+		return fmt.Sprintf("%s: compaction refused: %s", r.Table, r.CompactRefused)
+	}
+	var kept []string
+	for _, why := range slices.Sorted(maps.Keys(r.KeptFragments)) {
+		kept = append(kept, fmt.Sprintf("%d %s", r.KeptFragments[why], why))
+	}
+	if len(kept) == 0 && r.DeletedShare == 0 {
+		return ""
+	}
+	if len(kept) == 0 {
+		kept = []string{"none"}
+	}
+	return fmt.Sprintf("%s: fragments kept: %s; deleted rows %.1f%% of %d", r.Table, strings.Join(kept, ", "), 100*r.DeletedShare, r.Rows+r.DeletedRows)
 }
 
 // defaultStatusParallel is how many tables `tablekeep status` reads at once.
@@ -309,6 +348,11 @@ func statusOf(ctx context.Context, store objstore.Store, ref maintenance.TableRe
 	r.PrunableNow, r.PrunableSince = h.PrunableNow, rfc3339(h.PrunableSince)
 	r.PrunableLater, r.PrunableAt = h.PrunableLater, rfc3339(h.PrunableAt)
 	r.Compactable, r.CompactGroups, r.CompactableSince = h.Compactable, h.CompactGroups, rfc3339(h.CompactableSince)
+	r.KeptFragments, r.CompactRefused, r.CompactBound = h.Kept, h.CompactRefused, h.CompactBound
+	if h.PhysicalRows > 0 { // a Lance dataset's (LatestStats)
+		r.DeletedRows = h.DeletedRows
+		r.DeletedShare = float64(h.DeletedRows) / float64(h.PhysicalRows)
+	}
 	r.LastCompaction = rfc3339(old.LastCompaction)
 	lag = r.setLastCleanup(s, old, ref, lag)
 	if why := h.Behind(now, lag); len(why) > 0 {

@@ -9,7 +9,6 @@ import (
 
 	"github.com/tablekeep/tablekeep/shared/catalog"
 	"github.com/tablekeep/tablekeep/shared/fleet"
-	"github.com/tablekeep/tablekeep/shared/formats"
 	"github.com/tablekeep/tablekeep/shared/maintenance"
 	"github.com/tablekeep/tablekeep/shared/statuspage"
 	"github.com/tablekeep/tablekeep/shared/table"
@@ -17,8 +16,8 @@ import (
 )
 
 // deletedRows is the rows masked by deletions in a tablekeep table's latest
-// version (its cached manifest: no I/O); a Lance dataset's are read only
-// for the page (lanceDeletedRows).
+// version (its cached manifest: no I/O); a Lance dataset's are its
+// Health's (statusOf).
 func deletedRows(src maintenance.Source) uint64 {
 	if tb, ok := src.(maintenance.TableBacked); ok {
 		if m := tb.Table().Cached(); m != nil {
@@ -26,13 +25,6 @@ func deletedRows(src maintenance.Source) uint64 {
 		}
 	}
 	return 0
-}
-
-// lanceDeletedRows reads a Lance dataset's latest manifest for its deleted
-// rows (formats.LatestStats: a LIST and a GET; false if it could not).
-func lanceDeletedRows(ctx context.Context, w *whouse, ref maintenance.TableRef) (uint64, bool) {
-	st, err := formats.LatestStats(ctx, w.Store, ref.Root)
-	return st.DeletedRows, err == nil
 }
 
 // writeStatusHTML writes `status --html FILE`: status's rows, each table's
@@ -100,7 +92,7 @@ func pageRow(ctx context.Context, w *whouse, ref maintenance.TableRef, r tableSt
 	if r.Policy.Format == formatTablekeep {
 		t.GarbageFiles, t.GarbageBytes, t.GarbageKnown = r.GarbageFiles, r.GarbageBytes, true
 	} else {
-		t.DeletedRows, t.DeletedKnown = lanceDeletedRows(ctx, w, ref)
+		t.DeletedKnown = r.Error == "" // the health's, read from the latest manifest
 	}
 	for _, s := range []string{r.LastCompaction, r.LastCleanup} {
 		if at, err := time.Parse(time.RFC3339, s); err == nil && at.After(t.LastMaintained) {

@@ -2,7 +2,9 @@ package formats
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"time"
 
@@ -94,7 +96,29 @@ func (s lanceSource) CompactSource(ctx context.Context, p maintenance.Policy, fe
 	return maintenance.SourceCompaction{Result: res, Groups: lines, LeftFragments: left}, err
 }
 
+// CompactBacklog is the Lance compaction planner's own plan of the latest
+// version (Compact with DryRun: the branch listing, the latest version
+// and its manifest read, nothing written) with the policy's TargetRows and
+// DeletedThreshold and no per-run limit (MaxGroups, MaxInputBytes), so it
+// counts every fragment a run, or the runs after it, would fold.
+func (s lanceSource) CompactBacklog(ctx context.Context, p maintenance.Policy) (maintenance.Backlog, error) {
+	rep, err := s.Compact(ctx, lance.CompactOptions{TargetRows: p.TargetRows, DropDeletedAt: p.DeletedThreshold,
+		MaxGroups: math.MaxInt, MaxInputBytes: math.MaxUint64, DryRun: true})
+	if errors.Is(err, lance.ErrUnsupported) {
+		return maintenance.Backlog{Refused: err.Error()}, nil // status shows why, as compact refuses it
+	}
+	if err != nil {
+		return maintenance.Backlog{}, err
+	}
+	b := maintenance.Backlog{Groups: len(rep.Groups), Kept: rep.Skipped}
+	for _, g := range rep.Groups {
+		b.Compactable += len(g.Fragments)
+	}
+	return b, nil
+}
+
 var (
+	_ maintenance.BacklogPlanner  = lanceSource{}
 	_ maintenance.SourceCompacter = lanceSource{}
 	_ maintenance.SourceOpener    = Open
 	_ maintenance.Source          = (*lance.Source)(nil)

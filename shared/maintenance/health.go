@@ -34,8 +34,20 @@ type Health struct {
 	Compactable      int
 	CompactGroups    int
 	CompactableSince time.Time
-	Fragments        int
-	Rows             uint64
+	// CompactBound: Compactable is behind only from this many fragments
+	// (0: from one). A BacklogPlanner's dataset (Lance) has no fragment
+	// write times, so its CompactableSince is the latest version's time
+	// (every fragment of it is at least that old) and its bound is the
+	// policy's CompactMinFragments, the fleet's own trigger.
+	CompactBound int
+	// Kept: fragments the compaction planner leaves, by reason (a
+	// BacklogPlanner's: indexed, several data files, ...); DeletedRows of
+	// PhysicalRows are masked by deletions (a LatestStatser's).
+	Kept                      map[string]int
+	CompactRefused            string // a BacklogPlanner's Backlog.Refused
+	DeletedRows, PhysicalRows uint64
+	Fragments                 int
+	Rows                      uint64
 	// Damaged: listed versions below the floor whose manifests reference a
 	// file that is gone (a DamageChecker's; DamageComplete: every stored
 	// version below the floor was checked fully). HalfCleaned: ranges
@@ -126,6 +138,18 @@ func SourceHealth(ctx context.Context, src Source, ref TableRef, now time.Time) 
 				return h, err
 			}
 			h.Rows, h.Fragments = st.Rows, st.Fragments
+			h.DeletedRows, h.PhysicalRows = st.DeletedRows, st.Rows+st.DeletedRows // both at most the physical rows
+		}
+		if bp, ok := src.(BacklogPlanner); ok {
+			b, err := bp.CompactBacklog(ctx, p)
+			if err != nil {
+				return h, err
+			}
+			h.Compactable, h.CompactGroups, h.Kept, h.CompactRefused = b.Compactable, b.Groups, b.Kept, b.Refused
+			h.CompactBound = max(p.CompactMinFragments, 1)
+			if h.Compactable > 0 && len(vs) > 0 {
+				h.CompactableSince = vs[len(vs)-1].Time
+			}
 		}
 		return h, nil
 	}
@@ -149,6 +173,22 @@ func SourceHealth(ctx context.Context, src Source, ref TableRef, now time.Time) 
 		}
 	}
 	return h, nil
+}
+
+// BacklogPlanner is a Source (not TableBacked) whose compaction planner
+// reports its backlog from a dry plan, writing nothing (a Lance dataset:
+// Lance's own candidate rule, the policy's TargetRows and
+// DeletedThreshold, without the per-run limits).
+type BacklogPlanner interface {
+	CompactBacklog(ctx context.Context, p Policy) (Backlog, error)
+}
+
+// Backlog is a BacklogPlanner's dry plan of the latest version.
+type Backlog struct {
+	Compactable int            // fragments in the planned groups
+	Groups      int            // planned groups
+	Kept        map[string]int // fragments left, by reason
+	Refused     string         // why the planner refuses the whole dataset ("" if it does not)
 }
 
 // Status is a read-only look at any registered dataset for `tablekeep
@@ -206,7 +246,7 @@ func (h Health) Behind(now time.Time, lag time.Duration) []string {
 	if h.PrunableNow > 0 && now.Sub(h.PrunableSince) > lag {
 		why = append(why, fmt.Sprintf("%d versions prunable since %s", h.PrunableNow, h.PrunableSince.UTC().Format(time.RFC3339)))
 	}
-	if h.Compactable > 0 && now.Sub(h.CompactableSince) > lag {
+	if h.Compactable > 0 && h.Compactable >= h.CompactBound && now.Sub(h.CompactableSince) > lag {
 		why = append(why, fmt.Sprintf("%d fragments compactable since %s", h.Compactable, h.CompactableSince.UTC().Format(time.RFC3339)))
 	}
 	if w := h.Plan.LeaseBehind(now, lag); w != "" {
