@@ -143,33 +143,29 @@ func checkClockAhead(ahead time.Duration) error {
 }
 
 type tableJSON struct {
-	sweepOnly       bool     // a row of the sweep step alone (no Runner report)
-	swept           bool     // the sweep step ran on it
-	compacted       bool     // the compaction step ran on it
-	Table           string   `json:"table"`
-	Format          string   `json:"format,omitempty"` // "lance"; omitted for tablekeep tables
-	Skipped         string   `json:"skipped,omitempty"`
-	Error           string   `json:"error,omitempty"`
-	FencingToken    uint64   `json:"fencing_token,omitempty"`
-	Groups          int      `json:"compaction_groups"`
-	GroupFragments  []int    `json:"group_fragments,omitempty"`
-	CompactionPlan  []string `json:"compaction_plan,omitempty"` // a Lance dataset's groups, one line each
-	GroupBytes      []uint64 `json:"group_bytes,omitempty"`
-	FragmentsBefore int      `json:"input_fragments,omitempty"`
-	RowsRewritten   uint64   `json:"rows_rewritten,omitempty"`
-	// DeletedKept, DeletedKeptReason: a Lance dataset's deleted rows its
-	// compaction could not drop, and why (maintenance.CompactionResult's).
-	DeletedKept       uint64      `json:"deleted_rows_kept,omitempty"`
-	DeletedKeptReason string      `json:"deleted_rows_kept_reason,omitempty"`
-	LeftGroups        int         `json:"compaction_groups_left,omitempty"`    // dry run: beyond this pass's limits
-	LeftFragments     int         `json:"compaction_fragments_left,omitempty"` // dry run
-	Latest            uint64      `json:"latest"`
-	Floor             uint64      `json:"floor"`
-	Prunable          int         `json:"prunable_versions"`
-	Ranges            []string    `json:"ranges"`
-	Kept              []keptJSON  `json:"kept,omitempty"`    // dry run: why the other versions are kept
-	Cleanup           []rangeJSON `json:"cleanup,omitempty"` // dry run: what the cleaner would delete per range
-	Sweep             *sweepJSON  `json:"sweep,omitempty"`   // dry run: what the sweep would delete
+	sweepOnly       bool        // a row of the sweep step alone (no Runner report)
+	swept           bool        // the sweep step ran on it
+	compacted       bool        // the compaction step ran on it
+	Table           string      `json:"table"`
+	Format          string      `json:"format,omitempty"` // "lance"; omitted for tablekeep tables
+	Skipped         string      `json:"skipped,omitempty"`
+	Error           string      `json:"error,omitempty"`
+	FencingToken    uint64      `json:"fencing_token,omitempty"`
+	Groups          int         `json:"compaction_groups"`
+	GroupFragments  []int       `json:"group_fragments,omitempty"`
+	CompactionPlan  []string    `json:"compaction_plan,omitempty"` // a Lance dataset's groups, one line each
+	GroupBytes      []uint64    `json:"group_bytes,omitempty"`
+	FragmentsBefore int         `json:"input_fragments,omitempty"`
+	RowsRewritten   uint64      `json:"rows_rewritten,omitempty"`
+	LeftGroups      int         `json:"compaction_groups_left,omitempty"`    // dry run: beyond this pass's limits
+	LeftFragments   int         `json:"compaction_fragments_left,omitempty"` // dry run
+	Latest          uint64      `json:"latest"`
+	Floor           uint64      `json:"floor"`
+	Prunable        int         `json:"prunable_versions"`
+	Ranges          []string    `json:"ranges"`
+	Kept            []keptJSON  `json:"kept,omitempty"`    // dry run: why the other versions are kept
+	Cleanup         []rangeJSON `json:"cleanup,omitempty"` // dry run: what the cleaner would delete per range
+	Sweep           *sweepJSON  `json:"sweep,omitempty"`   // dry run: what the sweep would delete
 	// DeleteKeys and DeleteBytes: dry run, what cleanup and sweep would
 	// delete; real run, what they deleted (with --queue-url, the sweep
 	// only: the deployment's cleaner does the cleanup).
@@ -178,6 +174,11 @@ type tableJSON struct {
 	VersionsPruned int   `json:"versions_pruned"` // real run: manifests deleted by cleanup
 	RangesSent     int   `json:"ranges_sent,omitempty"`
 	SweepDeleted   int   `json:"sweep_deleted,omitempty"`
+
+	// DeletedKept, DeletedKeptReason: a Lance dataset's deleted rows its
+	// compaction could not drop, and why (maintenance.CompactionResult's).
+	DeletedKept       uint64 `json:"deleted_rows_kept,omitempty"`
+	DeletedKeptReason string `json:"deleted_rows_kept_reason,omitempty"`
 }
 
 type keptJSON struct {
