@@ -2,10 +2,12 @@ package lance_test
 
 import (
 	"context"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/tablekeep/tablekeep/shared/lance"
@@ -137,11 +139,28 @@ func TestCompactConvergesOnKeptDeletions(t *testing.T) {
 		return n
 	}
 	nfiles := files()
-	rep2, err := ds.Compact(ctx, opts)
+	// The second pass's requests, pinned: the branches LIST, the latest
+	// manifest's LIST and GET, the fragment's data and deletion file GETs;
+	// no PUT.
+	faulty := objstore.NewFaulty(store)
+	var mu sync.Mutex
+	ops := map[objstore.Kind]int{}
+	faulty.SetBefore(func(_ int64, op objstore.Op) error {
+		mu.Lock()
+		defer mu.Unlock()
+		ops[op.Kind]++
+		return nil
+	})
+	rep2, err := lance.Open(faulty, "t.lance").Compact(ctx, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("second pass: %+v", rep2)
+	t.Logf("second pass: %+v, requests %v", rep2, ops)
+	// Before the fix: 3 GETs, 3 LISTs (the rebase's probe) and 4 PUTs (data
+	// file, deletion file, transaction file, manifest).
+	if !maps.Equal(ops, map[objstore.Kind]int{objstore.KindGet: 3, objstore.KindList: 2}) {
+		t.Errorf("second pass requests %v, want 3 GETs (manifest, data file, deletion file) and 2 LISTs (branches, latest manifest)", ops)
+	}
 	if rep2.Committed != 0 || rep2.Version != 0 || rep2.Unchanged != 1 || len(rep2.Groups) != 1 {
 		t.Fatalf("second pass committed %d groups at version %d (unchanged %d): %v", rep2.Committed, rep2.Version, rep2.Unchanged, rep2.Groups)
 	}
