@@ -7,21 +7,22 @@ package telemetry
 
 // Metric names recorded by the maintenance components.
 const (
-	VersionsPruned   = "VersionsPruned"   // manifests deleted by cleaners
-	ObjectsDeleted   = "ObjectsDeleted"   // keys deleted (cleaner + sweep)
-	BytesDeleted     = "BytesDeleted"     // bytes of those keys, where known
-	CompactionRows   = "CompactionRows"   // rows rewritten by compaction
-	CompactionBytes  = "CompactionBytes"  // bytes written by compaction
-	CompactionGroups = "CompactionGroups" // groups committed
-	// CompactionDeletedKept: deleted rows a Lance compaction kept (they
-	// cannot be dropped); recorded only when > 0.
-	CompactionDeletedKept = "CompactionDeletedKept"
-	LockWait              = "LockWait"            // time spent acquiring table locks
-	LockLost              = "LockLost"            // leases lost or expired mid-run
-	UnreclaimedVersions   = "UnreclaimedVersions" // stored versions below the floor (backlog)
-	SmallFragments        = "SmallFragments"      // fragments under the target rows (backlog)
-	MessagesFailed        = "MessagesFailed"      // cleanup messages that failed
+	VersionsPruned      = "VersionsPruned"      // manifests deleted by cleaners
+	ObjectsDeleted      = "ObjectsDeleted"      // keys deleted (cleaner + sweep)
+	BytesDeleted        = "BytesDeleted"        // bytes of those keys, where known
+	CompactionRows      = "CompactionRows"      // rows rewritten by compaction
+	CompactionBytes     = "CompactionBytes"     // bytes written by compaction
+	CompactionGroups    = "CompactionGroups"    // groups committed
+	LockWait            = "LockWait"            // time spent acquiring table locks
+	LockLost            = "LockLost"            // leases lost or expired mid-run
+	UnreclaimedVersions = "UnreclaimedVersions" // stored versions below the floor (backlog)
+	SmallFragments      = "SmallFragments"      // fragments under the target rows (backlog)
+	MessagesFailed      = "MessagesFailed"      // cleanup messages that failed
 )
+
+// CompactionDeletedKept: deleted rows a Lance compaction kept (they cannot
+// be dropped); recorded only when > 0.
+const CompactionDeletedKept = "CompactionDeletedKept"
 
 // Metric names recorded by the Lambda functions per invocation
 // (docs/aws.md, "Metrics").
