@@ -329,3 +329,41 @@ func TestLanceCompactCLI(t *testing.T) {
 		t.Fatalf("LanceDB after maintain: %+v", ver)
 	}
 }
+
+// TestLanceKeptDeletionsCLI is issue 30 point 1: a LanceDB dataset with a
+// FixedSizeList vector column and every tenth row deleted. The first
+// maintain folds its two fragments and says it kept the deleted rows and
+// why (text and -o json); the second commits nothing (no new version, no
+// new file under data/) and says why again.
+func TestLanceKeptDeletionsCLI(t *testing.T) {
+	dir := t.TempDir()
+	dbdir := filepath.Join(dir, "lance")
+	lancetest.Node(t, nil, nil, "vecdel", dbdir, "ds", "100", "2")
+	ok(t, "", "register", "ds", "lance/ds.lance", "--warehouse", dir, "--table-format", "lance", "--deleted-threshold", "0.05")
+	out := ok(t, "", "maintain", "--warehouse", dir, "--table", "ds")
+	if !strings.Contains(out, "lance: 2 fragments folded, deleted rows kept: ") {
+		t.Fatalf("first maintain:\n%s", out)
+	}
+	data := filepath.Join(dbdir, "ds.lance", "data")
+	versions := filepath.Join(dbdir, "ds.lance", "_versions")
+	dataBefore, versionsBefore := dirListing(t, data), dirListing(t, versions)
+	var j struct {
+		Tables []struct {
+			Groups     int    `json:"compaction_groups"`
+			Kept       uint64 `json:"deleted_rows_kept"`
+			KeptReason string `json:"deleted_rows_kept_reason"`
+		} `json:"tables"`
+	}
+	if err := json.Unmarshal([]byte(ok(t, "", "maintain", "--warehouse", dir, "--table", "ds", "-o", "json")), &j); err != nil {
+		t.Fatal(err)
+	}
+	if len(j.Tables) != 1 || j.Tables[0].Groups != 0 || j.Tables[0].Kept != 20 || !strings.Contains(j.Tables[0].KeptReason, "cannot be dropped") {
+		t.Fatalf("second maintain: %+v", j)
+	}
+	if !sameSizes(dirListing(t, data), dataBefore) || !sameSizes(dirListing(t, versions), versionsBefore) {
+		t.Fatalf("the second maintain wrote a data file or a version")
+	}
+	if out := ok(t, "", "compact", "--warehouse", dir, "--table", "ds"); !strings.Contains(out, "lance: 0 fragments folded, deleted rows kept: ") {
+		t.Fatalf("compact:\n%s", out)
+	}
+}

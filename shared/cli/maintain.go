@@ -174,6 +174,11 @@ type tableJSON struct {
 	VersionsPruned int   `json:"versions_pruned"` // real run: manifests deleted by cleanup
 	RangesSent     int   `json:"ranges_sent,omitempty"`
 	SweepDeleted   int   `json:"sweep_deleted,omitempty"`
+
+	// DeletedKept, DeletedKeptReason: a Lance dataset's deleted rows its
+	// compaction could not drop, and why (maintenance.CompactionResult's).
+	DeletedKept       uint64 `json:"deleted_rows_kept,omitempty"`
+	DeletedKeptReason string `json:"deleted_rows_kept_reason,omitempty"`
 }
 
 type keptJSON struct {
@@ -256,6 +261,7 @@ func maintainJSON(rep passReport, dry, keys, remote bool) maintainOut {
 			}
 		} else {
 			tj.Groups, tj.FragmentsBefore, tj.RowsRewritten = tr.Compacted.Committed, tr.Compacted.InputFrags, tr.Compacted.RowsWritten
+			tj.DeletedKept, tj.DeletedKeptReason = tr.Compacted.DeletedKept, tr.Compacted.DeletedKeptReason
 			if c := rep.Cleaned[tr.Table]; c != nil {
 				tj.VersionsPruned, tj.DeleteKeys, tj.DeleteBytes = c.Versions, c.Keys, c.Bytes
 			}
@@ -313,6 +319,9 @@ func lanceNote(t tableJSON) string {
 		return t.Format + ": " + swept
 	}
 	note := t.Format + ": " + plural(t.FragmentsBefore, "fragment", "fragments") + " folded"
+	if t.DeletedKeptReason != "" {
+		note += fmt.Sprintf(", deleted rows kept: %s (%d rows)", t.DeletedKeptReason, t.DeletedKept)
+	}
 	if t.swept {
 		note += ", " + swept
 	}

@@ -82,6 +82,12 @@ func (s lanceSource) CompactSource(ctx context.Context, p maintenance.Policy, fe
 		if !dryRun && (g.Outcome == "" || strings.HasPrefix(g.Outcome, "conflict")) {
 			left += len(g.Fragments) // not reached, or retried next pass
 		}
+		if g.DropRefused != "" && (g.Outcome == "committed" || g.Outcome == lance.OutcomeUnchanged) {
+			res.DeletedKept += g.Deleted
+			if res.DeletedKeptReason == "" {
+				res.DeletedKeptReason = g.DropRefused
+			}
+		}
 		if g.Outcome == "committed" {
 			res.InputFrags += len(g.Fragments)
 			if g.NewID != 0 {

@@ -20,6 +20,13 @@ import (
 	"github.com/tablekeep/tablekeep/shared/objstore"
 )
 
+// OutcomeUnchanged is the Outcome of a group whose output would equal its
+// input: one fragment in, one out, the same rows, its deletions kept (its
+// deleted rows cannot be dropped). Nothing is written or committed, so a
+// dataset whose only candidates are such fragments converges: the next
+// pass commits nothing either until their deletions change.
+const OutcomeUnchanged = "unchanged: not committed (its output would equal its input)"
+
 // ErrConflict: a concurrent commit conflicts with a rewrite group; the
 // group was not committed (the next pass plans it again).
 var ErrConflict = errors.New("lance: concurrent commit conflicts with the rewrite")
@@ -180,8 +187,12 @@ type CompactReport struct {
 	// MaxGroups or MaxInputBytes (not planned).
 	LeftFragments int
 	Committed     int // groups committed
-	Conflicts     int // groups dropped for a concurrent commit
-	Refused       int // groups refused (unsupported file contents)
+	// Unchanged counts the groups not committed because their output
+	// would equal their input (Outcome OutcomeUnchanged): one fragment
+	// whose deleted rows cannot be dropped (DropRefused says why).
+	Unchanged int
+	Conflicts int // groups dropped for a concurrent commit
+	Refused   int // groups refused (unsupported file contents)
 	// FragmentsBefore/After are the latest version's fragments before the
 	// run and in the version it committed.
 	FragmentsBefore, FragmentsAfter int
@@ -268,6 +279,13 @@ func (d *Dataset) Compact(ctx context.Context, opts CompactOptions) (*CompactRep
 		}
 		if err != nil {
 			return rep, fmt.Errorf("compact group %d: %w", i, err)
+		}
+		if out.unchanged {
+			rep.Groups[i].Outcome = OutcomeUnchanged
+			rep.Groups[i].DropRefused = out.dropRefused
+			rep.Unchanged++
+			rep.BytesRead += out.bytesRead
+			continue
 		}
 		out.idx = i
 		if out.path != "" {
@@ -494,6 +512,9 @@ type groupOut struct {
 	// offset p not in dropped is at p - |dropped below p| in the new file.
 	dropped     *roaring.Bitmap
 	dropRefused string
+	// unchanged: the output would equal the input (one fragment whose
+	// deleted rows cannot be dropped); nothing was written.
+	unchanged bool
 }
 
 func (g *groupOut) droppedRows() uint64 {
@@ -598,6 +619,12 @@ func (d *Dataset) writeGroup(ctx context.Context, rm *rawManifest, g plannedGrou
 			out.dropped, out.deleted = out.deleted, roaring.New()
 		case errors.Is(err, lancefile.ErrUnfilterable):
 			out.dropRefused = err.Error() // keep the rows and the deletion vector
+			if len(g.frags) == 1 {
+				// One fragment in, one out, the same rows and deletions:
+				// no rewrite (a new version and file each pass, for ever).
+				out.unchanged = true
+				return out, nil
+			}
 			res, err = nil, nil
 		default:
 			return nil, err

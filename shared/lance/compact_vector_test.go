@@ -2,8 +2,12 @@ package lance_test
 
 import (
 	"context"
+	"maps"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/tablekeep/tablekeep/shared/lance"
@@ -85,5 +89,88 @@ func TestCompactVectorIndex(t *testing.T) {
 	node(t, nil, "compact", dir, "t")
 	if v := vverifyDataset(t, dir); v.Rows != 320 || v.Unindexed != 0 {
 		t.Fatalf("after LanceDB's optimize: %+v", v)
+	}
+}
+
+// TestCompactConvergesOnKeptDeletions is issue 30 point 1: LanceDB writes
+// two fragments of 100 rows with a FixedSizeList<Float32>[8] column (no
+// index) and deletes every tenth row. lanceenc cannot filter the vector
+// column, so the first compaction folds the two fragments into one and
+// keeps the deleted rows (its deleted share, 10%, is past a threshold of
+// 5%), saying why. The second finds that fragment alone past the threshold
+// and its rows still unfilterable: its output would equal its input, so it
+// commits nothing (no new version, no new data file) and reports the reason.
+// LanceDB reads the same rows throughout.
+func TestCompactConvergesOnKeptDeletions(t *testing.T) {
+	dir := t.TempDir()
+	node(t, nil, "vecdel", dir, "t", "100", "2")
+	store, err := objstore.NewDisk(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vb := vverifyDataset(t, dir)
+	if vb.Rows != 180 || vb.Fragments != 2 {
+		t.Fatalf("fixture: %+v", vb)
+	}
+	ctx := context.Background()
+	ds := lance.Open(store, "t.lance")
+	opts := lance.CompactOptions{TargetRows: 10000, DropDeletedAt: 0.05}
+	rep, err := ds.Compact(ctx, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Committed != 1 || rep.Version != vb.Version+1 || rep.FragmentsAfter != 1 {
+		t.Fatalf("first pass: %+v", rep)
+	}
+	if g := rep.Groups[0]; g.DroppedRows != 0 || !strings.Contains(g.DropRefused, "cannot be dropped") || !strings.Contains(g.String(), "deleted rows kept: ") {
+		t.Fatalf("first pass: group %s", g)
+	}
+	files := func() int {
+		n := 0
+		es, err := os.ReadDir(filepath.Join(dir, "t.lance", "data"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range es {
+			if strings.HasSuffix(e.Name(), ".lance") {
+				n++
+			}
+		}
+		return n
+	}
+	nfiles := files()
+	// The second pass's requests, pinned: the branches LIST, the latest
+	// manifest's LIST and GET, the fragment's data and deletion file GETs;
+	// no PUT.
+	faulty := objstore.NewFaulty(store)
+	var mu sync.Mutex
+	ops := map[objstore.Kind]int{}
+	faulty.SetBefore(func(_ int64, op objstore.Op) error {
+		mu.Lock()
+		defer mu.Unlock()
+		ops[op.Kind]++
+		return nil
+	})
+	rep2, err := lance.Open(faulty, "t.lance").Compact(ctx, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("second pass: %+v, requests %v", rep2, ops)
+	// Before the fix: 3 GETs, 3 LISTs (the rebase's probe) and 4 PUTs (data
+	// file, deletion file, transaction file, manifest).
+	if !maps.Equal(ops, map[objstore.Kind]int{objstore.KindGet: 3, objstore.KindList: 2}) {
+		t.Errorf("second pass requests %v, want 3 GETs (manifest, data file, deletion file) and 2 LISTs (branches, latest manifest)", ops)
+	}
+	if rep2.Committed != 0 || rep2.Version != 0 || rep2.Unchanged != 1 || len(rep2.Groups) != 1 {
+		t.Fatalf("second pass committed %d groups at version %d (unchanged %d): %v", rep2.Committed, rep2.Version, rep2.Unchanged, rep2.Groups)
+	}
+	if g := rep2.Groups[0]; !strings.Contains(g.String(), "deleted rows kept: ") || g.Outcome != lance.OutcomeUnchanged {
+		t.Fatalf("second pass: group %s", g)
+	}
+	if n := files(); n != nfiles || rep2.BytesWritten != 0 {
+		t.Fatalf("second pass wrote %d bytes, data files %d -> %d", rep2.BytesWritten, nfiles, n)
+	}
+	if va := vverifyDataset(t, dir); va.Version != rep.Version || va.Rows != 180 || va.Fragments != 1 {
+		t.Fatalf("after: %+v", va)
 	}
 }

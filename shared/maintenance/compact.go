@@ -105,6 +105,14 @@ type CompactionResult struct {
 	Versions     []uint64 // versions committed
 	Stopped      string   // why the run stopped early ("" if it finished)
 	FlushedRows  uint64   // inline rows (format 3) flushed to a data file first
+	// DeletedKept counts the deleted rows a Lance compaction kept although
+	// the group passed its DeletedThreshold (carried with their deletion
+	// vector in a group committed, or left where they are in a group not
+	// committed because its output would equal its input); DeletedKeptReason
+	// says why (the first such group's reason: a column whose pages cannot
+	// be filtered).
+	DeletedKept       uint64
+	DeletedKeptReason string
 	// Discarded counts the files of groups that committed nothing which
 	// their commit deleted at once (table.CommitRewrite: the output and the
 	// deletion vectors its re-applies wrote; kept after an unknown outcome).

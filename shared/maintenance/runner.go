@@ -447,7 +447,8 @@ func (r *Runner) maintainOne(ctx context.Context, ref TableRef, o TableOptions) 
 			slog.Int("groups_planned", c.Planned), slog.Int("groups_committed", c.Committed), slog.Int("groups_dropped", c.Dropped),
 			slog.Int("fragments_in", c.InputFrags), slog.Int("fragments_out", c.OutputFrags),
 			slog.Uint64("rows", c.RowsWritten), slog.Uint64("bytes_read", c.BytesRead), slog.Uint64("bytes", c.BytesWritten),
-			slog.String("stopped", c.Stopped))
+			slog.String("stopped", c.Stopped),
+			slog.Uint64("deleted_kept", c.DeletedKept), slog.String("deleted_kept_reason", c.DeletedKeptReason))
 	}
 	// A compaction error does not skip pruning: a table with a standing
 	// compaction problem must still be pruned. Both are reported.
@@ -459,6 +460,9 @@ func (r *Runner) maintainOne(ctx context.Context, ref TableRef, o TableOptions) 
 	r.Metrics.Count(telemetry.CompactionGroups, c.Committed)
 	r.Metrics.Add(telemetry.CompactionRows, telemetry.Count, float64(c.RowsWritten))
 	r.Metrics.Add(telemetry.CompactionBytes, telemetry.Bytes, float64(c.BytesWritten))
+	if c.DeletedKept > 0 { // recorded only when some were kept (no pinned metric set changes)
+		r.Metrics.Add(telemetry.CompactionDeletedKept, telemetry.Count, float64(c.DeletedKept))
+	}
 
 	st = r.beginStep(cnt)
 	err = r.prune(ctx, src, ref, p, fence, &rep)

@@ -20,6 +20,10 @@ const (
 	MessagesFailed      = "MessagesFailed"      // cleanup messages that failed
 )
 
+// CompactionDeletedKept: deleted rows a Lance compaction kept (they cannot
+// be dropped); recorded only when > 0.
+const CompactionDeletedKept = "CompactionDeletedKept"
+
 // Metric names recorded by the Lambda functions per invocation
 // (docs/aws.md, "Metrics").
 const (

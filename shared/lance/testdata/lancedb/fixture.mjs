@@ -484,6 +484,22 @@ async function vector(dir, name, n, adds) {
   return { latest: await tbl.version(), rows: await tbl.countRows(), indices: idx.map((i) => `${i.name}:${i.indexType}`) };
 }
 
+// vecdel: adds of n rows each with the vector column (no index), then
+// every tenth row deleted (id % 10 = 0): a FixedSizeList column's deleted
+// rows, which lanceenc cannot filter out.
+async function vecdel(dir, name, n, adds) {
+  const db = await connect(dir);
+  let tbl;
+  for (let a = 0; a < adds; a++) {
+    const ids = [];
+    for (let i = 0; i < n; i++) ids.push(a * n + i);
+    if (a === 0) tbl = await db.createTable(name, vecRows(ids), { mode: "overwrite" });
+    else await tbl.add(vecRows(ids));
+  }
+  await tbl.delete("id % 10 = 0");
+  return { latest: await tbl.version(), rows: await tbl.countRows() };
+}
+
 // vverify: for every row, a vector search for its own vector (every
 // partition probed, candidates re-ranked on the stored vectors) must return
 // that row first and the same top-k ids as a brute force over the full scan;
@@ -646,6 +662,7 @@ switch (cmd) {
   case "writer": res = await writer(dir, name, Number(arg)); break;
   case "vector": res = await vector(dir, name, Number(arg), Number(arg2)); break;
   case "bigdel": res = await bigdel(dir, name); break;
+  case "vecdel": res = await vecdel(dir, name, Number(arg), Number(arg2)); break;
   case "vverify": res = await vverify(dir, name, Number(arg)); break;
   case "matrix": res = await matrix(dir); break;
   case "readall": res = await readAll(dir, name); break;
